@@ -1,0 +1,72 @@
+//! Error classification shared by the whole proxy.
+//!
+//! Every error is classified where it is raised: on which side it happened
+//! ([`ErrorSide`]) and whether retrying can help. That classification decides
+//! what the client gets: a retriable Kafka error code, a non-retriable one, or a
+//! closed connection.
+
+use sluice_codec::CodecError;
+
+/// Where an error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorSide {
+    /// The client broke the protocol or sent something we refuse.
+    Client,
+    /// A broker failed, or its connection did.
+    Broker,
+    /// A bug or resource problem inside Sluice.
+    Internal,
+}
+
+impl ErrorSide {
+    /// A short label for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorSide::Client => "client",
+            ErrorSide::Broker => "broker",
+            ErrorSide::Internal => "internal",
+        }
+    }
+}
+
+/// Classification of an error.
+pub trait ErrorClass {
+    /// Where the error comes from.
+    fn side(&self) -> ErrorSide;
+    /// Whether the same request may succeed if retried.
+    fn retriable(&self) -> bool;
+}
+
+/// An error raised by a transform or sink.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// A message could not be decoded or encoded.
+    #[error("{0}")]
+    Codec(#[from] CodecError),
+    /// A broker connection failed.
+    #[error("{0}")]
+    Broker(#[from] crate::broker::BrokerError),
+    /// The client sent a request that Sluice cannot serve.
+    #[error("client request refused: {0}")]
+    Refused(String),
+    /// Something inside Sluice went wrong.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl ErrorClass for ChainError {
+    fn side(&self) -> ErrorSide {
+        match self {
+            ChainError::Codec(_) | ChainError::Refused(_) => ErrorSide::Client,
+            ChainError::Broker(e) => e.side(),
+            ChainError::Internal(_) => ErrorSide::Internal,
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        match self {
+            ChainError::Broker(e) => e.retriable(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The transform chain that every client request passes through.
+//!
+//! A client connection owns one [`Chain`]: zero or more [`Transform`]s that see
+//! each request on the way in and each response on the way out (in reverse
+//! order), ending in one [`Sink`] that talks to Kafka. Transforms are
+//! synchronous rewrites; the sink is where I/O happens.
+//!
+//! - [`context`]: what a chain knows about its client connection.
+//! - [`transform`]: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
+//! - [`error`]: error classification shared by the whole proxy.
+//! - [`broker`]: one connection to one broker, with correlation-id mapping.
+//! - [`tls`]: TLS connector from config.
+//! - [`debug_printer`]: the `DebugPrinter` transform.
+//! - [`sink_single`]: the `KafkaSinkSingle` sink.
+
+pub mod broker;
+pub mod context;
+pub mod debug_printer;
+pub mod error;
+pub mod sink_single;
+pub mod tls;
+pub mod transform;
+
+pub use context::ConnectionContext;
+pub use error::{ChainError, ErrorClass, ErrorSide};
+pub use transform::{Chain, ChainBuilder, Sink, SinkBuilder, Transform, TransformBuilder};

@@ -1,0 +1,124 @@
+//! The [`Transform`] and [`Sink`] traits, and the [`Chain`] that joins them.
+//!
+//! Request phase: transforms in order, then the sink. Response phase: the sink
+//! hands back responses in request order, then transforms in reverse order.
+//! The sink decouples the phases so that a client can pipeline requests.
+
+use async_trait::async_trait;
+use sluice_codec::{Request, Response};
+
+use crate::{ChainError, ConnectionContext};
+
+/// A synchronous rewrite of requests and responses.
+pub trait Transform: Send {
+    /// The transform's name, for logs and metrics.
+    fn name(&self) -> &str;
+    /// Called for every request, in order, before the sink sees it.
+    fn on_request(&mut self, request: &mut Request, ctx: &ConnectionContext)
+    -> Result<(), ChainError>;
+    /// Called for every response, in request order, after the sink produced it.
+    fn on_response(
+        &mut self,
+        response: &mut Response,
+        ctx: &ConnectionContext,
+    ) -> Result<(), ChainError>;
+}
+
+/// The end of a chain: sends requests to Kafka and yields responses.
+#[async_trait]
+pub trait Sink: Send {
+    /// The sink's name, for logs and metrics.
+    fn name(&self) -> &str;
+    /// Hands a request to the sink. Returns once it is queued; waits only for
+    /// backpressure, never for the response.
+    async fn send(&mut self, request: Request, ctx: &ConnectionContext) -> Result<(), ChainError>;
+    /// The response to the oldest request still owed one. Cancel-safe: it may
+    /// be dropped in a `select!` and called again without losing anything.
+    /// Pends forever while nothing is owed.
+    async fn recv(&mut self, ctx: &ConnectionContext) -> Result<Response, ChainError>;
+    /// How many responses are still owed.
+    fn pending(&self) -> usize;
+}
+
+/// Builds one [`Transform`] per client connection.
+pub trait TransformBuilder: Send + Sync {
+    /// Builds the transform for a new client connection.
+    fn build(&self, ctx: &ConnectionContext) -> Box<dyn Transform>;
+}
+
+/// Builds one [`Sink`] per client connection.
+pub trait SinkBuilder: Send + Sync {
+    /// Builds the sink for a new client connection.
+    fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink>;
+}
+
+/// Transforms and a sink, shared by all connections of a source.
+pub struct ChainBuilder {
+    transforms: Vec<Box<dyn TransformBuilder>>,
+    sink: Box<dyn SinkBuilder>,
+}
+
+impl std::fmt::Debug for ChainBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainBuilder")
+            .field("transforms", &self.transforms.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChainBuilder {
+    /// A chain of `transforms` ending in `sink`.
+    pub fn new(transforms: Vec<Box<dyn TransformBuilder>>, sink: Box<dyn SinkBuilder>) -> Self {
+        Self { transforms, sink }
+    }
+
+    /// Builds the chain for a new client connection.
+    pub fn build(&self, ctx: &ConnectionContext) -> Chain {
+        Chain {
+            transforms: self.transforms.iter().map(|t| t.build(ctx)).collect(),
+            sink: self.sink.build(ctx),
+        }
+    }
+}
+
+/// One client connection's chain.
+pub struct Chain {
+    transforms: Vec<Box<dyn Transform>>,
+    sink: Box<dyn Sink>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain")
+            .field("sink", &self.sink.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Chain {
+    /// Runs the request phase and hands the request to the sink.
+    pub async fn send(
+        &mut self,
+        mut request: Request,
+        ctx: &ConnectionContext,
+    ) -> Result<(), ChainError> {
+        for t in &mut self.transforms {
+            t.on_request(&mut request, ctx)?;
+        }
+        self.sink.send(request, ctx).await
+    }
+
+    /// Waits for the next response (cancel-safe) and runs the response phase.
+    pub async fn recv(&mut self, ctx: &ConnectionContext) -> Result<Response, ChainError> {
+        let mut response = self.sink.recv(ctx).await?;
+        for t in self.transforms.iter_mut().rev() {
+            t.on_response(&mut response, ctx)?;
+        }
+        Ok(response)
+    }
+
+    /// How many responses the client is still owed.
+    pub fn pending(&self) -> usize {
+        self.sink.pending()
+    }
+}

@@ -1,0 +1,105 @@
+//! Kafka's length-prefixed framing.
+//!
+//! Every Kafka message on the wire is a big-endian `i32` size followed by that
+//! many bytes. [`FrameCodec`] splits a byte stream into such frames (without the
+//! prefix) and refuses frames over a limit before buffering them, so a peer
+//! announcing a 2 GiB frame costs us nothing but an error.
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::CodecError;
+
+/// Kafka's own default for `socket.request.max.bytes`: 100 MiB.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+
+/// Splits a stream into length-prefixed frames and writes them back.
+#[derive(Debug, Clone)]
+pub struct FrameCodec {
+    max_frame_bytes: usize,
+}
+
+impl FrameCodec {
+    /// A codec that rejects frames larger than `max_frame_bytes`.
+    pub fn new(max_frame_bytes: usize) -> Self {
+        Self { max_frame_bytes }
+    }
+}
+
+impl Default for FrameCodec {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_FRAME_BYTES)
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = BytesMut;
+    type Error = CodecError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
+        let Some(prefix) = src.get(..4) else {
+            return Ok(None);
+        };
+        let len = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+        let size = usize::try_from(len).map_err(|_| CodecError::NegativeLength(len))?;
+        if size > self.max_frame_bytes {
+            return Err(CodecError::FrameTooLarge {
+                size,
+                max: self.max_frame_bytes,
+            });
+        }
+        if src.len() < 4 + size {
+            src.reserve(4 + size - src.len());
+            return Ok(None);
+        }
+        src.advance(4);
+        Ok(Some(src.split_to(size)))
+    }
+}
+
+impl Encoder<&[u8]> for FrameCodec {
+    type Error = CodecError;
+
+    fn encode(&mut self, frame: &[u8], dst: &mut BytesMut) -> Result<(), CodecError> {
+        let len = i32::try_from(frame.len()).map_err(|_| CodecError::FrameTooLarge {
+            size: frame.len(),
+            max: i32::MAX as usize,
+        })?;
+        dst.reserve(4 + frame.len());
+        dst.put_i32(len);
+        dst.put_slice(frame);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_frames_and_waits_for_more() {
+        let mut codec = FrameCodec::default();
+        let mut buf = BytesMut::new();
+        codec.encode(b"hello".as_slice(), &mut buf).unwrap();
+        codec.encode(b"".as_slice(), &mut buf).unwrap();
+        buf.extend_from_slice(&[0, 0, 0, 9, 1, 2]);
+        assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"hello");
+        assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"");
+        assert!(codec.decode(&mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn rejects_oversized_and_negative_lengths_without_buffering() {
+        let mut codec = FrameCodec::new(1024);
+        let mut buf = BytesMut::from(&(200 * 1024 * 1024i32).to_be_bytes()[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(CodecError::FrameTooLarge { size, max: 1024 }) if size == 200 * 1024 * 1024
+        ));
+        let mut buf = BytesMut::from(&(-5i32).to_be_bytes()[..]);
+        assert!(matches!(
+            codec.decode(&mut buf),
+            Err(CodecError::NegativeLength(-5))
+        ));
+    }
+}
