@@ -1,0 +1,64 @@
+//! Metric names and the Prometheus exporter.
+//!
+//! Every metric Sluice records is named here, so that the names (and their
+//! labels) are documented in one place and cannot drift between the code that
+//! records them and the dashboards that read them. Code records through the
+//! `metrics` facade (`metrics::counter!(names::REQUESTS, "api" => ...)`); the
+//! exporter installed by [`install_prometheus`] serves them at `/metrics`.
+
+use std::net::SocketAddr;
+
+pub use metrics;
+
+/// Metric names. Labels are listed in each doc comment.
+pub mod names {
+    /// Gauge: client connections open now. Labels: `source`.
+    pub const CLIENT_CONNECTIONS_OPEN: &str = "sluice_client_connections_open";
+    /// Counter: client connections accepted. Labels: `source`.
+    pub const CLIENT_CONNECTIONS_TOTAL: &str = "sluice_client_connections_total";
+    /// Counter: client connections refused by the connection limit or a TLS
+    /// handshake failure. Labels: `source`, `reason`.
+    pub const CLIENT_CONNECTIONS_REJECTED: &str = "sluice_client_connections_rejected_total";
+    /// Counter: client connections closed by Sluice because of an error.
+    /// Labels: `source`, `side`.
+    pub const CLIENT_CONNECTIONS_CLOSED_ON_ERROR: &str =
+        "sluice_client_connections_closed_on_error_total";
+    /// Counter: requests received from clients. Labels: `api`.
+    pub const REQUESTS: &str = "sluice_requests_total";
+    /// Counter: responses sent to clients. Labels: `api`.
+    pub const RESPONSES: &str = "sluice_responses_total";
+    /// Counter: errors. Labels: `side` (client|broker|internal), `retriable`.
+    pub const ERRORS: &str = "sluice_errors_total";
+    /// Counter: bytes read from clients.
+    pub const BYTES_IN: &str = "sluice_client_bytes_in_total";
+    /// Counter: bytes written to clients.
+    pub const BYTES_OUT: &str = "sluice_client_bytes_out_total";
+    /// Counter: broker connections opened. Labels: `broker`.
+    pub const BROKER_CONNECTIONS_OPENED: &str = "sluice_broker_connections_opened_total";
+    /// Counter: broker connection receive errors. Labels: `broker`, `kind`.
+    pub const BROKER_RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
+    /// Counter: error responses synthesized for requests a broker never answered.
+    /// Labels: `api`.
+    pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";
+}
+
+/// The exporter could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the metrics endpoint on {addr}: {reason}")]
+pub struct MetricsError {
+    addr: SocketAddr,
+    reason: String,
+}
+
+/// Installs the global recorder and serves `/metrics` on `addr`.
+///
+/// Must be called from within a tokio runtime.
+pub fn install_prometheus(addr: SocketAddr) -> Result<(), MetricsError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| MetricsError {
+            addr,
+            reason: e.to_string(),
+        })
+}
