@@ -1,0 +1,1 @@
+//! Response rewriting that hides the real brokers.

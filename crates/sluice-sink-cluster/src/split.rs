@@ -1,0 +1,1 @@
+//! Splitting requests per broker and merging their responses.
