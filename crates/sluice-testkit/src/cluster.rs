@@ -1,0 +1,144 @@
+//! The real Kafka cluster a test runs against.
+//!
+//! The test command starts clusters with `scripts/kafka/cluster.sh` and shares
+//! them between tests; each writes `<state>/clusters/<name>/cluster.json`,
+//! which this module reads. A test never starts its own broker unless it must
+//! kill one.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::clients::{self, ClientOutput};
+
+/// The shared single-node cluster (KafkaSinkSingle tests).
+pub const SINGLE: &str = "single";
+/// The shared three-node cluster (KafkaSinkCluster tests).
+pub const TRIO: &str = "trio";
+
+/// A running test cluster.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    name: String,
+    info: Value,
+}
+
+impl Cluster {
+    /// The running cluster `name`; panics with instructions if it is not up.
+    pub fn get(name: &str) -> Self {
+        let path = crate::state_dir()
+            .join("clusters")
+            .join(name)
+            .join("cluster.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "test cluster `{name}` is not running ({}: {e}). Run the whole suite with \
+                 `scripts/test`, or start it with `scripts/kafka/cluster.sh start --name {name} ...`",
+                path.display()
+            )
+        });
+        let info: Value = serde_json::from_str(&text).expect("valid cluster.json");
+        Self {
+            name: name.to_string(),
+            info,
+        }
+    }
+
+    fn str(&self, key: &str) -> &str {
+        self.info[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("cluster.json of {} lacks {key}", self.name))
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of broker nodes.
+    pub fn node_count(&self) -> usize {
+        self.info["node_count"].as_u64().unwrap_or(0) as usize
+    }
+
+    /// Bootstrap list for a listener (`PLAINTEXT`, `SASL_PLAINTEXT`, `SSL`).
+    pub fn bootstrap(&self, listener: &str) -> String {
+        self.info["bootstrap"][listener]
+            .as_str()
+            .unwrap_or_else(|| panic!("cluster {} has no {listener} listener", self.name))
+            .to_string()
+    }
+
+    /// Port of `listener` on node `id` (1-based).
+    pub fn port(&self, id: usize, listener: &str) -> u16 {
+        self.info["nodes"][id - 1]["ports"][listener]
+            .as_u64()
+            .unwrap_or_else(|| panic!("cluster {} node {id} has no {listener} port", self.name))
+            as u16
+    }
+
+    /// Directory of the generated certificates.
+    pub fn certs_dir(&self) -> PathBuf {
+        PathBuf::from(self.str("certs_dir"))
+    }
+
+    /// A file in the certificates directory, e.g. `ca.pem`.
+    pub fn cert(&self, file: &str) -> String {
+        self.certs_dir().join(file).display().to_string()
+    }
+
+    /// Directory of the Kafka jars.
+    pub fn libs_dir(&self) -> PathBuf {
+        PathBuf::from(self.str("libs_dir"))
+    }
+
+    /// log4j2 configuration for tools.
+    pub fn tools_log4j_config(&self) -> PathBuf {
+        let tools = crate::repo_root().join("scripts/kafka/tools-log4j2.properties");
+        if tools.exists() {
+            tools
+        } else {
+            PathBuf::from(self.str("log4j_config"))
+        }
+    }
+
+    /// A generated client properties file (`ssl-client`, `scram512-admin`, ...).
+    pub fn client_config(&self, name: &str) -> String {
+        self.info["client_configs"][name]
+            .as_str()
+            .unwrap_or_else(|| panic!("cluster {} has no client config {name}", self.name))
+            .to_string()
+    }
+
+    /// Creates a topic directly on the cluster (PLAINTEXT, bypassing Sluice).
+    pub fn create_topic(&self, topic: &str, partitions: u32, replication: u32) {
+        let (p, r) = (partitions.to_string(), replication.to_string());
+        let bootstrap = self.bootstrap("PLAINTEXT");
+        let args = [
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &p,
+            "--replication-factor",
+            &r,
+        ];
+        self.tool(clients::TOPIC_COMMAND, &args, Duration::from_secs(60))
+            .assert_success("create topic");
+    }
+
+    /// Runs a Java tool against this cluster's jars.
+    pub fn tool(&self, class: &str, args: &[&str], timeout: Duration) -> ClientOutput {
+        clients::run(clients::java(self, class, args), None, timeout, class)
+    }
+
+    /// Runs `scripts/kafka/cluster.sh` with `args` for this cluster.
+    pub fn script(&self, args: &[&str]) -> ClientOutput {
+        let mut command = Command::new(crate::repo_root().join("scripts/kafka/cluster.sh"));
+        command.args(args).arg("--name").arg(&self.name);
+        clients::run(command, None, Duration::from_secs(180), "cluster.sh")
+    }
+}

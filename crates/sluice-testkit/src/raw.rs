@@ -1,0 +1,86 @@
+//! A minimal, blocking Kafka protocol client for tests that need exact control
+//! over the bytes: pipelining, garbage, oversized frames, in-flight requests at
+//! shutdown. Real-client behaviour is tested with real clients (see [`crate::clients`]).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
+
+/// A blocking connection speaking raw Kafka frames.
+pub struct RawClient {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+impl RawClient {
+    /// Connects to `addr` with a 30 s read timeout.
+    pub fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Self {
+            stream,
+            next_correlation_id: 1,
+        }
+    }
+
+    /// Sends a request and returns its correlation id.
+    pub fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let request = Request::from_body(api, version, id, Some("raw-test".into()), body);
+        let mut buf = BytesMut::new();
+        request.encode(&mut buf).expect("encode request");
+        self.stream.write_all(&buf).expect("write request");
+        id
+    }
+
+    /// Reads one response frame to a request of `api`/`version`.
+    pub fn recv(&mut self, api: ApiKey, version: i16) -> Response {
+        let mut len = [0u8; 4];
+        self.stream
+            .read_exact(&mut len)
+            .expect("read response length");
+        let mut frame = vec![0u8; i32::from_be_bytes(len) as usize];
+        self.stream
+            .read_exact(&mut frame)
+            .expect("read response frame");
+        Response::parse(BytesMut::from(&frame[..]), api, version).expect("parse response")
+    }
+
+    /// Sends a request and waits for its response body.
+    pub fn request(&mut self, api: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+        let id = self.send(api, version, body);
+        let response = self.recv(api, version);
+        assert_eq!(response.correlation_id(), id, "correlation id of {api:?}");
+        response.into_body().expect("decode response")
+    }
+
+    /// Writes arbitrary bytes.
+    pub fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Whether the peer closes the connection within `timeout` (reads until EOF or reset).
+    pub fn closed_by_peer_within(&mut self, timeout: Duration) -> bool {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("set read timeout");
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return false;
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! A Sluice process started from a topology, for one test.
+//!
+//! The process runs the real `sluice` binary with its own config files in a
+//! temporary directory, logs to a file there, and is killed when the handle is
+//! dropped, so a failing test leaves nothing behind.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+use wait_timeout::ChildExt;
+
+use crate::wait;
+
+/// A running Sluice process.
+pub struct SluiceProcess {
+    child: Option<Child>,
+    dir: TempDir,
+    /// Address of the Prometheus endpoint.
+    pub metrics_addr: String,
+}
+
+impl SluiceProcess {
+    /// Starts `binary` with `topology` (YAML text) and waits until every
+    /// address in `wait_for` accepts TCP connections.
+    pub fn start(binary: &Path, topology: &str, wait_for: &[&str]) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-it-")
+            .tempdir()
+            .expect("temp dir");
+        let metrics_addr = format!("127.0.0.1:{}", crate::free_port());
+        fs::write(dir.path().join("topology.yaml"), topology).expect("write topology");
+        fs::write(
+            dir.path().join("config.yaml"),
+            format!(
+                "main_log_level: \"info,sluice=debug\"\nobservability_interface: \"{metrics_addr}\"\n"
+            ),
+        )
+        .expect("write config");
+        let log = fs::File::create(dir.path().join("sluice.log")).expect("log file");
+        let child = Command::new(binary)
+            .arg("--topology-file")
+            .arg(dir.path().join("topology.yaml"))
+            .arg("--config-file")
+            .arg(dir.path().join("config.yaml"))
+            .arg("--drain-timeout-secs")
+            .arg("20")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn sluice");
+        let mut process = Self {
+            child: Some(child),
+            dir,
+            metrics_addr,
+        };
+        for addr in wait_for {
+            process.wait_listening(addr);
+        }
+        process
+    }
+
+    fn wait_listening(&mut self, addr: &str) {
+        let what = format!("sluice to listen on {addr}");
+        wait::until(Duration::from_secs(30), &what, || {
+            if let Some(status) = self.try_status() {
+                panic!("sluice exited early with {status}; log:\n{}", self.log());
+            }
+            std::net::TcpStream::connect(addr)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+    }
+
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The log written so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Path of the log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("sluice.log")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("sluice already stopped");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("send SIGTERM");
+        match child.wait_timeout(timeout).expect("wait for sluice") {
+            Some(status) => status,
+            None => {
+                let _ = child.kill();
+                panic!(
+                    "sluice did not exit within {timeout:?} of SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+        }
+    }
+
+    /// Kills the process at once (SIGKILL).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Scrapes `/metrics` and returns the text.
+    pub fn metrics(&self) -> String {
+        http_get(&self.metrics_addr, "/metrics")
+    }
+
+    /// Sum of every sample of `name` whose labels contain all of `labels`
+    /// (e.g. `&["api=\"Produce\""]`).
+    pub fn metric(&self, name: &str, labels: &[&str]) -> f64 {
+        sum_metric(&self.metrics(), name, labels)
+    }
+}
+
+impl Drop for SluiceProcess {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("---- sluice log ----\n{}\n---- end ----", self.log());
+        }
+    }
+}
+
+/// Sums the samples of `name` in Prometheus text whose label sets contain all `labels`.
+pub fn sum_metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, label_text) = match series.split_once('{') {
+                Some((m, rest)) => (m, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            (metric == name && labels.iter().all(|want| label_text.contains(want)))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send request");
+    let mut body = String::new();
+    stream.read_to_string(&mut body).expect("read metrics");
+    body.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(body)
+}
