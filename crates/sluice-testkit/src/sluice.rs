@@ -94,25 +94,29 @@ impl SluiceProcess {
         self.dir.path().join("sluice.log")
     }
 
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    /// Sends SIGTERM without waiting.
+    pub fn send_sigterm(&self) {
+        let child = self.child.as_ref().expect("sluice already stopped");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("send SIGTERM");
     }
 
-    /// Sends SIGTERM and waits (bounded) for the exit status.
-    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+    /// Waits (bounded) for the process to exit and returns its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let mut child = self.child.take().expect("sluice already stopped");
-        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("send SIGTERM");
         match child.wait_timeout(timeout).expect("wait for sluice") {
             Some(status) => status,
             None => {
                 let _ = child.kill();
-                panic!(
-                    "sluice did not exit within {timeout:?} of SIGTERM; log:\n{}",
-                    self.log()
-                );
+                let _ = child.wait();
+                panic!("sluice did not exit within {timeout:?}; log:\n{}", self.log());
             }
         }
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        self.send_sigterm();
+        self.wait_exit(timeout)
     }
 
     /// Kills the process at once (SIGKILL).
