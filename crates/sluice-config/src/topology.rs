@@ -1,6 +1,44 @@
 //! The topology file: sources and their transform chains.
+//!
+//! The schema follows shotover-proxy's Kafka topology format, so that a
+//! shotover user's file parses unchanged. Rust field names carry their units
+//! (`idle_timeout_secs`); serde renames map them to shotover's names (`timeout`).
+//! Sluice's extensions (`destination_address`, `max_frame_bytes`, `name` on
+//! sinks) are optional and never appear in shotover files.
+//!
+//! - [`chain`]: the elements of a chain, and the rule that a sink ends it.
+//! - [`tls`]: TLS settings for listeners and for broker connections.
+//! - [`sinks`]: `KafkaSinkSingle` and `KafkaSinkCluster`.
+
+pub mod chain;
+pub mod sinks;
+pub mod tls;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
 
 use serde::Deserialize;
+
+pub use chain::TransformConfig;
+pub use sinks::{
+    AuthorizeScramOverMtlsConfig, KafkaSinkClusterConfig, KafkaSinkSingleConfig,
+    MIN_DELEGATION_TOKEN_LIFETIME_SECS, ShotoverNodeConfig,
+};
+pub use tls::{TlsAcceptorConfig, TlsConnectorConfig};
+
+use crate::validate::{self, Checks};
+use crate::{ConfigError, FieldError, load};
+
+/// Client connections a source accepts at once unless `connection_limit` says otherwise.
+pub const DEFAULT_CONNECTION_LIMIT: usize = 512;
+/// Largest client frame accepted unless `max_frame_bytes` says otherwise (Kafka's
+/// `socket.request.max.bytes` default).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+/// Smallest `max_frame_bytes` accepted: below this, ordinary metadata requests fail.
+pub const MIN_MAX_FRAME_BYTES: usize = 64 * 1024;
+/// Largest `max_frame_bytes` accepted.
+pub const MAX_MAX_FRAME_BYTES: usize = 1024 * 1024 * 1024;
 
 /// The whole topology file.
 #[derive(Debug, Clone, Deserialize)]
@@ -10,12 +48,79 @@ pub struct Topology {
     pub sources: Vec<SourceConfig>,
 }
 
+impl Topology {
+    /// Reads, parses and validates the topology file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::parse(&load::read_file(path)?, path)
+    }
+
+    /// Parses and validates `yaml`; `path` names the origin in errors.
+    pub fn parse(yaml: &str, path: &Path) -> Result<Self, ConfigError> {
+        let topology: Self = load::parse_yaml(yaml, path)?;
+        topology.validate(path)?;
+        Ok(topology)
+    }
+
+    /// Checks every rule (see the crate docs); `path` names the file in errors.
+    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        self.check(Checks::ALL).map_err(|e| e.in_file(path))
+    }
+
+    pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
+        if self.sources.is_empty() {
+            return Err(FieldError::new("sources", "must list at least one source"));
+        }
+        let mut names = HashMap::new();
+        let mut listen = HashMap::new();
+        for (i, source) in self.sources.iter().enumerate() {
+            let at = format!("sources[{i}]");
+            source.check(checks).map_err(|e| e.within(&at))?;
+            let SourceConfig::Kafka(kafka) = source;
+            if let Some(first) = names.insert(kafka.name.as_str(), i) {
+                return Err(FieldError::new(
+                    format!("{at}.Kafka.name"),
+                    format!(
+                        "source name `{}` is also used by sources[{first}]",
+                        kafka.name
+                    ),
+                ));
+            }
+            // Port 0 picks a free port, so those never clash.
+            let clash = (!kafka.listen_addr.ends_with(":0"))
+                .then(|| listen.insert(kafka.listen_addr.as_str(), i))
+                .flatten();
+            if let Some(first) = clash {
+                return Err(FieldError::new(
+                    format!("{at}.Kafka.listen_addr"),
+                    format!(
+                        "`{}` is also the listen_addr of sources[{first}]",
+                        kafka.listen_addr
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One source. Only Kafka sources exist.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub enum SourceConfig {
     /// A Kafka listener.
     Kafka(KafkaSourceConfig),
+}
+
+impl SourceConfig {
+    /// Checks every rule, including that TLS files exist.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        self.check(Checks::ALL)
+    }
+
+    pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
+        match self {
+            Self::Kafka(k) => k.check(checks).map_err(|e| e.within("Kafka")),
+        }
+    }
 }
 
 /// A Kafka listener and its chain.
@@ -26,7 +131,7 @@ pub struct KafkaSourceConfig {
     pub name: String,
     /// `host:port` to listen on.
     pub listen_addr: String,
-    /// Maximum concurrent client connections (default 512).
+    /// Maximum concurrent client connections (default [`DEFAULT_CONNECTION_LIMIT`]).
     #[serde(default)]
     pub connection_limit: Option<usize>,
     /// At the limit: `true` accepts and closes new connections at once, `false`
@@ -40,133 +145,70 @@ pub struct KafkaSourceConfig {
     /// nothing in flight for this long is closed. shotover's name: `timeout`.
     #[serde(default, rename = "timeout", alias = "idle_timeout_secs")]
     pub idle_timeout_secs: Option<u64>,
-    /// Largest frame accepted from a client (default 100 MiB).
+    /// Largest frame accepted from a client (default [`DEFAULT_MAX_FRAME_BYTES`]).
     #[serde(default)]
     pub max_frame_bytes: Option<usize>,
     /// Transforms, ending in a sink.
     pub chain: Vec<TransformConfig>,
 }
 
-/// TLS for a listener.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsAcceptorConfig {
-    /// PEM certificate chain.
-    pub certificate_path: String,
-    /// PEM private key.
-    pub private_key_path: String,
-    /// PEM CA bundle; when set, clients must present a certificate it signed.
-    #[serde(default)]
-    pub certificate_authority_path: Option<String>,
+impl KafkaSourceConfig {
+    /// Checks every rule, including that TLS files exist.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        self.check(Checks::ALL)
+    }
+
+    /// `connection_limit`, or its default.
+    pub fn connection_limit_or_default(&self) -> usize {
+        self.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT)
+    }
+
+    /// `hard_connection_limit`, or its default (false).
+    pub fn hard_connection_limit_or_default(&self) -> bool {
+        self.hard_connection_limit.unwrap_or(false)
+    }
+
+    /// `max_frame_bytes`, or its default.
+    pub fn max_frame_bytes_or_default(&self) -> usize {
+        self.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME_BYTES)
+    }
+
+    /// The idle timeout, if any.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout_secs.map(Duration::from_secs)
+    }
+
+    /// The chain's sink: its last element (present once validated).
+    pub fn sink(&self) -> Option<&TransformConfig> {
+        self.chain.last().filter(|t| t.is_sink())
+    }
+
+    pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
+        validate::non_empty("name", &self.name)?;
+        validate::address("listen_addr", &self.listen_addr, true)?;
+        if self.connection_limit == Some(0) {
+            return Err(FieldError::new(
+                "connection_limit",
+                "must be greater than 0",
+            ));
+        }
+        let frame_range = MIN_MAX_FRAME_BYTES..=MAX_MAX_FRAME_BYTES;
+        if let Some(max) = self.max_frame_bytes.filter(|m| !frame_range.contains(m)) {
+            return Err(FieldError::new(
+                "max_frame_bytes",
+                format!(
+                    "{max} is out of range: must be from {MIN_MAX_FRAME_BYTES} to \
+                     {MAX_MAX_FRAME_BYTES}"
+                ),
+            ));
+        }
+        validate::positive("timeout", self.idle_timeout_secs)?;
+        if let Some(tls) = &self.tls {
+            tls.check(checks).map_err(|e| e.within("tls"))?;
+        }
+        chain::check_chain(&self.chain, checks).map_err(|e| e.within("chain"))
+    }
 }
 
-/// TLS for connections to brokers.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConnectorConfig {
-    /// PEM CA bundle that signed the brokers' certificates.
-    pub certificate_authority_path: String,
-    /// PEM client certificate, for mTLS.
-    #[serde(default)]
-    pub certificate_path: Option<String>,
-    /// PEM client key, for mTLS.
-    #[serde(default)]
-    pub private_key_path: Option<String>,
-    /// Check that the broker certificate matches its address (default true).
-    #[serde(default = "default_true")]
-    pub verify_hostname: bool,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// One element of a chain.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub enum TransformConfig {
-    /// Logs each request and response at debug level.
-    DebugPrinter,
-    /// One broker.
-    KafkaSinkSingle(KafkaSinkSingleConfig),
-    /// A whole cluster, hidden behind the Sluice nodes.
-    KafkaSinkCluster(KafkaSinkClusterConfig),
-}
-
-/// `KafkaSinkSingle`: forwards to one broker.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaSinkSingleConfig {
-    /// Optional name for logs.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Broker port on the same host as the listener (shotover's form).
-    #[serde(default)]
-    pub destination_port: Option<u16>,
-    /// Broker `host:port` (Sluice's extension; exclusive with `destination_port`).
-    #[serde(default)]
-    pub destination_address: Option<String>,
-    /// Connect timeout in milliseconds.
-    pub connect_timeout_ms: u64,
-    /// Seconds to wait for a response before failing the request.
-    #[serde(default, rename = "read_timeout", alias = "read_timeout_secs")]
-    pub read_timeout_secs: Option<u64>,
-    /// TLS to the broker.
-    #[serde(default)]
-    pub tls: Option<TlsConnectorConfig>,
-}
-
-/// `KafkaSinkCluster`: the whole cluster behind the Sluice nodes.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaSinkClusterConfig {
-    /// Optional name for logs.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// Broker `host:port`s to bootstrap from.
-    pub first_contact_points: Vec<String>,
-    /// Every Sluice instance of this deployment.
-    pub shotover_nodes: Vec<ShotoverNodeConfig>,
-    /// Which of `shotover_nodes` this instance is.
-    pub local_shotover_broker_id: i32,
-    /// Connect timeout in milliseconds.
-    pub connect_timeout_ms: u64,
-    /// Seconds to wait for a response before failing the request.
-    #[serde(default, rename = "read_timeout", alias = "read_timeout_secs")]
-    pub read_timeout_secs: Option<u64>,
-    /// How often to check the other Sluice nodes, in milliseconds.
-    #[serde(default)]
-    pub check_shotover_peers_delay_ms: Option<u64>,
-    /// TLS to the brokers.
-    #[serde(default)]
-    pub tls: Option<TlsConnectorConfig>,
-    /// SCRAM from clients, delegation tokens to brokers.
-    #[serde(default)]
-    pub authorize_scram_over_mtls: Option<AuthorizeScramOverMtlsConfig>,
-}
-
-/// One Sluice instance as clients and peers see it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShotoverNodeConfig {
-    /// `host:port` advertised to clients.
-    pub address_for_clients: String,
-    /// `host:port` other Sluice nodes use for health checks.
-    pub address_for_peers: String,
-    /// Rack advertised to clients.
-    pub rack: String,
-    /// Broker id advertised to clients.
-    pub broker_id: i32,
-}
-
-/// `authorize_scram_over_mtls`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthorizeScramOverMtlsConfig {
-    /// Broker `host:port`s of the mTLS listener.
-    pub mtls_port_contact_points: Vec<String>,
-    /// The super-user client certificate and CA.
-    pub tls: TlsConnectorConfig,
-    /// Lifetime of each delegation token, in seconds.
-    pub delegation_token_lifetime_seconds: u64,
-}
+#[cfg(test)]
+mod tests;

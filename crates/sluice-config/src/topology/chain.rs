@@ -1,0 +1,175 @@
+//! The elements of a chain, and the rule that exactly one sink ends it.
+//!
+//! [`TransformConfig`] deserializes by hand to accept every form shotover
+//! accepts: a transform without settings may be written `- DebugPrinter`,
+//! `- DebugPrinter: {}` or `- DebugPrinter: null`.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+
+use super::sinks::{KafkaSinkClusterConfig, KafkaSinkSingleConfig};
+use crate::FieldError;
+use crate::validate::Checks;
+
+/// Each element is valid and exactly one sink ends the chain.
+pub(crate) fn check_chain(chain: &[TransformConfig], checks: Checks) -> Result<(), FieldError> {
+    let Some(last) = chain.last() else {
+        return Err(FieldError::new(
+            "",
+            "must not be empty: it must end in a sink (KafkaSinkSingle or KafkaSinkCluster)",
+        ));
+    };
+    for (i, t) in chain.iter().enumerate() {
+        let at = format!("[{i}]");
+        if t.is_sink() && i + 1 != chain.len() {
+            return Err(FieldError::new(
+                at,
+                format!(
+                    "{} is a sink and must be the last element of the chain",
+                    t.kind()
+                ),
+            ));
+        }
+        t.check(checks).map_err(|e| e.within(&at))?;
+    }
+    if !last.is_sink() {
+        return Err(FieldError::new(
+            format!("[{}]", chain.len() - 1),
+            format!(
+                "the chain must end in a sink (KafkaSinkSingle or KafkaSinkCluster), not {}",
+                last.kind()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One element of a chain.
+#[derive(Debug, Clone)]
+pub enum TransformConfig {
+    /// Logs each request and response at debug level.
+    DebugPrinter,
+    /// One broker.
+    KafkaSinkSingle(KafkaSinkSingleConfig),
+    /// A whole cluster, hidden behind the Sluice nodes.
+    KafkaSinkCluster(KafkaSinkClusterConfig),
+}
+
+impl TransformConfig {
+    /// The element's name as written in the file, e.g. `KafkaSinkSingle`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::DebugPrinter => "DebugPrinter",
+            Self::KafkaSinkSingle(_) => "KafkaSinkSingle",
+            Self::KafkaSinkCluster(_) => "KafkaSinkCluster",
+        }
+    }
+
+    /// True for sinks, which must end a chain.
+    pub fn is_sink(&self) -> bool {
+        matches!(self, Self::KafkaSinkSingle(_) | Self::KafkaSinkCluster(_))
+    }
+
+    /// Checks every rule, including that TLS files exist.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        self.check(Checks::ALL)
+    }
+
+    pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
+        match self {
+            Self::DebugPrinter => Ok(()),
+            Self::KafkaSinkSingle(c) => c.check(checks).map_err(|e| e.within(self.kind())),
+            Self::KafkaSinkCluster(c) => c.check(checks).map_err(|e| e.within(self.kind())),
+        }
+    }
+}
+
+const VARIANTS: &[&str] = &["DebugPrinter", "KafkaSinkSingle", "KafkaSinkCluster"];
+
+impl<'de> Deserialize<'de> for TransformConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TransformVisitor)
+    }
+}
+
+struct TransformVisitor;
+
+impl<'de> Visitor<'de> for TransformVisitor {
+    type Value = TransformConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a transform: `DebugPrinter`, `KafkaSinkSingle: {...}` or `KafkaSinkCluster: {...}`",
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        match v {
+            "DebugPrinter" => Ok(TransformConfig::DebugPrinter),
+            "KafkaSinkSingle" | "KafkaSinkCluster" => Err(E::custom(format!(
+                "{v} needs settings: write `{v}:` followed by its fields"
+            ))),
+            other => Err(E::unknown_variant(other, VARIANTS)),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let Some(name) = map.next_key::<String>()? else {
+            return Err(de::Error::invalid_length(
+                0,
+                &"one key: the transform's name",
+            ));
+        };
+        let transform = match name.as_str() {
+            "DebugPrinter" => {
+                map.next_value::<NoSettings>()?;
+                TransformConfig::DebugPrinter
+            }
+            "KafkaSinkSingle" => TransformConfig::KafkaSinkSingle(map.next_value()?),
+            "KafkaSinkCluster" => TransformConfig::KafkaSinkCluster(map.next_value()?),
+            other => return Err(de::Error::unknown_variant(other, VARIANTS)),
+        };
+        if let Some(extra) = map.next_key::<String>()? {
+            return Err(de::Error::custom(format!(
+                "one transform per chain element: found `{extra}` after `{name}`; \
+                 start each transform with `- `"
+            )));
+        }
+        Ok(transform)
+    }
+}
+
+/// The settings of a transform that has none: nothing, `null` or `{}`.
+struct NoSettings;
+
+impl<'de> Deserialize<'de> for NoSettings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NoSettingsVisitor)
+    }
+}
+
+struct NoSettingsVisitor;
+
+impl<'de> Visitor<'de> for NoSettingsVisitor {
+    type Value = NoSettings;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no settings")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(NoSettings)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(NoSettings)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        match map.next_key::<String>()? {
+            None => Ok(NoSettings),
+            Some(field) => Err(de::Error::unknown_field(&field, &[])),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Small checks shared by the `validate()` methods.
+//!
+//! Each returns a [`FieldError`] naming the field it was given, so callers
+//! stay one line per rule.
+
+use std::path::Path;
+
+use crate::FieldError;
+use crate::address::HostPort;
+
+/// What validation may look at beyond the parsed values.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checks {
+    /// Check that referenced files (TLS certificates and keys) exist.
+    pub files: bool,
+}
+
+impl Checks {
+    /// Every check: what `load()` runs.
+    pub(crate) const ALL: Self = Self { files: true };
+}
+
+/// `value` must be `host:port`; `port_zero` allows port 0 (listeners only).
+pub(crate) fn address(field: &str, value: &str, port_zero: bool) -> Result<HostPort, FieldError> {
+    let hp = HostPort::parse(value)
+        .map_err(|e| FieldError::new(field, format!("invalid address `{value}`: {e}")))?;
+    if hp.port == 0 && !port_zero {
+        return Err(FieldError::new(
+            field,
+            format!("invalid address `{value}`: port 0 is not allowed here"),
+        ));
+    }
+    Ok(hp)
+}
+
+/// Each element of `values` must be `host:port` with a non-zero port.
+pub(crate) fn addresses(field: &str, values: &[String]) -> Result<(), FieldError> {
+    if values.is_empty() {
+        return Err(FieldError::new(field, "must list at least one address"));
+    }
+    for (i, v) in values.iter().enumerate() {
+        address(&format!("{field}[{i}]"), v, false)?;
+    }
+    Ok(())
+}
+
+/// `value` must be a readable regular file (when file checks are on).
+pub(crate) fn file(field: &str, value: &str, checks: Checks) -> Result<(), FieldError> {
+    if value.trim().is_empty() {
+        return Err(FieldError::new(field, "must not be empty"));
+    }
+    if !checks.files {
+        return Ok(());
+    }
+    match std::fs::metadata(Path::new(value)) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(FieldError::new(
+            field,
+            format!("`{value}` is not a regular file"),
+        )),
+        Err(e) => Err(FieldError::new(
+            field,
+            format!("cannot open `{value}`: {e}"),
+        )),
+    }
+}
+
+/// An optional duration-like number must be positive when present.
+pub(crate) fn positive(field: &str, value: Option<u64>) -> Result<(), FieldError> {
+    match value {
+        Some(0) => Err(FieldError::new(field, "must be greater than 0")),
+        _ => Ok(()),
+    }
+}
+
+/// A name must not be empty or only whitespace.
+pub(crate) fn non_empty(field: &str, value: &str) -> Result<(), FieldError> {
+    if value.trim().is_empty() {
+        Err(FieldError::new(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
