@@ -1,0 +1,155 @@
+//! `sluice`: the proxy's command line.
+//!
+//! Startup order matters: both files are loaded and validated before anything
+//! is bound, so a bad file fails fast with `error: <file>: field <path>: ...`
+//! on stderr and exit status 1. Then logging, chains (TLS files are read
+//! here), the metrics endpoint, and finally the listeners. The first SIGINT or
+//! SIGTERM drains and exits 0; a second exits at once.
+//!
+//! - [`cli`]: flags and the `validate-config` subcommand.
+//! - [`logging`]: the tracing subscriber.
+//! - [`wiring`]: configuration to chains to bound listeners.
+//! - [`signals`]: the shutdown signals.
+
+mod cli;
+mod logging;
+mod signals;
+mod wiring;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use sluice_source::{KafkaSource, SourceOptions};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use cli::{Cli, Command};
+use wiring::Loaded;
+
+/// Time allowed on top of the drain timeout for sources to close their
+/// listeners and connection tasks to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = match Loaded::load(&cli.topology_file, &cli.config_file) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(Command::ValidateConfig) = cli.command {
+        if let Err(e) = wiring::preflight(&loaded) {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+        println!("configuration OK");
+        return ExitCode::SUCCESS;
+    }
+    match run(&cli, &loaded) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Starts logging and the runtime, then serves until shutdown.
+fn run(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
+    logging::init(&loaded.config.main_log_level, cli.log_format)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    runtime.block_on(serve(cli, loaded))
+}
+
+async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
+    let wired = wiring::build_chains(loaded)?;
+    let shutdown = CancellationToken::new();
+    signals::spawn(shutdown.clone())?;
+    let metrics_addr = loaded
+        .config
+        .observability_addr()
+        .map_err(|e| e.in_file(&loaded.config_path))?;
+    if let Some(addr) = metrics_addr {
+        sluice_metrics::install_prometheus(addr)?;
+        info!(%addr, "metrics endpoint listening");
+    }
+    let opts = SourceOptions {
+        drain_timeout: cli.drain_timeout(),
+    };
+    let sources = wiring::bind_all(wired, &opts, &shutdown).await?;
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        sources = sources.len(),
+        "sluice started"
+    );
+    run_sources(sources, &shutdown, cli.drain_timeout()).await
+}
+
+/// Runs every source until shutdown and waits, bounded, for them to drain.
+/// A source that fails (or stops on its own) shuts the others down too.
+async fn run_sources(
+    sources: Vec<(String, KafkaSource)>,
+    shutdown: &CancellationToken,
+    drain: Duration,
+) -> anyhow::Result<()> {
+    let mut tasks = JoinSet::new();
+    for (name, source) in sources {
+        tasks.spawn(async move { (name, source.run().await) });
+    }
+    let mut first_error: Option<anyhow::Error> = None;
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let joined = match deadline {
+            None => tokio::select! {
+                joined = tasks.join_next() => joined,
+                () = shutdown.cancelled() => {
+                    deadline = Some(Instant::now() + drain + SHUTDOWN_GRACE);
+                    continue;
+                }
+            },
+            Some(at) => match tokio::time::timeout_at(at, tasks.join_next()).await {
+                Ok(joined) => joined,
+                Err(_) => {
+                    let left = tasks.len();
+                    tasks.abort_all();
+                    anyhow::bail!(
+                        "{left} source(s) still running {:?} after shutdown began",
+                        drain + SHUTDOWN_GRACE
+                    );
+                }
+            },
+        };
+        let Some(joined) = joined else { break };
+        let failure = match joined {
+            Ok((name, Ok(()))) if shutdown.is_cancelled() => {
+                info!(source = %name, "source stopped");
+                None
+            }
+            Ok((name, Ok(()))) => Some(anyhow::anyhow!("source {name} stopped unexpectedly")),
+            Ok((name, Err(e))) => Some(anyhow::Error::new(e).context(format!("source {name}"))),
+            Err(e) => Some(anyhow::anyhow!("a source task failed: {e}")),
+        };
+        if let Some(failure) = failure {
+            error!("{failure:#}; shutting down");
+            shutdown.cancel();
+            first_error.get_or_insert(failure);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => {
+            info!("sluice stopped");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! From configuration to running listeners.
+//!
+//! [`Loaded::load`] reads and validates both files, including what only this
+//! build can judge (the log filter syntax, which sinks are compiled in), so
+//! that `validate-config` and startup refuse exactly the same files. Then
+//! [`build_chains`] turns each source's chain into a `ChainBuilder`, and
+//! [`bind_all`] binds every listener; nothing is bound until every chain
+//! has been built.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use sluice_chain::ChainBuilder;
+use sluice_chain::debug_printer::DebugPrinterBuilder;
+use sluice_chain::sink_single::KafkaSinkSingleBuilder;
+use sluice_chain::{SinkBuilder, TransformBuilder};
+use sluice_config::{
+    Config, ConfigError, FieldError, KafkaSourceConfig, SourceConfig, Topology, TransformConfig,
+};
+use sluice_source::{KafkaSource, SourceOptions};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::logging;
+
+/// Both files, loaded and validated.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The topology file's path, for error messages.
+    pub topology_path: PathBuf,
+    /// The topology.
+    pub topology: Topology,
+    /// The config file's path, for error messages.
+    pub config_path: PathBuf,
+    /// The config.
+    pub config: Config,
+}
+
+impl Loaded {
+    /// Reads and validates both files.
+    pub fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
+        let config = Config::load(config_path)?;
+        logging::parse_filter(&config.main_log_level)
+            .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
+        let topology = Topology::load(topology_path)?;
+        check_supported(&topology).map_err(|e| e.in_file(topology_path))?;
+        Ok(Self {
+            topology_path: topology_path.to_path_buf(),
+            topology,
+            config_path: config_path.to_path_buf(),
+            config,
+        })
+    }
+
+    /// The Kafka sources, in file order.
+    pub fn sources(&self) -> impl Iterator<Item = &KafkaSourceConfig> {
+        self.topology.sources.iter().map(|s| match s {
+            SourceConfig::Kafka(k) => k,
+        })
+    }
+}
+
+/// Refuses chain elements this build cannot run.
+fn check_supported(topology: &Topology) -> Result<(), FieldError> {
+    for (i, source) in topology.sources.iter().enumerate() {
+        let SourceConfig::Kafka(k) = source;
+        for (j, t) in k.chain.iter().enumerate() {
+            if let TransformConfig::KafkaSinkCluster(_) = t {
+                return Err(FieldError::new(
+                    format!("sources[{i}].Kafka.chain[{j}].KafkaSinkCluster"),
+                    "KafkaSinkCluster is not supported by this build",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `validate-config` checks beyond [`Loaded::load`]: every chain builds
+/// and every listener's TLS files hold usable certificates and keys. Binds
+/// nothing.
+pub fn preflight(loaded: &Loaded) -> anyhow::Result<()> {
+    build_chains(loaded)?;
+    for (i, source) in loaded.sources().enumerate() {
+        if let Some(tls) = &source.tls {
+            sluice_source::tls::acceptor(tls).with_context(|| {
+                format!(
+                    "{}: field `sources[{i}].Kafka.tls`",
+                    loaded.topology_path.display()
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// One source's settings and its chain, ready to bind.
+pub struct Wired<'a> {
+    /// The source's settings.
+    pub source: &'a KafkaSourceConfig,
+    /// Its chain, shared by all its client connections.
+    pub chain: Arc<ChainBuilder>,
+}
+
+/// Builds every source's chain (loads TLS files for the sinks).
+pub fn build_chains(loaded: &Loaded) -> anyhow::Result<Vec<Wired<'_>>> {
+    loaded
+        .sources()
+        .enumerate()
+        .map(|(i, source)| {
+            let chain = build_chain(source).with_context(|| {
+                format!(
+                    "{}: field `sources[{i}].Kafka.chain`",
+                    loaded.topology_path.display()
+                )
+            })?;
+            Ok(Wired {
+                source,
+                chain: Arc::new(chain),
+            })
+        })
+        .collect()
+}
+
+/// One source's chain: transforms in order, then the sink.
+fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<ChainBuilder> {
+    let mut transforms: Vec<Box<dyn TransformBuilder>> = Vec::new();
+    let mut sink: Option<Box<dyn SinkBuilder>> = None;
+    for (j, t) in source.chain.iter().enumerate() {
+        match t {
+            TransformConfig::DebugPrinter => transforms.push(Box::new(DebugPrinterBuilder::new())),
+            TransformConfig::KafkaSinkSingle(cfg) => {
+                let builder = KafkaSinkSingleBuilder::new(cfg, &source.listen_addr)
+                    .with_context(|| format!("[{j}]"))?;
+                sink = Some(Box::new(builder));
+            }
+            TransformConfig::KafkaSinkCluster(_) => {
+                anyhow::bail!("[{j}]: KafkaSinkCluster is not supported by this build")
+            }
+        }
+    }
+    // Validation guarantees a sink at the end; this only guards the invariant.
+    let sink = sink.context("the chain has no sink")?;
+    Ok(ChainBuilder::new(transforms, sink))
+}
+
+/// Binds every source, returning each with its name. Stops at the first failure; listeners already bound
+/// are closed when the returned error drops them.
+pub async fn bind_all(
+    wired: Vec<Wired<'_>>,
+    opts: &SourceOptions,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Vec<(String, KafkaSource)>> {
+    let mut bound = Vec::with_capacity(wired.len());
+    for w in wired {
+        let source = KafkaSource::bind(w.source, w.chain, opts.clone(), shutdown.clone()).await?;
+        info!(source = %w.source.name, addr = %source.local_addr(), "listening");
+        bound.push((w.source.name.clone(), source));
+    }
+    Ok(bound)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const CLUSTER: &str = r#"
+sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "127.0.0.1:9192"
+      chain:
+        - KafkaSinkCluster:
+            shotover_nodes:
+              - address_for_clients: "127.0.0.1:9192"
+                address_for_peers: "127.0.0.1:9192"
+                rack: "rack0"
+                broker_id: 0
+            local_shotover_broker_id: 0
+            first_contact_points: ["127.0.0.1:29092"]
+            connect_timeout_ms: 3000
+"#;
+
+    #[test]
+    fn cluster_sink_is_refused_by_this_build() {
+        let t = Topology::parse(CLUSTER, Path::new("t.yaml")).unwrap();
+        let e = check_supported(&t).unwrap_err();
+        assert_eq!(e.field, "sources[0].Kafka.chain[0].KafkaSinkCluster");
+        assert!(e.message.contains("not supported by this build"));
+    }
+
+    #[test]
+    fn builds_debug_printer_and_single_sink() {
+        let yaml = r#"
+sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "127.0.0.1:9192"
+      chain:
+        - DebugPrinter
+        - KafkaSinkSingle:
+            destination_port: 19092
+            connect_timeout_ms: 3000
+"#;
+        let t = Topology::parse(yaml, Path::new("t.yaml")).unwrap();
+        let SourceConfig::Kafka(k) = &t.sources[0];
+        build_chain(k).unwrap();
+    }
+}
