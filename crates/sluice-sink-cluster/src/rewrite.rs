@@ -1,1 +1,195 @@
-//! Response rewriting that hides the real brokers.
+//! Response rewriting that hides the real brokers: only Sluice nodes ever
+//! reach a client.
+//!
+//! A client must believe the Sluice nodes are the whole cluster, so every
+//! response field that names a broker (id, host, port, rack) is rewritten to
+//! name a Sluice node instead. Sluice routes by its own
+//! [`ClusterView`](crate::topology::ClusterView), never by what the client
+//! thinks, so the client's picture only needs to be stable (see `choose`) and
+//! to spread leadership over the up Sluice nodes, preferring the rack of the
+//! real broker.
+//!
+//! What is rewritten, and where:
+//! - Metadata (v0–13): brokers, partition leaders, replicas, ISR, offline
+//!   replicas, controller ([`Rewriter::metadata`]).
+//! - FindCoordinator (v0–3 single, v4+ batched) ([`Rewriter::find_coordinator`]).
+//! - DescribeCluster ([`Rewriter::describe_cluster`]).
+//! - Produce (v10+) and Fetch (v11+) leader hints: `current_leader`,
+//!   `node_endpoints` (KIP-951) and Fetch's `preferred_read_replica`
+//!   ([`Rewriter::produce`], [`Rewriter::fetch`]).
+//! - ApiVersions: the versions every broker and Sluice support, without the
+//!   inter-broker APIs ([`intersect_api_versions`], [`is_client_facing`]).
+//!
+//! Checked and left alone, because they name no broker:
+//! - DescribeGroups (v0–6): per group `error_code`, `group_id`, `group_state`,
+//!   `protocol_type`, `protocol_data`, `authorized_operations`; per member
+//!   `member_id`, `group_instance_id`, `client_id`, `client_host` (the
+//!   client's own address as the broker saw it, i.e. a Sluice address),
+//!   and `member_metadata`/`member_assignment` (opaque client protocol bytes).
+//! - ConsumerGroupDescribe (v0–1): group state, epochs, `assignor_name`;
+//!   members' `rack_id` is the client's `client.rack`, `client_host` as above,
+//!   assignments name topics and partitions only.
+//!
+//! APIs that do name brokers but are not rewritten are hidden from clients by
+//! [`is_client_facing`] (DescribeTopicPartitions, DescribeQuorum, ...).
+
+mod api_versions;
+mod choose;
+mod coordinator;
+mod leader_hints;
+mod metadata;
+
+pub use api_versions::{codec_versions, intersect_api_versions, is_client_facing};
+
+use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_codec::kafka_protocol::messages::BrokerId;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, CodecError, Response, ResponseKind};
+
+use crate::topology::{ClusterView, ShotoverNode, TopicId};
+use choose::{Chooser, stable_hash};
+
+/// Why a response could not be rewritten.
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    /// No Sluice node is up, so there is nothing to show the client. Cannot
+    /// happen with [`SluiceNodes`](crate::topology::SluiceNodes), whose local
+    /// node is always up.
+    #[error("cannot hide the cluster: no sluice node is up")]
+    NoSluiceNodeUp,
+    /// The broker's response could not be decoded.
+    #[error("{0}")]
+    Codec(#[from] CodecError),
+}
+
+impl ErrorClass for RewriteError {
+    fn side(&self) -> ErrorSide {
+        match self {
+            RewriteError::NoSluiceNodeUp => ErrorSide::Internal,
+            RewriteError::Codec(_) => ErrorSide::Broker,
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        false
+    }
+}
+
+/// Whether responses of `api` always name brokers and must go through
+/// [`Rewriter::rewrite_response`]: Metadata, FindCoordinator, DescribeCluster.
+pub fn always_rewritten(api: ApiKey) -> bool {
+    matches!(
+        api,
+        ApiKey::Metadata | ApiKey::FindCoordinator | ApiKey::DescribeCluster
+    )
+}
+
+/// Whether responses of `api`/`version` may carry leader hints naming brokers
+/// (Produce v10+, Fetch v11+), to be passed through
+/// [`Rewriter::rewrite_leader_hints`]. Brokers only fill them in on errors such
+/// as NOT_LEADER_OR_FOLLOWER, but that cannot be known without decoding.
+pub fn may_carry_leader_hints(api: ApiKey, version: i16) -> bool {
+    match api {
+        ApiKey::Produce => version >= 10,
+        ApiKey::Fetch => version >= 11,
+        _ => false,
+    }
+}
+
+/// Rewrites responses against one snapshot of the cluster view and the
+/// Sluice nodes. Build one per response (it is cheap) while holding the view's
+/// read lock, and drop it before any `.await`.
+#[derive(Debug)]
+pub struct Rewriter<'a> {
+    view: &'a ClusterView,
+    chooser: Chooser<'a>,
+}
+
+impl<'a> Rewriter<'a> {
+    /// A rewriter showing the up nodes among `nodes` (e.g.
+    /// `SluiceNodes::snapshot()`) in place of the brokers of `view`.
+    pub fn new(view: &'a ClusterView, nodes: &'a [ShotoverNode]) -> Result<Self, RewriteError> {
+        let chooser = Chooser::new(nodes).ok_or(RewriteError::NoSluiceNodeUp)?;
+        Ok(Self { view, chooser })
+    }
+
+    /// Rewrites a Metadata, FindCoordinator or DescribeCluster response in
+    /// place and returns true; any other response is left untouched (and
+    /// undecoded) and false is returned.
+    ///
+    /// `find_coordinator_key` is the key of the FindCoordinator request; v0–3
+    /// responses do not repeat it, and it decides which Sluice node stands in
+    /// for the coordinator (see [`Rewriter::find_coordinator`]).
+    pub fn rewrite_response(
+        &self,
+        response: &mut Response,
+        find_coordinator_key: Option<&str>,
+    ) -> Result<bool, RewriteError> {
+        if !always_rewritten(response.api_key()) {
+            return Ok(false);
+        }
+        let version = response.api_version();
+        match response.body_mut()? {
+            ResponseKind::Metadata(m) => self.metadata(m),
+            ResponseKind::FindCoordinator(f) => {
+                self.find_coordinator(f, version, find_coordinator_key);
+            }
+            ResponseKind::DescribeCluster(d) => self.describe_cluster(d),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Rewrites the leader hints of a Produce (v10+) or Fetch (v11+) response
+    /// and returns true; any other response is left untouched (and undecoded)
+    /// and false is returned. This decodes (and so re-encodes) the whole
+    /// response, records included: call it on responses already decoded for a
+    /// merge, or on any response of these versions if no broker address may
+    /// ever leak.
+    pub fn rewrite_leader_hints(&self, response: &mut Response) -> Result<bool, RewriteError> {
+        if !may_carry_leader_hints(response.api_key(), response.api_version()) {
+            return Ok(false);
+        }
+        match response.body_mut()? {
+            ResponseKind::Produce(p) => self.produce(p),
+            ResponseKind::Fetch(f) => self.fetch(f),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The rack of a real broker: from `listed` (the response's own broker
+    /// list, when it names one) or else the view.
+    fn rack_of<'r>(
+        &'r self,
+        id: BrokerId,
+        listed: &'r [(BrokerId, Option<StrBytes>)],
+    ) -> Option<&'r str> {
+        listed
+            .iter()
+            .find(|(b, _)| *b == id)
+            .and_then(|(_, rack)| rack.as_deref())
+            .or_else(|| self.view.broker_rack(id).map(|r| &**r))
+    }
+
+    /// The Sluice node shown as the controller, for a real controller `real`.
+    fn controller_for(&self, real: BrokerId, rack: Option<&str>) -> BrokerId {
+        let hash = stable_hash(&[b"controller", &real.0.to_be_bytes()]);
+        self.chooser.pick(rack, hash).broker_id
+    }
+
+    /// The bytes that place a topic's partitions: its name when known (so that
+    /// requests by name and by id agree), else its id.
+    fn topic_key(&self, name: Option<&StrBytes>, id: TopicId) -> Vec<u8> {
+        let name = name
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.view.topic_name(id).map(|n| &n.0));
+        match name {
+            Some(name) => name.as_bytes().to_vec(),
+            None => id.0.to_be_bytes().to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! Choosing which Sluice node stands in for a real broker.
+//!
+//! Every choice is a pure function of (the up Sluice nodes, the real broker's
+//! rack, a stable hash of what is being placed), so every Sluice instance
+//! gives every client the same answer, and answers do not change from one
+//! Metadata response to the next unless a node goes up or down or a leader
+//! moves to another rack. Sluice routes by its own view of the cluster, never
+//! by the client's, so the mapping only needs to be stable and to spread load.
+//!
+//! The hash is FNV-1a with a 64-bit finalizer, written out here rather than
+//! taken from `std` because `DefaultHasher` is not guaranteed to be the same
+//! across Rust releases, and two Sluice builds must agree.
+
+use std::collections::HashMap;
+
+use sluice_codec::kafka_protocol::messages::BrokerId;
+
+use crate::topology::ShotoverNode;
+
+/// A stable 64-bit hash of `parts` (each part length-prefixed, so that
+/// `["ab", "c"]` and `["a", "bc"]` differ).
+pub(crate) fn stable_hash(parts: &[&[u8]]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    for part in parts {
+        let len = part.len() as u64;
+        for byte in len.to_le_bytes().iter().chain(part.iter()) {
+            h ^= u64::from(*byte);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    // fmix64 from MurmurHash3: FNV's low bits alone spread poorly under `%`.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The hash that places a partition.
+pub(crate) fn partition_hash(topic: &[u8], partition: i32) -> u64 {
+    stable_hash(&[b"partition", topic, &partition.to_be_bytes()])
+}
+
+/// The up Sluice nodes, indexed by rack.
+#[derive(Debug)]
+pub(crate) struct Chooser<'a> {
+    /// Up nodes sorted by broker id; never empty.
+    up: Vec<&'a ShotoverNode>,
+    /// Rack → indexes into `up`.
+    by_rack: HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Chooser<'a> {
+    /// None when no node is up.
+    pub(crate) fn new(nodes: &'a [ShotoverNode]) -> Option<Self> {
+        let mut up: Vec<&ShotoverNode> = nodes.iter().filter(|n| n.up).collect();
+        if up.is_empty() {
+            return None;
+        }
+        up.sort_by_key(|n| n.broker_id);
+        up.dedup_by_key(|n| n.broker_id);
+        let mut by_rack: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, node) in up.iter().enumerate() {
+            by_rack.entry(&*node.rack).or_default().push(i);
+        }
+        Some(Self { up, by_rack })
+    }
+
+    /// The up nodes, sorted by broker id.
+    pub(crate) fn up(&self) -> &[&'a ShotoverNode] {
+        &self.up
+    }
+
+    /// The index (into [`up`](Self::up)) of the node for `hash`: among the
+    /// nodes in `rack` when there are any, else among all up nodes.
+    fn pick_index(&self, rack: Option<&str>, hash: u64) -> usize {
+        match rack.and_then(|r| self.by_rack.get(r)) {
+            Some(in_rack) => in_rack[modulo(hash, in_rack.len())],
+            None => modulo(hash, self.up.len()),
+        }
+    }
+
+    /// The node for `hash`, preferring `rack`.
+    pub(crate) fn pick(&self, rack: Option<&str>, hash: u64) -> &'a ShotoverNode {
+        self.up[self.pick_index(rack, hash)]
+    }
+
+    /// A replica list of at most `count` distinct nodes: `leader` first (when
+    /// there is one), then the following up nodes in broker-id order, wrapping
+    /// around. Without a leader the list starts at a node chosen by `hash`.
+    pub(crate) fn replicas(
+        &self,
+        leader: Option<&ShotoverNode>,
+        hash: u64,
+        count: usize,
+    ) -> Vec<BrokerId> {
+        let n = self.up.len();
+        let start = leader
+            .and_then(|l| self.up.iter().position(|u| u.broker_id == l.broker_id))
+            .unwrap_or_else(|| modulo(hash, n));
+        (0..count.min(n))
+            .map(|k| self.up[(start + k) % n].broker_id)
+            .collect()
+    }
+}
+
+fn modulo(hash: u64, n: usize) -> usize {
+    // n > 0 everywhere this is called; usize fits in u64 on every target.
+    (hash % n.max(1) as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::topology::fixtures;
+
+    #[test]
+    fn hash_is_stable_and_separates_parts() {
+        // Pinned: a change here changes every client's view of leadership.
+        assert_eq!(stable_hash(&[b"a"]), stable_hash(&[b"a"]));
+        assert_ne!(stable_hash(&[b"ab", b"c"]), stable_hash(&[b"a", b"bc"]));
+        assert_ne!(partition_hash(b"t", 0), partition_hash(b"t", 1));
+        assert_eq!(stable_hash(&[b"sluice"]), 0x4235_a9a2_f0fa_a7ff);
+    }
+
+    #[test]
+    fn picks_in_rack_and_falls_back_to_all() {
+        let nodes = fixtures::sluice_nodes().snapshot();
+        let chooser = Chooser::new(&nodes).unwrap();
+        assert_eq!(chooser.up().len(), 5, "the down node is left out");
+        for h in 0..50 {
+            let a = chooser.pick(Some("rack-a"), h).broker_id.0;
+            assert!(a == 100 || a == 101);
+            // rack-c's only node is down: any up node.
+            assert_ne!(chooser.pick(Some("rack-c"), h).broker_id.0, 105);
+            assert_ne!(chooser.pick(None, h).broker_id.0, 105);
+        }
+        let leader = chooser.pick(Some("rack-b"), 7);
+        let replicas = chooser.replicas(Some(leader), 7, 3);
+        assert_eq!(replicas[0], leader.broker_id);
+        assert_eq!(replicas.len(), 3);
+        assert_eq!(
+            chooser.replicas(None, 7, 9).len(),
+            5,
+            "at most the up nodes"
+        );
+        assert!(Chooser::new(&[]).is_none());
+    }
+}

@@ -1,0 +1,237 @@
+//! Tests of [`ClusterView`] built from real encoded Metadata and
+//! FindCoordinator responses of several versions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use sluice_codec::ResponseKind;
+use sluice_codec::kafka_protocol::messages::find_coordinator_response::{
+    Coordinator, FindCoordinatorResponse,
+};
+use sluice_codec::kafka_protocol::messages::metadata_response::MetadataResponse;
+use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::*;
+use crate::topology::fixtures::{self, name, through_wire};
+
+/// The response as a client of `version` would have received it.
+fn metadata_at(version: i16, resp: MetadataResponse) -> MetadataResponse {
+    let wire = through_wire(ApiKey::Metadata, version, ResponseKind::Metadata(resp));
+    match wire.into_body().unwrap() {
+        ResponseKind::Metadata(m) => m,
+        other => panic!("unexpected body {other:?}"),
+    }
+}
+
+fn orders() -> TopicRef {
+    TopicRef::Name(name("orders"))
+}
+
+#[test]
+fn builds_from_every_metadata_version() {
+    for version in 0..=13 {
+        let mut view = ClusterView::new();
+        let applied = view.apply_metadata(
+            version,
+            &metadata_at(version, fixtures::metadata_response(5)),
+        );
+        assert_eq!(
+            applied.added_brokers,
+            [BrokerId(1), BrokerId(2), BrokerId(3)]
+        );
+        assert_eq!(view.leader(&orders(), 0), Some(BrokerId(1)), "v{version}");
+        assert_eq!(view.leader(&orders(), 4), Some(BrokerId(2)), "v{version}");
+        assert_eq!(
+            view.leader(&TopicRef::Name(name("events")), 1),
+            None,
+            "no leader"
+        );
+        assert!(view.topic(&TopicRef::Name(name("missing"))).is_none());
+        let addr = view.broker_address(BrokerId(3)).unwrap();
+        assert_eq!(addr.to_string(), "kafka-3.internal.corp:19094");
+        let rack = view.broker_rack(BrokerId(2)).map(|r| r.to_string());
+        assert_eq!(
+            rack,
+            (version >= 1).then(|| "rack-b".to_owned()),
+            "v{version}"
+        );
+        let controller = (version >= 1).then_some(BrokerId(2));
+        assert_eq!(view.controller(), controller, "v{version}");
+        if version >= 10 {
+            let id = view.topic_id(&name("orders")).unwrap();
+            assert!(!id.is_nil());
+            assert_eq!(view.leader(&TopicRef::Id(id), 2), Some(BrokerId(3)));
+            assert_eq!(view.topic_name(id), Some(&name("orders")));
+        } else {
+            assert_eq!(view.topic_id(&name("orders")), None, "v{version}");
+        }
+        let p = view.partition(&orders(), 0).unwrap();
+        assert_eq!(p.replicas, [BrokerId(1), BrokerId(2), BrokerId(3)]);
+        assert_eq!(p.isr, [BrokerId(1), BrokerId(2)]);
+        let epoch = if version >= 7 { 5 } else { -1 };
+        assert_eq!(p.leader_epoch, epoch, "v{version}");
+    }
+}
+
+#[test]
+fn older_epochs_do_not_win_but_recreated_topics_do() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &fixtures::metadata_response(7));
+    // A lagging broker answers with epoch 6 and another leader.
+    let mut stale = fixtures::metadata_response(6);
+    stale.topics[0].partitions[0].leader_id = BrokerId(3);
+    view.apply_metadata(12, &stale);
+    assert_eq!(view.leader(&orders(), 0), Some(BrokerId(1)));
+    // The same with a newer epoch wins.
+    let mut newer = fixtures::metadata_response(8);
+    newer.topics[0].partitions[0].leader_id = BrokerId(3);
+    view.apply_metadata(12, &newer);
+    assert_eq!(view.leader(&orders(), 0), Some(BrokerId(3)));
+    // Recreated (new id): epochs restart and the new topic wins.
+    let old_id = view.topic_id(&name("orders")).unwrap();
+    let mut recreated = fixtures::metadata_response(0);
+    recreated.topics[0].topic_id = "11111111-2222-3333-4444-555555555555".parse().unwrap();
+    view.apply_metadata(12, &recreated);
+    assert_eq!(view.leader(&orders(), 0), Some(BrokerId(1)));
+    assert_ne!(view.topic_id(&name("orders")), Some(old_id));
+    assert_eq!(view.topic_name(old_id), None);
+    // Metadata < v7 carries no epoch (-1): it is taken as is, and keeps the id.
+    let mut old_version = fixtures::metadata_response(0);
+    old_version.topics[0].partitions[0].leader_id = BrokerId(2);
+    view.apply_metadata(4, &metadata_at(4, old_version));
+    assert_eq!(view.leader(&orders(), 0), Some(BrokerId(2)));
+    assert!(view.topic_id(&name("orders")).is_some());
+}
+
+#[test]
+fn brokers_are_replaced_and_errors_forget() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &fixtures::metadata_response(1));
+    let mut fewer = fixtures::metadata_response(1);
+    fewer.brokers.truncate(2);
+    fewer.controller_id = BrokerId(1);
+    let applied = view.apply_metadata(12, &fewer);
+    assert_eq!(applied.removed_brokers, [BrokerId(3)]);
+    assert!(applied.controller_changed);
+    assert!(view.broker(BrokerId(3)).is_none());
+    // Top-level error (v13): nothing changes.
+    let failed = MetadataResponse::default().with_error_code(129);
+    assert_eq!(view.apply_metadata(13, &failed), MetadataApplied::default());
+    assert_eq!(view.brokers().count(), 2);
+    // The topic is deleted.
+    let mut deleted = fixtures::metadata_response(1);
+    deleted.topics[0].error_code = 3;
+    view.apply_metadata(12, &deleted);
+    assert!(view.topic(&orders()).is_none());
+}
+
+#[test]
+fn forget_helpers() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &fixtures::metadata_response(4));
+    assert!(view.forget_leader(&orders(), 1));
+    assert_eq!(view.leader(&orders(), 1), None);
+    assert!(!view.forget_leader(&orders(), 99));
+    // The same epoch from a refresh restores the leader.
+    view.apply_metadata(12, &fixtures::metadata_response(4));
+    assert_eq!(view.leader(&orders(), 1), Some(BrokerId(2)));
+    let id = view.topic_id(&name("orders")).unwrap();
+    assert!(view.forget_topic(&TopicRef::Id(id)));
+    assert!(view.topic(&orders()).is_none());
+    assert!(!view.forget_topic(&orders()));
+    view.forget_controller();
+    assert_eq!(view.controller(), None);
+}
+
+#[test]
+fn any_broker_goes_round_and_prefers_the_rack() {
+    let mut view = ClusterView::new();
+    assert_eq!(view.any_broker(), None);
+    view.apply_metadata(12, &fixtures::metadata_response(1));
+    let mut seen: Vec<i32> = (0..6).map(|_| view.any_broker().unwrap().0).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, [1, 1, 2, 2, 3, 3]);
+    for _ in 0..4 {
+        assert_eq!(view.any_broker_in_rack("rack-b"), Some(BrokerId(2)));
+    }
+    assert!(view.any_broker_in_rack("rack-z").is_some());
+}
+
+fn find_coordinator_at(version: i16, resp: FindCoordinatorResponse) -> FindCoordinatorResponse {
+    let wire = through_wire(
+        ApiKey::FindCoordinator,
+        version,
+        ResponseKind::FindCoordinator(resp),
+    );
+    match wire.into_body().unwrap() {
+        ResponseKind::FindCoordinator(r) => r,
+        other => panic!("unexpected body {other:?}"),
+    }
+}
+
+#[test]
+fn coordinators_from_find_coordinator_v0_to_v6() {
+    let key = StrBytes::from_static_str("group-a");
+    for version in 0..=3 {
+        let mut view = ClusterView::new();
+        let resp = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(3))
+            .with_host(StrBytes::from_static_str("kafka-3.internal.corp"))
+            .with_port(19094);
+        let resp = find_coordinator_at(version, resp);
+        view.apply_find_coordinator(version, CoordinatorKeyType::Group, None, &resp);
+        assert_eq!(view.coordinator(CoordinatorKeyType::Group, "group-a"), None);
+        view.apply_find_coordinator(version, CoordinatorKeyType::Group, Some(&key), &resp);
+        assert_eq!(
+            view.coordinator(CoordinatorKeyType::Group, "group-a"),
+            Some(BrokerId(3)),
+            "v{version}"
+        );
+        assert_eq!(
+            view.coordinator(CoordinatorKeyType::Transaction, "group-a"),
+            None
+        );
+        // The coordinator's broker is reachable before any Metadata.
+        assert!(view.broker_address(BrokerId(3)).is_some());
+        let failed = FindCoordinatorResponse::default()
+            .with_error_code(15)
+            .with_node_id(BrokerId(-1));
+        view.apply_find_coordinator(version, CoordinatorKeyType::Group, Some(&key), &failed);
+        assert_eq!(view.coordinator(CoordinatorKeyType::Group, "group-a"), None);
+    }
+    for version in 4..=6 {
+        let mut view = ClusterView::new();
+        let coordinator = |key: &'static str, id: i32, error: i16| {
+            Coordinator::default()
+                .with_key(StrBytes::from_static_str(key))
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_static_str("kafka-1.internal.corp"))
+                .with_port(19092)
+                .with_error_code(error)
+        };
+        let resp = FindCoordinatorResponse::default()
+            .with_coordinators(vec![coordinator("txn-1", 1, 0), coordinator("txn-2", 2, 0)]);
+        let resp = find_coordinator_at(version, resp);
+        view.apply_find_coordinator(version, CoordinatorKeyType::Transaction, None, &resp);
+        let txn = CoordinatorKeyType::Transaction;
+        assert_eq!(view.coordinator(txn, "txn-1"), Some(BrokerId(1)));
+        assert_eq!(view.coordinator(txn, "txn-2"), Some(BrokerId(2)));
+        let resp = FindCoordinatorResponse::default()
+            .with_coordinators(vec![coordinator("txn-2", -1, 15)]);
+        view.apply_find_coordinator(version, txn, None, &resp);
+        assert_eq!(view.coordinator(txn, "txn-2"), None);
+        assert!(view.forget_coordinator(txn, "txn-1"));
+        assert!(!view.forget_coordinator(txn, "txn-1"));
+    }
+}
+
+#[test]
+fn coordinator_key_types() {
+    for t in [
+        CoordinatorKeyType::Group,
+        CoordinatorKeyType::Transaction,
+        CoordinatorKeyType::Share,
+    ] {
+        assert_eq!(CoordinatorKeyType::try_from(t.as_i8()), Ok(t));
+    }
+    assert_eq!(CoordinatorKeyType::try_from(7), Err(7));
+}
