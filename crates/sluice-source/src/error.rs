@@ -1,0 +1,63 @@
+//! Errors that stop a source from starting.
+//!
+//! Only [`crate::KafkaSource::bind`] fails with a [`SourceError`]: once a
+//! source runs, an error on one client connection closes that connection and
+//! is logged and counted there, never returned, so one client cannot stop the
+//! listener.
+
+use std::io;
+
+/// A source could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The configuration holds a value the source cannot use.
+    #[error("source {source_name}: {field}: {reason}")]
+    InvalidConfig {
+        /// The source name from the topology.
+        source_name: String,
+        /// The offending field.
+        field: &'static str,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// The listen address could not be bound.
+    #[error("source {source_name}: cannot listen on {addr}: {error}")]
+    Bind {
+        /// The source name from the topology.
+        source_name: String,
+        /// The configured `listen_addr`.
+        addr: String,
+        /// The operating system's error.
+        #[source]
+        error: io::Error,
+    },
+    /// A TLS file could not be read.
+    #[error("cannot read {what} file {path}: {error}")]
+    TlsFile {
+        /// Which file: certificate, private key or certificate authority.
+        what: &'static str,
+        /// The path from the configuration.
+        path: String,
+        /// The operating system's error.
+        #[source]
+        error: io::Error,
+    },
+    /// A TLS file was read but holds no usable PEM item.
+    #[error("{what} file {path}: {reason}")]
+    TlsPem {
+        /// Which file: certificate, private key or certificate authority.
+        what: &'static str,
+        /// The path from the configuration.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// rustls refused the certificates or key.
+    #[error("tls configuration ({context}): {reason}")]
+    TlsConfig {
+        /// The files involved.
+        context: String,
+        /// rustls's reason.
+        reason: String,
+    },
+}

@@ -1,0 +1,22 @@
+//! The Kafka listener: where client connections enter Sluice.
+//!
+//! A [`KafkaSource`] binds one `listen_addr` from the topology, accepts client
+//! connections within the source's connection limit, terminates TLS (and
+//! verifies client certificates for mTLS), and runs one task per client
+//! connection. That task frames requests, hands them to the connection's
+//! [`sluice_chain::Chain`] and writes the chain's responses back, in order.
+//!
+//! - [`listener`]: [`KafkaSource`], the accept loop and the connection limit;
+//! - [`tls`]: the rustls server configuration and the bounded handshake;
+//! - [`connection`]: the client connection task;
+//! - `principal`: the subject CN of a client certificate;
+//! - [`error`]: [`SourceError`], why a source cannot start.
+
+pub mod connection;
+pub mod error;
+pub mod listener;
+mod principal;
+pub mod tls;
+
+pub use error::SourceError;
+pub use listener::{KafkaSource, SourceOptions};

@@ -1,0 +1,266 @@
+//! [`KafkaSource`]: the accept loop of one listener and its connection limit.
+//!
+//! The limit is a semaphore with `connection_limit` permits; each connection
+//! task holds one for its whole life. With a soft limit (the default) the loop
+//! takes a permit before calling `accept()`, so at the limit new clients wait in
+//! the kernel's backlog until a slot frees. With a hard limit it accepts and, if
+//! no permit is free, closes the socket at once.
+//!
+//! Shutdown: when the token is cancelled the loop stops accepting and drops the
+//! listening socket; each connection drains (see [`crate::connection`]), and
+//! [`KafkaSource::run`] returns once every connection task has ended.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use metrics::counter;
+use sluice_chain::{ChainBuilder, ConnectionContext};
+use sluice_codec::DEFAULT_MAX_FRAME_BYTES;
+use sluice_config::KafkaSourceConfig;
+use sluice_metrics::names;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::SourceError;
+use crate::connection::{self, ConnectionSettings};
+use crate::tls;
+
+/// Default `connection_limit`.
+pub const DEFAULT_CONNECTION_LIMIT: usize = 512;
+
+/// How long the accept loop pauses after `accept()` fails (e.g. out of file
+/// descriptors) before trying again.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Process-wide connection ids, so that logs of different sources never clash.
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Settings that are not in the topology file.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    /// At shutdown, how long a connection keeps writing responses to requests
+    /// it already forwarded before it gives up on them and closes.
+    pub drain_timeout: Duration,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        Self {
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A bound Kafka listener, ready to [`run`](KafkaSource::run).
+pub struct KafkaSource {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    limit: Limit,
+    chain: Arc<ChainBuilder>,
+    settings: Arc<ConnectionSettings>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("name", &self.settings.source_name)
+            .field("local_addr", &self.local_addr)
+            .field("tls", &self.tls.is_some())
+            .field("limit", &self.limit.max)
+            .field("hard_limit", &self.limit.hard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The connection limit of a source.
+struct Limit {
+    permits: Arc<Semaphore>,
+    max: usize,
+    hard: bool,
+}
+
+impl KafkaSource {
+    /// Loads the TLS files (if any) and binds `cfg.listen_addr`. Nothing is
+    /// accepted until [`run`](KafkaSource::run) is called.
+    pub async fn bind(
+        cfg: &KafkaSourceConfig,
+        chain: Arc<ChainBuilder>,
+        opts: SourceOptions,
+        shutdown: CancellationToken,
+    ) -> Result<KafkaSource, SourceError> {
+        let max = cfg.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT);
+        let invalid = |field, reason: &str| SourceError::InvalidConfig {
+            source_name: cfg.name.clone(),
+            field,
+            reason: reason.to_owned(),
+        };
+        if max == 0 {
+            return Err(invalid("connection_limit", "must be at least 1"));
+        }
+        if max > Semaphore::MAX_PERMITS {
+            return Err(invalid("connection_limit", "is too large"));
+        }
+        if cfg.max_frame_bytes == Some(0) {
+            return Err(invalid("max_frame_bytes", "must be at least 1"));
+        }
+        if cfg.idle_timeout_secs == Some(0) {
+            return Err(invalid("timeout", "must be at least 1 second"));
+        }
+        let tls = cfg.tls.as_ref().map(tls::acceptor).transpose()?;
+        let bind_err = |error| SourceError::Bind {
+            source_name: cfg.name.clone(),
+            addr: cfg.listen_addr.clone(),
+            error,
+        };
+        let listener = TcpListener::bind(&cfg.listen_addr)
+            .await
+            .map_err(bind_err)?;
+        let local_addr = listener.local_addr().map_err(bind_err)?;
+        let settings = ConnectionSettings {
+            source_name: Arc::from(cfg.name.as_str()),
+            max_frame_bytes: cfg.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
+            idle_timeout: cfg.idle_timeout_secs.map(Duration::from_secs),
+            drain_timeout: opts.drain_timeout,
+        };
+        info!(
+            source = %cfg.name,
+            addr = %local_addr,
+            tls = tls.is_some(),
+            mtls = cfg.tls.as_ref().is_some_and(|t| t.certificate_authority_path.is_some()),
+            connection_limit = max,
+            "source {} listening on {local_addr}",
+            cfg.name
+        );
+        Ok(KafkaSource {
+            listener,
+            local_addr,
+            tls,
+            limit: Limit {
+                permits: Arc::new(Semaphore::new(max)),
+                max,
+                hard: cfg.hard_connection_limit.unwrap_or(false),
+            },
+            chain,
+            settings: Arc::new(settings),
+            shutdown,
+        })
+    }
+
+    /// The address the listener is bound to (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Accepts clients until the shutdown token is cancelled, then waits for
+    /// every connection to drain and close.
+    pub async fn run(self) -> Result<(), SourceError> {
+        let tracker = TaskTracker::new();
+        let source = Arc::clone(&self.settings.source_name);
+        while let Some((tcp, client_addr, permit)) = self.next_client().await {
+            if let Err(e) = tcp.set_nodelay(true) {
+                debug!(source = %source, client = %client_addr, "cannot set TCP_NODELAY: {e}");
+            }
+            let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
+            let ctx = ConnectionContext {
+                connection_id: id,
+                source_name: Arc::clone(&source),
+                client_addr,
+                local_addr: tcp.local_addr().unwrap_or(self.local_addr),
+                tls_principal: None,
+            };
+            let client = connection::Client {
+                ctx,
+                tls: self.tls.clone(),
+                chain: Arc::clone(&self.chain),
+                settings: Arc::clone(&self.settings),
+                shutdown: self.shutdown.clone(),
+            };
+            tracker.spawn(async move {
+                client.run(tcp).await;
+                drop(permit);
+            });
+        }
+        drop(self.listener);
+        tracker.close();
+        info!(
+            source = %source,
+            connections = tracker.len(),
+            "source {source} stopped accepting; waiting for {} connection(s) to close",
+            tracker.len()
+        );
+        tracker.wait().await;
+        info!(source = %source, "source {source} stopped");
+        Ok(())
+    }
+
+    /// The next client that may be served, with its connection permit; `None`
+    /// once shutdown begins.
+    async fn next_client(&self) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+        loop {
+            let early_permit = if self.limit.hard {
+                None
+            } else {
+                tokio::select! {
+                    biased;
+                    () = self.shutdown.cancelled() => return None,
+                    permit = Arc::clone(&self.limit.permits).acquire_owned() => Some(permit.ok()?),
+                }
+            };
+            let (tcp, client_addr) = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => return None,
+                accepted = self.listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        self.accept_failed(&e).await;
+                        continue;
+                    }
+                },
+            };
+            let permit = match early_permit {
+                Some(permit) => permit,
+                None => match Arc::clone(&self.limit.permits).try_acquire_owned() {
+                    Ok(permit) => permit,
+                    Err(_) => {
+                        self.reject_over_limit(tcp, client_addr);
+                        continue;
+                    }
+                },
+            };
+            return Some((tcp, client_addr, permit));
+        }
+    }
+
+    /// Closes a connection over the hard limit.
+    fn reject_over_limit(&self, tcp: TcpStream, client_addr: SocketAddr) {
+        let source = &self.settings.source_name;
+        counter!(names::CLIENT_CONNECTIONS_REJECTED, "source" => source.to_string(), "reason" => "limit")
+            .increment(1);
+        info!(
+            source = %source,
+            client = %client_addr,
+            "client {client_addr}: refused, source {source} is at its hard limit of {} connections",
+            self.limit.max
+        );
+        drop(tcp);
+    }
+
+    /// Logs a failed `accept()` and pauses briefly, so that running out of file
+    /// descriptors does not turn into a busy loop.
+    async fn accept_failed(&self, e: &std::io::Error) {
+        let source = &self.settings.source_name;
+        warn!(source = %source, "source {source}: accept failed: {e}");
+        tokio::select! {
+            () = self.shutdown.cancelled() => {}
+            () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
+        }
+    }
+}

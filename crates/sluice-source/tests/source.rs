@@ -1,0 +1,21 @@
+//! Listener tests without a Kafka broker: a tiny in-test sink answers each
+//! request with an ApiVersions response carrying the client's correlation id,
+//! so these tests exercise only the listener and the connection task.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support {
+    pub mod certs;
+    pub mod client;
+    pub mod harness;
+    pub mod metrics;
+    pub mod sink;
+}
+
+mod cases {
+    mod framing;
+    mod limits;
+    mod metrics;
+    mod shutdown;
+    mod tls;
+}
