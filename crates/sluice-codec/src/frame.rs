@@ -3,7 +3,9 @@
 //! Every Kafka message on the wire is a big-endian `i32` size followed by that
 //! many bytes. [`FrameCodec`] splits a byte stream into such frames (without the
 //! prefix) and refuses frames over a limit before buffering them, so a peer
-//! announcing a 2 GiB frame costs us nothing but an error.
+//! announcing a 2 GiB frame costs us nothing but an error. Below the limit it
+//! reserves at most [`MAX_UPFRONT_RESERVE`] ahead of the bytes that arrive, so
+//! four bytes announcing 100 MiB cannot make us allocate 100 MiB either.
 
 use bytes::{Buf, BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
@@ -12,6 +14,9 @@ use crate::CodecError;
 
 /// Kafka's own default for `socket.request.max.bytes`: 100 MiB.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+
+/// The most buffer space reserved for a frame before its bytes arrive.
+pub const MAX_UPFRONT_RESERVE: usize = 1024 * 1024;
 
 /// Splits a stream into length-prefixed frames and writes them back.
 #[derive(Debug, Clone)]
@@ -49,7 +54,7 @@ impl Decoder for FrameCodec {
             });
         }
         if src.len() < 4 + size {
-            src.reserve(4 + size - src.len());
+            src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
             return Ok(None);
         }
         src.advance(4);
@@ -73,6 +78,7 @@ impl Encoder<&[u8]> for FrameCodec {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -140,16 +140,30 @@ impl<'a> Cursor<'a> {
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// Bytes not yet read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// Reads an unsigned varint of at most 32 bits, as Kafka encodes them:
+    /// at most five bytes, the fifth carrying only four bits.
     pub(crate) fn unsigned_varint(&mut self) -> Result<u32, CodecError> {
         let mut value: u32 = 0;
         for shift in (0..35).step_by(7) {
             let byte = self.take(1)?[0];
+            if shift == 28 && byte > 0x0f {
+                return Err(CodecError::Malformed {
+                    what: "varint longer than 32 bits",
+                });
+            }
             value |= u32::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Ok(value);
             }
         }
-        Err(CodecError::Malformed { what: "varint" })
+        Err(CodecError::Malformed {
+            what: "varint longer than 32 bits",
+        })
     }
 
     pub(crate) fn skip_tagged_fields(&mut self) -> Result<(), CodecError> {

@@ -9,15 +9,19 @@
 //! - [`frame`]: the 4-byte length prefix, with a configurable size limit.
 //! - [`header`]: request header parsing (header v1 and flexible v2).
 //! - [`message`]: [`Request`] and [`Response`], lazy decode and re-encode.
-//! - [`error`]: [`CodecError`].
+//! - [`guard`]: the walk that keeps hostile bodies away from the decoder.
+//! - [`versions`]: the API versions Sluice decodes.
+//! - [`error`]: the crate's error type, [`CodecError`].
 
 pub mod error;
 pub mod frame;
+pub mod guard;
 pub mod header;
 pub mod message;
+pub mod versions;
 
 pub use error::CodecError;
-pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameCodec};
+pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameCodec, MAX_UPFRONT_RESERVE};
 pub use header::RequestHeaderInfo;
 pub use kafka_protocol;
 pub use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};

@@ -6,12 +6,18 @@
 //! dirty, and only a dirty message is re-encoded on the way out; every other
 //! message leaves as the bytes it came in as, with the correlation id patched in
 //! place when a broker connection assigns its own.
+//!
+//! The frame is kept as [`Bytes`], so a decoded body (record batches above all)
+//! borrows from it instead of copying; the correlation id is written from the
+//! header when the frame is encoded, so patching it never touches the frame.
+//! Before any body is decoded, [`crate::guard`] checks that `kafka-protocol`
+//! can decode it without reserving memory on the peer's say-so.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::CodecError;
+use crate::guard::{check_request_body, check_response_body};
 use crate::header::{
     Cursor, REQUEST_CORRELATION_ID_OFFSET, RequestHeaderInfo, response_body_offset,
 };
@@ -20,8 +26,9 @@ use crate::header::{
 #[derive(Debug, Clone)]
 pub struct Request {
     header: RequestHeaderInfo,
-    /// The frame without its length prefix. Stale while `dirty`.
-    frame: BytesMut,
+    /// The frame without its length prefix, as received. Its correlation id
+    /// is stale once patched, and all of it is stale while `dirty`.
+    frame: Bytes,
     body: Option<RequestKind>,
     dirty: bool,
 }
@@ -32,7 +39,7 @@ impl Request {
         let header = RequestHeaderInfo::parse(&frame)?;
         Ok(Self {
             header,
-            frame,
+            frame: frame.freeze(),
             body: None,
             dirty: false,
         })
@@ -56,7 +63,7 @@ impl Request {
                 header_version,
                 body_offset: 0,
             },
-            frame: BytesMut::new(),
+            frame: Bytes::new(),
             body: Some(body),
             dirty: true,
         }
@@ -87,20 +94,24 @@ impl Request {
         self.dirty
     }
 
-    /// Size of the frame on the wire, without the length prefix (an estimate when dirty).
+    /// Size of the frame as received, without the length prefix: exact for a
+    /// raw request, the size before the edit for a dirty one, and 0 for a
+    /// request built with [`Request::from_body`].
     pub fn wire_len(&self) -> usize {
         self.frame.len()
     }
 
-    /// Replaces the correlation id, patching the raw frame in place.
+    /// The frame as received (without its length prefix), or `None` once the
+    /// body may have changed. Its correlation id is the client's even after
+    /// [`Request::set_correlation_id`]; [`Request::encode`] writes the new one.
+    pub fn raw_frame(&self) -> Option<&Bytes> {
+        (!self.dirty).then_some(&self.frame)
+    }
+
+    /// Replaces the correlation id. A raw frame is written out with only
+    /// these four bytes changed.
     pub fn set_correlation_id(&mut self, id: i32) {
         self.header.correlation_id = id;
-        if !self.dirty {
-            let at = REQUEST_CORRELATION_ID_OFFSET;
-            if let Some(slot) = self.frame.get_mut(at..at + 4) {
-                slot.copy_from_slice(&id.to_be_bytes());
-            }
-        }
     }
 
     /// Decodes the body if needed and returns it.
@@ -134,11 +145,8 @@ impl Request {
             return Ok(());
         }
         let (api, version) = (self.header.api_key, self.header.api_version);
-        let raw = self
-            .frame
-            .get(self.header.body_offset..)
-            .unwrap_or_default();
-        let mut bytes = Bytes::copy_from_slice(raw);
+        let mut bytes = body_slice(&self.frame, self.header.body_offset);
+        check_request_body(api, version, &bytes)?;
         let body =
             RequestKind::decode(api, &mut bytes, version).map_err(|e| CodecError::Decode {
                 api,
@@ -163,40 +171,27 @@ impl Request {
     }
 
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.
+    ///
+    /// On error `dst` is left as it was.
     pub fn encode(&self, dst: &mut BytesMut) -> Result<(), CodecError> {
+        let id = self.header.correlation_id;
         if !self.dirty {
-            put_frame(dst, &self.frame);
-            return Ok(());
+            return put_raw_frame(dst, &self.frame, REQUEST_CORRELATION_ID_OFFSET, id);
         }
         let (api, version) = (self.header.api_key, self.header.api_version);
-        let err = |e: anyhow_like::Error| CodecError::Encode {
-            api,
-            version,
-            kind: "request",
-            reason: e.0,
-        };
-        let start = dst.len();
-        dst.put_i32(0);
-        let client_id = self
-            .header
-            .client_id
-            .clone()
-            .map(StrBytes::from_utf8)
-            .transpose()
-            .map_err(|_| CodecError::Malformed { what: "client id" })?;
-        let header = RequestHeader::default()
-            .with_request_api_key(api as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.header.correlation_id)
-            .with_client_id(client_id);
-        header
-            .encode(dst, self.header.header_version)
-            .map_err(|e| err(e.into()))?;
         let body = self.body.as_ref().ok_or(CodecError::Malformed {
             what: "request body",
         })?;
-        body.encode(dst, version).map_err(|e| err(e.into()))?;
-        patch_length(dst, start)
+        let start = dst.len();
+        let result = put_request_header(dst, &self.header).and_then(|()| {
+            body.encode(dst, version).map_err(|e| CodecError::Encode {
+                api,
+                version,
+                kind: "request",
+                reason: format!("{e:#}"),
+            })
+        });
+        finish_frame(dst, start, result)
     }
 }
 
@@ -206,7 +201,8 @@ pub struct Response {
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
-    frame: BytesMut,
+    /// The frame as received; see [`Request`] for how it is kept.
+    frame: Bytes,
     body_offset: usize,
     body: Option<ResponseKind>,
     dirty: bool,
@@ -221,7 +217,7 @@ impl Response {
             api_key,
             api_version,
             correlation_id,
-            frame,
+            frame: frame.freeze(),
             body_offset,
             body: None,
             dirty: false,
@@ -239,7 +235,7 @@ impl Response {
             api_key,
             api_version,
             correlation_id,
-            frame: BytesMut::new(),
+            frame: Bytes::new(),
             body_offset: 0,
             body: Some(body),
             dirty: true,
@@ -271,14 +267,17 @@ impl Response {
         self.frame.len()
     }
 
-    /// Replaces the correlation id, patching the raw frame in place.
+    /// The frame as received (without its length prefix), or `None` once the
+    /// body may have changed. Its correlation id is the broker's even after
+    /// [`Response::set_correlation_id`]; [`Response::encode`] writes the new one.
+    pub fn raw_frame(&self) -> Option<&Bytes> {
+        (!self.dirty).then_some(&self.frame)
+    }
+
+    /// Replaces the correlation id. A raw frame is written out with only
+    /// these four bytes changed.
     pub fn set_correlation_id(&mut self, id: i32) {
         self.correlation_id = id;
-        if !self.dirty {
-            if let Some(slot) = self.frame.get_mut(0..4) {
-                slot.copy_from_slice(&id.to_be_bytes());
-            }
-        }
     }
 
     /// Decodes the body if needed and returns it.
@@ -311,8 +310,8 @@ impl Response {
             return Ok(());
         }
         let (api, version) = (self.api_key, self.api_version);
-        let raw = self.frame.get(self.body_offset..).unwrap_or_default();
-        let mut bytes = Bytes::copy_from_slice(raw);
+        let mut bytes = body_slice(&self.frame, self.body_offset);
+        check_response_body(api, version, &bytes)?;
         let body =
             ResponseKind::decode(api, &mut bytes, version).map_err(|e| CodecError::Decode {
                 api,
@@ -325,53 +324,118 @@ impl Response {
     }
 
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.
+    ///
+    /// On error `dst` is left as it was.
     pub fn encode(&self, dst: &mut BytesMut) -> Result<(), CodecError> {
         if !self.dirty {
-            put_frame(dst, &self.frame);
-            return Ok(());
+            return put_raw_frame(dst, &self.frame, 0, self.correlation_id);
         }
         let (api, version) = (self.api_key, self.api_version);
-        let err = |e: anyhow_like::Error| CodecError::Encode {
-            api,
-            version,
-            kind: "response",
-            reason: e.0,
-        };
-        let start = dst.len();
-        dst.put_i32(0);
-        let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
-        header
-            .encode(dst, api.response_header_version(version))
-            .map_err(|e| err(e.into()))?;
         let body = self.body.as_ref().ok_or(CodecError::Malformed {
             what: "response body",
         })?;
-        body.encode(dst, version).map_err(|e| err(e.into()))?;
-        patch_length(dst, start)
+        let start = dst.len();
+        dst.put_i32(0);
+        dst.put_i32(self.correlation_id);
+        if api.response_header_version(version) >= 1 {
+            dst.put_u8(0); // no tagged fields
+        }
+        let result = body.encode(dst, version).map_err(|e| CodecError::Encode {
+            api,
+            version,
+            kind: "response",
+            reason: format!("{e:#}"),
+        });
+        finish_frame(dst, start, result)
     }
 }
 
-fn put_frame(dst: &mut BytesMut, frame: &[u8]) {
-    dst.reserve(4 + frame.len());
-    // A frame we read was at most the configured limit, far below i32::MAX.
-    dst.put_i32(i32::try_from(frame.len()).unwrap_or(i32::MAX));
-    dst.put_slice(frame);
+/// The body of `frame` from `offset` on, sharing its memory.
+fn body_slice(frame: &Bytes, offset: usize) -> Bytes {
+    frame.slice(offset.min(frame.len())..)
 }
 
-fn patch_length(dst: &mut BytesMut, start: usize) -> Result<(), CodecError> {
-    let len = dst.len() - start - 4;
-    let len32 = i32::try_from(len).map_err(|_| CodecError::FrameTooLarge {
+/// Writes a received frame with its correlation id (at `id_offset`) replaced.
+fn put_raw_frame(
+    dst: &mut BytesMut,
+    frame: &[u8],
+    id_offset: usize,
+    id: i32,
+) -> Result<(), CodecError> {
+    let len = frame_len(frame.len())?;
+    let (head, tail) = match (frame.get(..id_offset), frame.get(id_offset + 4..)) {
+        (Some(head), Some(tail)) => (head, tail),
+        _ => {
+            return Err(CodecError::Truncated {
+                what: "frame correlation id",
+                needed: id_offset + 4,
+                available: frame.len(),
+            });
+        }
+    };
+    dst.reserve(4 + frame.len());
+    dst.put_i32(len);
+    dst.put_slice(head);
+    dst.put_i32(id);
+    dst.put_slice(tail);
+    Ok(())
+}
+
+/// Writes the length placeholder and a request header (v0, v1 or v2) by hand,
+/// so that a client id is written back byte for byte, UTF-8 or not.
+fn put_request_header(dst: &mut BytesMut, header: &RequestHeaderInfo) -> Result<(), CodecError> {
+    dst.put_i32(0);
+    dst.put_i16(header.api_key as i16);
+    dst.put_i16(header.api_version);
+    dst.put_i32(header.correlation_id);
+    if header.header_version >= 1 {
+        match &header.client_id {
+            None => dst.put_i16(-1),
+            Some(id) => {
+                let len = i16::try_from(id.len()).map_err(|_| CodecError::Malformed {
+                    what: "client id longer than 32767 bytes",
+                })?;
+                dst.put_i16(len);
+                dst.put_slice(id);
+            }
+        }
+    }
+    if header.header_version >= 2 {
+        dst.put_u8(0); // no tagged fields
+    }
+    Ok(())
+}
+
+/// Patches the length prefix at `start`, or rolls `dst` back on error.
+fn finish_frame(
+    dst: &mut BytesMut,
+    start: usize,
+    result: Result<(), CodecError>,
+) -> Result<(), CodecError> {
+    let len = dst.len().saturating_sub(start + 4);
+    match result.and_then(|()| frame_len(len)) {
+        Ok(len32) => {
+            dst[start..start + 4].copy_from_slice(&len32.to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            dst.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+fn frame_len(len: usize) -> Result<i32, CodecError> {
+    i32::try_from(len).map_err(|_| CodecError::FrameTooLarge {
         size: len,
         max: i32::MAX as usize,
-    })?;
-    dst[start..start + 4].copy_from_slice(&len32.to_be_bytes());
-    Ok(())
+    })
 }
 
 /// Reads `acks` from a Produce request body without decoding it.
 ///
-/// Produce v3+ starts with `transactional_id` (nullable string; compact from
-/// v9) followed by `acks: i16`.
+/// Produce v0-v2 start with `acks: i16`; v3+ first carry `transactional_id`
+/// (a nullable string, compact from v9, the first flexible version).
 fn produce_acks(frame: &[u8], header: &RequestHeaderInfo) -> Result<i16, CodecError> {
     let body = frame.get(header.body_offset..).unwrap_or_default();
     let mut cur = Cursor::new(body, "produce request");
@@ -380,22 +444,16 @@ fn produce_acks(frame: &[u8], header: &RequestHeaderInfo) -> Result<i16, CodecEr
         if n > 0 {
             cur.take(n as usize - 1)?;
         }
-    } else {
+    } else if header.api_version >= 3 {
         let n = cur.i16()?;
+        if n < -1 {
+            return Err(CodecError::Malformed {
+                what: "produce transactional id length",
+            });
+        }
         if n > 0 {
-            cur.take(n as usize)?;
+            cur.take(n.unsigned_abs().into())?;
         }
     }
     cur.i16()
-}
-
-/// `kafka-protocol` reports errors as `anyhow::Error`; carry only the text so
-/// that this crate does not depend on `anyhow` itself.
-mod anyhow_like {
-    pub struct Error(pub String);
-    impl<E: std::fmt::Display> From<E> for Error {
-        fn from(e: E) -> Self {
-            Self(format!("{e:#}"))
-        }
-    }
 }
