@@ -164,6 +164,17 @@ mod tests {
     use super::*;
     use rcgen::{CertificateParams, KeyPair};
 
+    /// Removes the test's files when it ends.
+    struct Cleanup(Vec<String>);
+
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for path in &self.0 {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
     fn write_temp(name: &str, contents: &str) -> String {
         let path =
             std::env::temp_dir().join(format!("sluice-source-tls-{}-{name}", std::process::id()));
@@ -192,6 +203,10 @@ mod tests {
             certificate_authority_path: None,
         };
         let acceptor = acceptor(&cfg).unwrap();
+        let _cleanup = Cleanup(vec![
+            cfg.certificate_path.clone(),
+            cfg.private_key_path.clone(),
+        ]);
         let (_client, server) = tokio::io::duplex(1024);
         let started = tokio::time::Instant::now();
         let err = handshake(&acceptor, server, HANDSHAKE_TIMEOUT)
@@ -204,6 +219,13 @@ mod tests {
     #[test]
     fn errors_name_the_file() {
         let (cert, key) = self_signed_files("errors");
+        let (other_cert, other_key) = self_signed_files("errors-other");
+        let _cleanup = Cleanup(vec![
+            cert.clone(),
+            key.clone(),
+            other_cert,
+            other_key.clone(),
+        ]);
         let missing = TlsAcceptorConfig {
             certificate_path: "/nonexistent/sluice-cert.pem".to_owned(),
             private_key_path: key.clone(),
@@ -232,7 +254,6 @@ mod tests {
         let msg = server_config(&cert_as_key).err().unwrap().to_string();
         assert!(msg.contains("no private key found"), "{msg}");
 
-        let (_, other_key) = self_signed_files("errors-other");
         let mismatch = TlsAcceptorConfig {
             certificate_path: cert.clone(),
             private_key_path: other_key,
