@@ -1,0 +1,132 @@
+//! Apis every broker answers for itself: ListGroups (v0–v5), ListTransactions
+//! (v0–v2) and DescribeLogDirs (v1–v4).
+//!
+//! A client asks each node it knows; behind Sluice the answer must cover every
+//! broker, so the request goes unchanged to all of them ([`Routing::brokers`])
+//! and the merge concatenates the answers, in broker order:
+//! - ListGroups: groups deduplicated by group id, the first non-zero error code;
+//! - ListTransactions: transactions deduplicated by transactional id,
+//!   `unknown_state_filters` as a union, the first non-zero error code;
+//! - DescribeLogDirs: results concatenated (log dir names may repeat across
+//!   brokers), the first non-zero top-level error code (v3+).
+//!
+//! Throttle time is the largest. A failed broker makes the merged response
+//! carry its error code, so that the client retries rather than trusting a
+//! partial list (DescribeLogDirs v1–v2 has no error field: the failed
+//! broker's directories are simply missing). With no broker known at all, the
+//! response is the api's [`SplitApi::UNAVAILABLE_ERROR`].
+
+use sluice_codec::kafka_protocol::messages::{
+    ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, ListGroupsRequest, ListGroupsResponse,
+    ListTransactionsRequest, ListTransactionsResponse,
+};
+
+use super::error_codes::{
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
+};
+use super::order::dedup_by_key;
+use super::route;
+use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, first_error, max_throttle};
+
+/// The first DescribeLogDirs version with a top-level error code.
+const LOG_DIRS_ERROR_CODE_VERSION: i16 = 3;
+
+impl SplitApi for ListGroupsRequest {
+    type Response = ListGroupsResponse;
+    const API_KEY: ApiKey = ApiKey::ListGroups;
+    const UNAVAILABLE_ERROR: i16 = COORDINATOR_NOT_AVAILABLE;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        route::to_all(self, version, routing.brokers())
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<ListGroupsResponse>>,
+    ) -> Result<ListGroupsResponse, SplitError> {
+        let responses = plan.resolve(results)?.responses;
+        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
+        let error_code = first_error(&responses, |r| r.error_code);
+        let mut groups: Vec<_> = responses.into_iter().flat_map(|r| r.groups).collect();
+        dedup_by_key(&mut groups, |g| &g.group_id);
+        Ok(ListGroupsResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_error_code(error_code)
+            .with_groups(groups))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> ListGroupsResponse {
+        ListGroupsResponse::default().with_error_code(error_code)
+    }
+}
+
+impl SplitApi for ListTransactionsRequest {
+    type Response = ListTransactionsResponse;
+    const API_KEY: ApiKey = ApiKey::ListTransactions;
+    const UNAVAILABLE_ERROR: i16 = COORDINATOR_LOAD_IN_PROGRESS;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        route::to_all(self, version, routing.brokers())
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<ListTransactionsResponse>>,
+    ) -> Result<ListTransactionsResponse, SplitError> {
+        let responses = plan.resolve(results)?.responses;
+        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
+        let error_code = first_error(&responses, |r| r.error_code);
+        let mut unknown_state_filters = Vec::new();
+        let mut transaction_states = Vec::new();
+        for response in responses {
+            unknown_state_filters.extend(response.unknown_state_filters);
+            transaction_states.extend(response.transaction_states);
+        }
+        dedup_by_key(&mut unknown_state_filters, |s| s);
+        dedup_by_key(&mut transaction_states, |t| &t.transactional_id);
+        Ok(ListTransactionsResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_error_code(error_code)
+            .with_unknown_state_filters(unknown_state_filters)
+            .with_transaction_states(transaction_states))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> ListTransactionsResponse {
+        ListTransactionsResponse::default().with_error_code(error_code)
+    }
+}
+
+impl SplitApi for DescribeLogDirsRequest {
+    type Response = DescribeLogDirsResponse;
+    const API_KEY: ApiKey = ApiKey::DescribeLogDirs;
+    const UNAVAILABLE_ERROR: i16 = NETWORK_EXCEPTION;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        route::to_all(self, version, routing.brokers())
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<DescribeLogDirsResponse>>,
+    ) -> Result<DescribeLogDirsResponse, SplitError> {
+        let responses = plan.resolve(results)?.responses;
+        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
+        let error_code = first_error(&responses, |r| r.error_code);
+        let results = responses.into_iter().flat_map(|r| r.results).collect();
+        Ok(DescribeLogDirsResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_error_code(error_code)
+            .with_results(results))
+    }
+
+    /// From v3 the top-level error code carries `error_code`; v1–v2 cannot say
+    /// it, and answer with no log dirs.
+    fn error_response_for(&self, version: i16, error_code: i16) -> DescribeLogDirsResponse {
+        let response = DescribeLogDirsResponse::default();
+        if version >= LOG_DIRS_ERROR_CODE_VERSION {
+            response.with_error_code(error_code)
+        } else {
+            response
+        }
+    }
+}

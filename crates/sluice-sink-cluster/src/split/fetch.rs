@@ -1,0 +1,150 @@
+//! Fetch (v4–v18): split by partition leader, every part sessionless.
+//!
+//! Topics are named by `topic` up to v12 and by `topic_id` from v13.
+//!
+//! **Fetch sessions.** A fetch session (KIP-227) lives on one broker, and the
+//! partitions behind one client connection span several, so Sluice does not
+//! use sessions at all:
+//! - every part is a full, sessionless fetch: `session_id = 0`,
+//!   `session_epoch = -1` (FINAL_EPOCH: "no session, do not create one") and
+//!   no `forgotten_topics_data`;
+//! - the merged response carries `session_id = 0`, which tells the client that
+//!   no session was created, so its next fetch is again a full one listing
+//!   every partition it wants (the Java client's `FetchSessionHandler` does
+//!   exactly that).
+//!
+//! A client that sends an incremental fetch anyway (a session id Sluice never
+//! gave it) is served the partitions it listed, sessionless; the response's
+//! `session_id = 0` makes it start over with full fetches.
+//!
+//! Every part keeps the request's `replica_id` / `replica_state`,
+//! `cluster_id`, `max_wait_ms`, `min_bytes`, `max_bytes` (per part, as is:
+//! each broker may return up to it), `isolation_level` and `rack_id`.
+//!
+//! A fetch that names no partition at all has no part: its merge answers at
+//! once with an empty response, without waiting `max_wait_ms` (clients do not
+//! send such fetches without a session).
+//!
+//! The merge concatenates the parts' topics in request order, takes the
+//! largest throttle time and the first non-zero top-level error code, and
+//! collects `node_endpoints` (v16+) once per node id. Partitions without a
+//! known leader, or of failed parts, get NOT_LEADER_OR_FOLLOWER with empty
+//! records and `high_watermark = -1`.
+
+use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use sluice_codec::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, NodeEndpoint, PartitionData,
+};
+use sluice_codec::kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
+
+use super::error_codes::NOT_LEADER_OR_FOLLOWER;
+use super::order::{Order, dedup_by_key, topic_entry};
+use super::{
+    PartResult, Plan, Routing, Split, SplitApi, SplitError, first_error, max_throttle, route,
+};
+
+/// `session_id` of a sessionless fetch.
+pub const NO_SESSION_ID: i32 = 0;
+/// `session_epoch` of a full fetch that neither uses nor creates a session.
+pub const FINAL_EPOCH: i32 = -1;
+
+topic_entry!(
+    FetchTopic,
+    partitions,
+    FetchPartition,
+    partition,
+    name_or_id(topic, topic_id, 13)
+);
+topic_entry!(
+    FetchableTopicResponse,
+    partitions,
+    PartitionData,
+    partition_index,
+    name_or_id(topic, topic_id, 13)
+);
+
+/// Whether `request` is already a sessionless full fetch, so that a part
+/// equal to it can be forwarded unchanged.
+fn is_sessionless(request: &FetchRequest) -> bool {
+    request.session_id == NO_SESSION_ID
+        && request.session_epoch == FINAL_EPOCH
+        && request.forgotten_topics_data.is_empty()
+}
+
+impl SplitApi for FetchRequest {
+    type Response = FetchResponse;
+    const API_KEY: ApiKey = ApiKey::Fetch;
+    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let plan = Plan::new(version, Order::Partitions(order), !is_sessionless(self));
+        let base = FetchRequest::default()
+            .with_cluster_id(self.cluster_id.clone())
+            .with_replica_id(self.replica_id)
+            .with_replica_state(self.replica_state.clone())
+            .with_max_wait_ms(self.max_wait_ms)
+            .with_min_bytes(self.min_bytes)
+            .with_max_bytes(self.max_bytes)
+            .with_isolation_level(self.isolation_level)
+            .with_session_id(NO_SESSION_ID)
+            .with_session_epoch(FINAL_EPOCH)
+            .with_rack_id(self.rack_id.clone())
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<FetchResponse>>,
+    ) -> Result<FetchResponse, SplitError> {
+        let resolved = plan.resolve(results)?;
+        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
+        let error_code = first_error(&resolved.responses, |r| r.error_code);
+        let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
+        let mut topics = Vec::new();
+        for response in resolved.responses {
+            node_endpoints.extend(response.node_endpoints);
+            topics.extend(response.responses);
+        }
+        dedup_by_key(&mut node_endpoints, |n| &n.node_id);
+        Ok(FetchResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_error_code(error_code)
+            .with_session_id(NO_SESSION_ID)
+            .with_responses(resolved.order.merge_topics(topics, resolved.version))
+            .with_node_endpoints(node_endpoints))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> FetchResponse {
+        let responses = self
+            .topics
+            .iter()
+            .map(|topic| {
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(
+                        topic
+                            .partitions
+                            .iter()
+                            .map(|p| error_partition(p.partition, error_code))
+                            .collect(),
+                    )
+            })
+            .collect();
+        FetchResponse::default()
+            .with_session_id(NO_SESSION_ID)
+            .with_responses(responses)
+    }
+}
+
+/// A partition answer carrying `error_code` and no records, as a broker writes one.
+fn error_partition(index: i32, error_code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error_code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+}

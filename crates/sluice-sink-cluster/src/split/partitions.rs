@@ -1,0 +1,296 @@
+//! The other partition-leader apis: ListOffsets (v1–v10), OffsetForLeaderEpoch
+//! (v2–v4), DeleteRecords (v0–v2) and DescribeProducers (v0).
+//!
+//! All four name topics by name and must reach each partition's leader. Each
+//! is split by leader with every other field copied into every part, and
+//! merged by concatenating topics (one entry per topic, partitions in request
+//! order) with the largest throttle time. Partitions without a known leader,
+//! or of failed parts, get NOT_LEADER_OR_FOLLOWER with the "unknown" values a
+//! broker uses (offsets, epochs and watermarks of -1).
+
+use sluice_codec::kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use sluice_codec::kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use sluice_codec::kafka_protocol::messages::describe_producers_request::TopicRequest;
+use sluice_codec::kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, TopicResponse,
+};
+use sluice_codec::kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsTopic,
+};
+use sluice_codec::kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use sluice_codec::kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use sluice_codec::kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use sluice_codec::kafka_protocol::messages::{
+    ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersRequest,
+    DescribeProducersResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+
+use super::error_codes::NOT_LEADER_OR_FOLLOWER;
+use super::order::{Order, TopicEntry, topic_entry};
+use super::{PartResult, Plan, Resolved, Routing, Split, SplitApi, SplitError, TopicRef};
+use super::{max_throttle, route};
+
+topic_entry!(
+    ListOffsetsTopic,
+    partitions,
+    ListOffsetsPartition,
+    partition_index,
+    name(name)
+);
+topic_entry!(
+    ListOffsetsTopicResponse,
+    partitions,
+    ListOffsetsPartitionResponse,
+    partition_index,
+    name(name)
+);
+topic_entry!(
+    OffsetForLeaderTopic,
+    partitions,
+    OffsetForLeaderPartition,
+    partition,
+    name(topic)
+);
+topic_entry!(
+    OffsetForLeaderTopicResult,
+    partitions,
+    EpochEndOffset,
+    partition,
+    name(topic)
+);
+topic_entry!(
+    DeleteRecordsTopic,
+    partitions,
+    DeleteRecordsPartition,
+    partition_index,
+    name(name)
+);
+topic_entry!(
+    DeleteRecordsTopicResult,
+    partitions,
+    DeleteRecordsPartitionResult,
+    partition_index,
+    name(name)
+);
+topic_entry!(
+    TopicResponse,
+    partitions,
+    PartitionResponse,
+    partition_index,
+    name(name)
+);
+
+/// DescribeProducers lists bare partition indexes.
+impl TopicEntry for TopicRequest {
+    type Partition = i32;
+
+    fn topic_ref(&self, _version: i16) -> TopicRef {
+        TopicRef::Name(self.name.clone())
+    }
+    fn partitions(&self) -> &[i32] {
+        &self.partition_indexes
+    }
+    fn partitions_mut(&mut self) -> &mut Vec<i32> {
+        &mut self.partition_indexes
+    }
+    fn partition_index(partition: &i32) -> i32 {
+        *partition
+    }
+    fn empty_like(&self) -> Self {
+        TopicRequest::default()
+            .with_name(self.name.clone())
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone())
+    }
+}
+
+/// The largest throttle time and the merged, ordered topics of a merge.
+fn merged_topics<Resp, T: TopicEntry>(
+    resolved: Resolved<Resp>,
+    throttle: impl Fn(&Resp) -> i32,
+    topics: impl Fn(Resp) -> Vec<T>,
+) -> (i32, Vec<T>) {
+    let throttle_time_ms = max_throttle(&resolved.responses, throttle);
+    let all = resolved.responses.into_iter().flat_map(topics);
+    (
+        throttle_time_ms,
+        resolved.order.merge_topics(all, resolved.version),
+    )
+}
+
+impl SplitApi for ListOffsetsRequest {
+    type Response = ListOffsetsResponse;
+    const API_KEY: ApiKey = ApiKey::ListOffsets;
+    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let plan = Plan::new(version, Order::Partitions(order), false);
+        let base = ListOffsetsRequest::default()
+            .with_replica_id(self.replica_id)
+            .with_isolation_level(self.isolation_level)
+            .with_timeout_ms(self.timeout_ms)
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<ListOffsetsResponse>>,
+    ) -> Result<ListOffsetsResponse, SplitError> {
+        let (throttle, topics) =
+            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
+        Ok(ListOffsetsResponse::default()
+            .with_throttle_time_ms(throttle)
+            .with_topics(topics))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> ListOffsetsResponse {
+        let topics = self.topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(error_code)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(-1)
+            });
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions.collect())
+        });
+        ListOffsetsResponse::default().with_topics(topics.collect())
+    }
+}
+
+impl SplitApi for OffsetForLeaderEpochRequest {
+    type Response = OffsetForLeaderEpochResponse;
+    const API_KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
+    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let plan = Plan::new(version, Order::Partitions(order), false);
+        let base = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(self.replica_id)
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<OffsetForLeaderEpochResponse>>,
+    ) -> Result<OffsetForLeaderEpochResponse, SplitError> {
+        let (throttle, topics) =
+            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
+        Ok(OffsetForLeaderEpochResponse::default()
+            .with_throttle_time_ms(throttle)
+            .with_topics(topics))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> OffsetForLeaderEpochResponse {
+        let topics = self.topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| {
+                EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_error_code(error_code)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1)
+            });
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions.collect())
+        });
+        OffsetForLeaderEpochResponse::default().with_topics(topics.collect())
+    }
+}
+
+impl SplitApi for DeleteRecordsRequest {
+    type Response = DeleteRecordsResponse;
+    const API_KEY: ApiKey = ApiKey::DeleteRecords;
+    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let plan = Plan::new(version, Order::Partitions(order), false);
+        let base = DeleteRecordsRequest::default()
+            .with_timeout_ms(self.timeout_ms)
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<DeleteRecordsResponse>>,
+    ) -> Result<DeleteRecordsResponse, SplitError> {
+        let (throttle, topics) =
+            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
+        Ok(DeleteRecordsResponse::default()
+            .with_throttle_time_ms(throttle)
+            .with_topics(topics))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteRecordsResponse {
+        let topics = self.topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| {
+                DeleteRecordsPartitionResult::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(error_code)
+                    .with_low_watermark(-1)
+            });
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions.collect())
+        });
+        DeleteRecordsResponse::default().with_topics(topics.collect())
+    }
+}
+
+impl SplitApi for DescribeProducersRequest {
+    type Response = DescribeProducersResponse;
+    const API_KEY: ApiKey = ApiKey::DescribeProducers;
+    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+
+    fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let plan = Plan::new(version, Order::Partitions(order), false);
+        let base = DescribeProducersRequest::default()
+            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+    }
+
+    fn merge(
+        plan: Plan<Self>,
+        results: Vec<PartResult<DescribeProducersResponse>>,
+    ) -> Result<DescribeProducersResponse, SplitError> {
+        let (throttle, topics) =
+            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
+        Ok(DescribeProducersResponse::default()
+            .with_throttle_time_ms(throttle)
+            .with_topics(topics))
+    }
+
+    fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeProducersResponse {
+        let topics = self.topics.iter().map(|topic| {
+            let partitions = topic.partition_indexes.iter().map(|index| {
+                PartitionResponse::default()
+                    .with_partition_index(*index)
+                    .with_error_code(error_code)
+            });
+            TopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions.collect())
+        });
+        DescribeProducersResponse::default().with_topics(topics.collect())
+    }
+}
