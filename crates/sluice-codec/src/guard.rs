@@ -19,6 +19,26 @@
 //! A body that passes is safe to decode: every `with_capacity` the decoder
 //! makes is bounded by bytes that are really there.
 
+/// Builds one [`StructDef`] per line of the generated [`schema`] table:
+/// `def!(valid, tagged_from, [(lo, hi, ty), ..], [(tag, lo, hi, ty), ..])`,
+/// where each `(lo, hi)` is an inclusive version range. Defined before
+/// `mod schema` because `macro_rules!` is scoped textually.
+macro_rules! def {
+    (
+        $valid:expr, $tagged_from:expr,
+        [$(($lo:expr, $hi:expr, $ty:expr)),* $(,)?],
+        [$(($tag:expr, $tlo:expr, $thi:expr, $tty:expr)),* $(,)?] $(,)?
+    ) => {
+        $crate::guard::StructDef {
+            valid: $valid,
+            fields: &[$($crate::guard::Field { versions: ($lo, $hi), ty: $ty }),*],
+            tagged_from: $tagged_from,
+            tagged: &[$($crate::guard::Tagged { tag: $tag, versions: ($tlo, $thi), ty: $tty }),*],
+        }
+    };
+}
+
+// Generated: one long line per structure, so rustfmt must leave it alone.
 #[rustfmt::skip]
 mod schema;
 
