@@ -21,6 +21,9 @@ pub mod sink_single;
 pub mod tls;
 pub mod transform;
 
+#[cfg(test)]
+mod test_support;
+
 pub use context::ConnectionContext;
 pub use error::{ChainError, ErrorClass, ErrorSide};
 pub use transform::{Chain, ChainBuilder, Sink, SinkBuilder, Transform, TransformBuilder};

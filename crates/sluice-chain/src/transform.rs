@@ -14,8 +14,11 @@ pub trait Transform: Send {
     /// The transform's name, for logs and metrics.
     fn name(&self) -> &str;
     /// Called for every request, in order, before the sink sees it.
-    fn on_request(&mut self, request: &mut Request, ctx: &ConnectionContext)
-    -> Result<(), ChainError>;
+    fn on_request(
+        &mut self,
+        request: &mut Request,
+        ctx: &ConnectionContext,
+    ) -> Result<(), ChainError>;
     /// Called for every response, in request order, after the sink produced it.
     fn on_response(
         &mut self,

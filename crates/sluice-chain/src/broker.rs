@@ -1,0 +1,337 @@
+//! One connection to one broker, shared by the sinks.
+//!
+//! A [`BrokerConnection`] is two tasks: a writer and a reader. Two, so that a
+//! large request being written can never deadlock against a large response
+//! waiting to be read.
+//!
+//! - The writer takes requests from a bounded queue, gives each one a
+//!   connection-local correlation id (patched into the raw bytes), registers
+//!   it with the reader *before* writing a byte, then writes, flushing when
+//!   the queue runs empty.
+//! - The reader reads frames, pops the oldest registered request (Kafka
+//!   answers in order on a connection), checks the correlation id, restores
+//!   the client's id and completes the request's oneshot.
+//!
+//! The project's central rule lives here: **a failure to receive from a
+//! broker is never silently ignored.** Whatever ends the connection (EOF,
+//! reset, TLS error, undecodable bytes, a correlation mismatch, a read
+//! timeout, a write error, or the owner dropping it), the reader logs it once
+//! with the broker's id and address, counts it in `BROKER_RECEIVE_ERRORS`,
+//! and completes every in-flight request with the error; the writer completes
+//! every queued one with [`BrokerError::NotSent`]. Each response sender is
+//! also wrapped so that dropping it completes it with an error, so no code
+//! path can lose a request without telling its owner.
+
+mod address;
+mod error;
+mod reader;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls_pki_types::ServerName;
+use sluice_codec::{ApiKey, DEFAULT_MAX_FRAME_BYTES, Request, Response};
+use sluice_metrics::names;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::TlsConnector;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::debug;
+
+pub use address::{AddressParseError, BrokerAddress};
+pub use error::BrokerError;
+
+/// Receives the response to one request, or the error that prevented it.
+pub type ResponseReceiver = oneshot::Receiver<Result<Response, BrokerError>>;
+
+/// Requests queued for the writer before `send` waits (backpressure).
+const REQUEST_QUEUE: usize = 64;
+/// Requests registered with the reader but not yet pulled by it.
+const IN_FLIGHT_QUEUE: usize = 64;
+/// Requests the reader tracks at once; the writer waits beyond that.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// How to open a broker connection.
+#[derive(Clone)]
+pub struct BrokerConnectOptions {
+    /// Limit for TCP connect plus TLS handshake.
+    pub connect_timeout: Duration,
+    /// Fail the connection when the oldest request waits longer than this.
+    pub read_timeout: Option<Duration>,
+    /// TLS, with the name to verify the broker's certificate against.
+    pub tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// Largest response frame accepted from the broker.
+    pub max_frame_bytes: usize,
+}
+
+impl BrokerConnectOptions {
+    /// Plaintext, no read timeout, Kafka's default frame limit.
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self {
+            connect_timeout,
+            read_timeout: None,
+            tls: None,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+        }
+    }
+}
+
+impl fmt::Debug for BrokerConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerConnectOptions")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("tls_server_name", &self.tls.as_ref().map(|(_, name)| name))
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .finish()
+    }
+}
+
+/// A connection to one broker. Dropping it closes the connection and
+/// completes every request still owed a response with an error.
+pub struct BrokerConnection {
+    shared: Arc<Shared>,
+    requests: mpsc::Sender<Outgoing>,
+    _shutdown: DropGuard,
+}
+
+impl fmt::Debug for BrokerConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerConnection")
+            .field("broker", &self.shared.broker)
+            .field("closed", &self.is_closed())
+            .field("outstanding", &self.outstanding())
+            .finish()
+    }
+}
+
+impl BrokerConnection {
+    /// Connects (and completes the TLS handshake) within `opts.connect_timeout`.
+    pub async fn connect(
+        addr: BrokerAddress,
+        opts: &BrokerConnectOptions,
+    ) -> Result<BrokerConnection, BrokerError> {
+        let (read, write) = tokio::time::timeout(opts.connect_timeout, open(&addr, opts))
+            .await
+            .map_err(|_| BrokerError::ConnectTimeout {
+                broker: addr.clone(),
+                timeout: opts.connect_timeout,
+            })??;
+        metrics::counter!(names::BROKER_CONNECTIONS_OPENED, "broker" => addr.metric_label())
+            .increment(1);
+        debug!(broker = %addr, "broker connection opened");
+
+        let cancel = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            broker: addr,
+            closed: AtomicBool::new(false),
+            outstanding: AtomicUsize::new(0),
+            failure: Mutex::new(None),
+            cancel: cancel.clone(),
+        });
+        let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE);
+        let (in_flight_tx, in_flight_rx) = mpsc::channel(IN_FLIGHT_QUEUE);
+        let writer = writer::Writer::new(shared.clone(), write, requests_rx, in_flight_tx);
+        let reader = reader::Reader::new(
+            shared.clone(),
+            read,
+            opts.max_frame_bytes,
+            in_flight_rx,
+            opts.read_timeout,
+        );
+        tokio::spawn(writer.run());
+        tokio::spawn(reader.run());
+        Ok(BrokerConnection {
+            shared,
+            requests: requests_tx,
+            _shutdown: cancel.drop_guard(),
+        })
+    }
+
+    /// Queues a request. Assigns a connection-local correlation id (patched
+    /// in place; the client's id is remembered and restored on the response).
+    /// Returns a receiver for the response, or `None` when the request
+    /// expects no response (Produce with `acks=0`). Waits only while the
+    /// queue is full.
+    ///
+    /// Fails with [`BrokerError::NotSent`] when the connection is closed.
+    /// Dropping the returned future while it waits for queue space drops the
+    /// request unsent (the caller, having cancelled, knows it was not sent).
+    pub async fn send(&self, request: Request) -> Result<Option<ResponseReceiver>, BrokerError> {
+        if self.is_closed() {
+            return Err(BrokerError::not_sent(&self.shared.failure_or_shutdown()));
+        }
+        let (reply, receiver) = if request.expects_response() {
+            let (tx, rx) = oneshot::channel();
+            (Some(Reply::new(tx, self.shared.clone())), Some(rx))
+        } else {
+            (None, None)
+        };
+        self.requests
+            .send(Outgoing { request, reply })
+            .await
+            .map_err(|_| BrokerError::not_sent(&self.shared.failure_or_shutdown()))?;
+        Ok(receiver)
+    }
+
+    /// Whether the connection has failed or been shut down. A closed
+    /// connection accepts no more requests.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Why the connection closed, once it has.
+    pub fn failure(&self) -> Option<BrokerError> {
+        self.shared.recorded_failure()
+    }
+
+    /// Requests sent on this connection that are still owed a response.
+    pub fn outstanding(&self) -> usize {
+        self.shared.outstanding.load(Ordering::Acquire)
+    }
+
+    /// The broker this connection talks to.
+    pub fn address(&self) -> &BrokerAddress {
+        &self.shared.broker
+    }
+}
+
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Opens TCP (and TLS), returning the two halves.
+async fn open(
+    addr: &BrokerAddress,
+    opts: &BrokerConnectOptions,
+) -> Result<(BoxRead, BoxWrite), BrokerError> {
+    let connect_err = |e: std::io::Error| BrokerError::Connect {
+        broker: addr.clone(),
+        reason: error::describe_io(&e),
+    };
+    let tcp = TcpStream::connect((addr.host.as_str(), addr.port))
+        .await
+        .map_err(connect_err)?;
+    tcp.set_nodelay(true).map_err(connect_err)?;
+    let Some((connector, server_name)) = &opts.tls else {
+        let (read, write) = tcp.into_split();
+        return Ok((Box::new(read), Box::new(write)));
+    };
+    let tls = connector
+        .connect(server_name.clone(), tcp)
+        .await
+        .map_err(|e| {
+            if error::is_tls_error(&e) {
+                BrokerError::TlsHandshake {
+                    broker: addr.clone(),
+                    reason: error::describe_io(&e),
+                }
+            } else {
+                connect_err(e)
+            }
+        })?;
+    let (read, write) = tokio::io::split(tls);
+    Ok((Box::new(read), Box::new(write)))
+}
+
+/// State shared by the handle and both tasks.
+struct Shared {
+    broker: BrokerAddress,
+    closed: AtomicBool,
+    /// Requests whose [`Reply`] has not been completed yet.
+    outstanding: AtomicUsize,
+    /// The first error that ended the connection.
+    failure: Mutex<Option<BrokerError>>,
+    /// Ends both tasks.
+    cancel: CancellationToken,
+}
+
+impl Shared {
+    /// Records `error` as the reason the connection ended (unless one was
+    /// recorded already), closes the connection and stops both tasks.
+    /// Returns the recorded reason.
+    fn fail(&self, error: BrokerError) -> BrokerError {
+        let recorded = {
+            let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+            failure.get_or_insert(error).clone()
+        };
+        self.closed.store(true, Ordering::Release);
+        self.cancel.cancel();
+        recorded
+    }
+
+    fn recorded_failure(&self) -> Option<BrokerError> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The recorded failure, or `Shutdown` when the owner closed it.
+    fn failure_or_shutdown(&self) -> BrokerError {
+        self.recorded_failure()
+            .unwrap_or_else(|| BrokerError::Shutdown {
+                broker: self.broker.clone(),
+            })
+    }
+}
+
+/// A request on its way to the writer.
+struct Outgoing {
+    request: Request,
+    reply: Option<Reply>,
+}
+
+/// A request written (or about to be) and owed a response.
+struct InFlight {
+    api_key: ApiKey,
+    api_version: i16,
+    client_correlation_id: i32,
+    broker_correlation_id: i32,
+    sent_at: tokio::time::Instant,
+    reply: Reply,
+}
+
+/// The sender for one response. Completing it twice is impossible, and
+/// dropping it uncompleted sends the connection's failure instead.
+struct Reply {
+    tx: Option<oneshot::Sender<Result<Response, BrokerError>>>,
+    shared: Arc<Shared>,
+}
+
+impl Reply {
+    fn new(tx: oneshot::Sender<Result<Response, BrokerError>>, shared: Arc<Shared>) -> Self {
+        shared.outstanding.fetch_add(1, Ordering::AcqRel);
+        Self {
+            tx: Some(tx),
+            shared,
+        }
+    }
+
+    fn complete(mut self, result: Result<Response, BrokerError>) {
+        self.finish(result);
+    }
+
+    fn finish(&mut self, result: Result<Response, BrokerError>) {
+        if let Some(tx) = self.tx.take() {
+            self.shared.outstanding.fetch_sub(1, Ordering::AcqRel);
+            // The owner may have stopped waiting; that is its choice.
+            let _ = tx.send(result);
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if self.tx.is_some() {
+            let error = self.shared.failure_or_shutdown();
+            self.finish(Err(error));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! [`BrokerError`]: everything that can go wrong on a broker connection.
+//!
+//! Each variant names the broker (`broker 3 at 127.0.0.1:9192: ...`) and is
+//! classified through [`ErrorClass`], so that a sink can decide between
+//! retrying elsewhere, synthesizing a Kafka error, or closing the client.
+//! The error is `Clone` because one connection failure completes every
+//! request that was in flight on it.
+
+use std::io;
+use std::time::Duration;
+
+use super::BrokerAddress;
+use crate::error::{ErrorClass, ErrorSide};
+
+/// A broker connection failed, or a request on it could not be served.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BrokerError {
+    /// Resolving or connecting failed.
+    #[error("{broker}: cannot connect: {reason}")]
+    Connect {
+        broker: BrokerAddress,
+        reason: String,
+    },
+    /// Connecting (TCP and TLS handshake) took longer than the connect timeout.
+    #[error("{broker}: connect timed out after {}ms", timeout.as_millis())]
+    ConnectTimeout {
+        broker: BrokerAddress,
+        timeout: Duration,
+    },
+    /// The TLS handshake was refused (certificate, protocol version, ...).
+    #[error("{broker}: tls handshake failed: {reason}")]
+    TlsHandshake {
+        broker: BrokerAddress,
+        reason: String,
+    },
+    /// The broker closed the connection.
+    #[error("{broker}: connection closed by the broker")]
+    ClosedByBroker { broker: BrokerAddress },
+    /// Reading from or writing to the socket failed.
+    #[error("{broker}: {op} failed: {reason}")]
+    Io {
+        broker: BrokerAddress,
+        /// `receive` or `send`.
+        op: &'static str,
+        /// A short label for metrics: `reset`, `eof`, `tls` or `io`.
+        kind: &'static str,
+        reason: String,
+    },
+    /// The oldest request in flight waited longer than the read timeout.
+    #[error("{broker}: no response within {}ms", timeout.as_millis())]
+    ReadTimeout {
+        broker: BrokerAddress,
+        timeout: Duration,
+    },
+    /// The broker sent bytes that break the protocol.
+    #[error("{broker}: protocol error: {reason}")]
+    Protocol {
+        broker: BrokerAddress,
+        reason: String,
+    },
+    /// Sluice could not encode a request it had rewritten.
+    #[error("{broker}: cannot encode request: {reason}")]
+    Encode {
+        broker: BrokerAddress,
+        reason: String,
+    },
+    /// Sluice closed the connection (the owner dropped it).
+    #[error("{broker}: connection closed by sluice")]
+    Shutdown { broker: BrokerAddress },
+    /// The connection had failed before this request was written, so the
+    /// broker never saw it: retrying it cannot apply it twice.
+    #[error("{cause}; the request was not sent")]
+    NotSent { cause: Box<BrokerError> },
+}
+
+impl BrokerError {
+    /// A short label for the `kind` metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BrokerError::Connect { .. } => "connect",
+            BrokerError::ConnectTimeout { .. } => "connect_timeout",
+            BrokerError::TlsHandshake { .. } => "tls_handshake",
+            BrokerError::ClosedByBroker { .. } => "eof",
+            BrokerError::Io { kind, .. } => kind,
+            BrokerError::ReadTimeout { .. } => "timeout",
+            BrokerError::Protocol { .. } => "protocol",
+            BrokerError::Encode { .. } => "encode",
+            BrokerError::Shutdown { .. } => "shutdown",
+            BrokerError::NotSent { cause } => cause.kind(),
+        }
+    }
+
+    /// The broker this error is about.
+    pub fn broker(&self) -> &BrokerAddress {
+        match self {
+            BrokerError::Connect { broker, .. }
+            | BrokerError::ConnectTimeout { broker, .. }
+            | BrokerError::TlsHandshake { broker, .. }
+            | BrokerError::ClosedByBroker { broker }
+            | BrokerError::Io { broker, .. }
+            | BrokerError::ReadTimeout { broker, .. }
+            | BrokerError::Protocol { broker, .. }
+            | BrokerError::Encode { broker, .. }
+            | BrokerError::Shutdown { broker } => broker,
+            BrokerError::NotSent { cause } => cause.broker(),
+        }
+    }
+
+    /// Whether the broker may have seen the request. `false` only when it
+    /// certainly did not (the connection was down before it was written, or
+    /// it could not be encoded).
+    pub fn request_may_have_been_sent(&self) -> bool {
+        !matches!(
+            self,
+            BrokerError::NotSent { .. }
+                | BrokerError::Encode { .. }
+                | BrokerError::Connect { .. }
+                | BrokerError::ConnectTimeout { .. }
+                | BrokerError::TlsHandshake { .. }
+        )
+    }
+
+    /// Wraps the error of a failed connection for a request it never wrote.
+    pub(crate) fn not_sent(cause: &BrokerError) -> BrokerError {
+        match cause {
+            BrokerError::NotSent { .. } => cause.clone(),
+            other => BrokerError::NotSent {
+                cause: Box::new(other.clone()),
+            },
+        }
+    }
+
+    /// Classifies an I/O error on an established connection.
+    pub(crate) fn io(broker: &BrokerAddress, op: &'static str, e: &io::Error) -> BrokerError {
+        if e.kind() == io::ErrorKind::UnexpectedEof && op == "receive" {
+            return BrokerError::ClosedByBroker {
+                broker: broker.clone(),
+            };
+        }
+        let kind = match e.kind() {
+            _ if is_tls_error(e) => "tls",
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => "reset",
+            io::ErrorKind::UnexpectedEof => "eof",
+            _ => "io",
+        };
+        BrokerError::Io {
+            broker: broker.clone(),
+            op,
+            kind,
+            reason: describe_io(e),
+        }
+    }
+}
+
+impl ErrorClass for BrokerError {
+    fn side(&self) -> ErrorSide {
+        match self {
+            BrokerError::Encode { .. } => ErrorSide::Internal,
+            BrokerError::NotSent { cause } => cause.side(),
+            _ => ErrorSide::Broker,
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        match self {
+            BrokerError::Connect { .. }
+            | BrokerError::ConnectTimeout { .. }
+            | BrokerError::ClosedByBroker { .. }
+            | BrokerError::Io { .. }
+            | BrokerError::ReadTimeout { .. }
+            | BrokerError::Shutdown { .. } => true,
+            BrokerError::TlsHandshake { .. }
+            | BrokerError::Protocol { .. }
+            | BrokerError::Encode { .. } => false,
+            // The broker never saw it; whether another try can work depends
+            // on why the connection failed.
+            BrokerError::NotSent { cause } => cause.retriable(),
+        }
+    }
+}
+
+/// Whether an I/O error carries a rustls error (TLS alert, bad record, ...).
+pub(crate) fn is_tls_error(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
+/// An I/O error as a lowercase phrase: `connection reset by peer (os error 104)`.
+pub(crate) fn describe_io(e: &io::Error) -> String {
+    let text = e.to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => format!("{:?}", e.kind()).to_lowercase(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn addr() -> BrokerAddress {
+        BrokerAddress::new("127.0.0.1", 9192).with_id(3)
+    }
+
+    #[test]
+    fn messages_name_the_broker() {
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, "Connection reset by peer");
+        let e = BrokerError::io(&addr(), "receive", &reset);
+        assert_eq!(
+            e.to_string(),
+            "broker 3 at 127.0.0.1:9192: receive failed: connection reset by peer"
+        );
+        assert_eq!(e.kind(), "reset");
+        assert!(e.retriable());
+        assert_eq!(e.side(), ErrorSide::Broker);
+
+        let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
+        let e = BrokerError::io(&addr(), "receive", &eof);
+        assert_eq!(
+            e.to_string(),
+            "broker 3 at 127.0.0.1:9192: connection closed by the broker"
+        );
+        let e = BrokerError::not_sent(&e);
+        assert_eq!(
+            e.to_string(),
+            "broker 3 at 127.0.0.1:9192: connection closed by the broker; the request was not sent"
+        );
+        assert!(!e.request_may_have_been_sent());
+        assert!(BrokerError::not_sent(&e).to_string().ends_with("not sent"));
+    }
+
+    #[test]
+    fn protocol_errors_are_not_retriable() {
+        let e = BrokerError::Protocol {
+            broker: addr(),
+            reason: "correlation id 7 does not match the expected 6".into(),
+        };
+        assert!(!e.retriable());
+        assert_eq!(e.side(), ErrorSide::Broker);
+        assert!(e.request_may_have_been_sent());
+        let e = BrokerError::Encode {
+            broker: addr(),
+            reason: "x".into(),
+        };
+        assert_eq!(e.side(), ErrorSide::Internal);
+    }
+}

@@ -1,0 +1,196 @@
+//! The writing half of a broker connection.
+//!
+//! It assigns correlation ids, registers each request with the reader before
+//! writing its bytes (so that a response can never arrive for a request the
+//! reader does not know), and batches writes: requests are encoded into one
+//! buffer, which is written and flushed once the queue runs empty or the
+//! buffer grows large. When the connection ends, every request still queued
+//! is completed with [`BrokerError::NotSent`].
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::{BoxWrite, BrokerError, InFlight, Outgoing, Shared};
+
+/// Write out the buffer once it holds this much, even if more requests wait.
+const FLUSH_BYTES: usize = 256 * 1024;
+/// Give back buffer memory above this after a large request.
+const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+
+pub(super) struct Writer {
+    shared: Arc<Shared>,
+    io: BoxWrite,
+    requests: mpsc::Receiver<Outgoing>,
+    in_flight: mpsc::Sender<InFlight>,
+    buf: BytesMut,
+    next_correlation_id: i32,
+}
+
+impl Writer {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        io: BoxWrite,
+        requests: mpsc::Receiver<Outgoing>,
+        in_flight: mpsc::Sender<InFlight>,
+    ) -> Self {
+        Self {
+            shared,
+            io,
+            requests,
+            in_flight,
+            buf: BytesMut::with_capacity(64 * 1024),
+            next_correlation_id: 0,
+        }
+    }
+
+    /// Runs until the connection fails or is dropped, then fails what is queued.
+    pub(super) async fn run(mut self) {
+        let ended = match self.serve().await {
+            Ok(()) => BrokerError::Shutdown {
+                broker: self.shared.broker.clone(),
+            },
+            Err(e) => e,
+        };
+        let cause = self.shared.fail(ended);
+        self.requests.close();
+        let mut unanswerable = 0usize;
+        while let Ok(out) = self.requests.try_recv() {
+            match out.reply {
+                Some(reply) => reply.complete(Err(BrokerError::not_sent(&cause))),
+                None => unanswerable += 1,
+            }
+        }
+        if unanswerable > 0 {
+            // acks=0 requests have no response to carry the error; the
+            // failure itself is logged once, by the reader.
+            debug!(
+                broker = %self.shared.broker,
+                count = unanswerable,
+                "dropped queued acks=0 produce requests: {cause}"
+            );
+        }
+    }
+
+    async fn serve(&mut self) -> Result<(), BrokerError> {
+        loop {
+            let out = tokio::select! {
+                biased;
+                () = self.shared.cancel.cancelled() => return Ok(()),
+                out = self.requests.recv() => match out {
+                    Some(out) => out,
+                    None => return Ok(()),
+                },
+            };
+            self.queue(out).await?;
+            while self.buf.len() < FLUSH_BYTES {
+                match self.requests.try_recv() {
+                    Ok(out) => self.queue(out).await?,
+                    Err(_) => break,
+                }
+            }
+            self.write_buffered(self.buf.len()).await?;
+            if self.buf.capacity() > KEEP_BUFFER_BYTES {
+                self.buf = BytesMut::with_capacity(64 * 1024);
+            }
+        }
+    }
+
+    /// Encodes one request into the buffer and registers it with the reader.
+    async fn queue(&mut self, out: Outgoing) -> Result<(), BrokerError> {
+        let Outgoing { mut request, reply } = out;
+        let client_correlation_id = request.correlation_id();
+        let broker_correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        request.set_correlation_id(broker_correlation_id);
+
+        let mark = self.buf.len();
+        if let Err(e) = request.encode(&mut self.buf) {
+            self.buf.truncate(mark);
+            let error = BrokerError::Encode {
+                broker: self.shared.broker.clone(),
+                reason: e.to_string(),
+            };
+            match reply {
+                Some(reply) => reply.complete(Err(error)),
+                None => {
+                    warn!(broker = %self.shared.broker, "dropped an acks=0 produce request: {error}")
+                }
+            }
+            return Ok(());
+        }
+        let Some(reply) = reply else {
+            return Ok(());
+        };
+        let entry = InFlight {
+            api_key: request.api_key(),
+            api_version: request.api_version(),
+            client_correlation_id,
+            broker_correlation_id,
+            sent_at: tokio::time::Instant::now(),
+            reply,
+        };
+        self.register(entry, mark).await
+    }
+
+    /// Hands `entry` to the reader. When the reader is full, first writes the
+    /// buffer up to `mark` (the requests registered before this one) so that
+    /// the broker can answer them and make room.
+    async fn register(&mut self, entry: InFlight, mark: usize) -> Result<(), BrokerError> {
+        let entry = match self.in_flight.try_send(entry) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Full(entry)) => entry,
+            Err(mpsc::error::TrySendError::Closed(entry)) => {
+                let cause = self.shared.failure_or_shutdown();
+                entry.reply.complete(Err(BrokerError::not_sent(&cause)));
+                return Err(cause);
+            }
+        };
+        let written = self.write_buffered(mark).await;
+        let permit = match written {
+            Ok(()) => tokio::select! {
+                biased;
+                () = self.shared.cancel.cancelled() => None,
+                permit = self.in_flight.reserve() => permit.ok(),
+            },
+            Err(_) => None,
+        };
+        match permit {
+            Some(permit) => {
+                permit.send(entry);
+                Ok(())
+            }
+            None => {
+                let cause = match written {
+                    Err(e) => self.shared.fail(e),
+                    Ok(()) => self.shared.failure_or_shutdown(),
+                };
+                entry.reply.complete(Err(BrokerError::not_sent(&cause)));
+                Err(cause)
+            }
+        }
+    }
+
+    /// Writes and flushes the first `len` bytes of the buffer, giving up
+    /// when the connection is cancelled.
+    async fn write_buffered(&mut self, len: usize) -> Result<(), BrokerError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let head = self.buf.split_to(len);
+        let (io, shared) = (&mut self.io, &self.shared);
+        let write = async {
+            io.write_all(&head).await?;
+            io.flush().await
+        };
+        let result = tokio::select! {
+            biased;
+            () = shared.cancel.cancelled() => return Err(shared.failure_or_shutdown()),
+            result = write => result,
+        };
+        result.map_err(|e| BrokerError::io(&self.shared.broker, "send", &e))
+    }
+}

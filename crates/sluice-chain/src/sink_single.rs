@@ -1,0 +1,219 @@
+//! `KafkaSinkSingle`: forwards every request of a client connection to one
+//! broker.
+//!
+//! Each client connection gets its own [`BrokerConnection`], opened on its
+//! first request. Requests pass through as their original bytes (only the
+//! correlation id is patched by the connection); responses come back in
+//! request order through a FIFO of response receivers. Metadata,
+//! FindCoordinator and DescribeCluster responses are rewritten (see
+//! [`rewrite`]) so that the client keeps connecting through Sluice.
+//!
+//! When the broker connection fails, every request owed a response resolves
+//! to the [`BrokerError`], which [`Sink::recv`] returns as
+//! [`ChainError::Broker`]; the source then closes the client connection with
+//! that reason. (`KafkaSinkCluster` answers such failures with Kafka errors.)
+
+pub mod rewrite;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sluice_codec::{Request, Response};
+use sluice_config::KafkaSinkSingleConfig;
+use tracing::debug;
+
+use crate::broker::{
+    AddressParseError, BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError,
+    ResponseReceiver,
+};
+use crate::tls::{self, TlsError};
+use crate::{ChainError, ConnectionContext, Sink, SinkBuilder};
+
+use rewrite::AdvertisedAddress;
+
+/// A `KafkaSinkSingle` configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkSingleError {
+    /// Neither `destination_port` nor `destination_address` was set.
+    #[error("KafkaSinkSingle: set one of `destination_port` and `destination_address`")]
+    NoDestination,
+    /// Both were set.
+    #[error("KafkaSinkSingle: set only one of `destination_port` and `destination_address`")]
+    BothDestinations,
+    /// `destination_port` needs the host of `listen_addr`, which did not parse.
+    #[error("KafkaSinkSingle: cannot take the destination host from listen_addr: {0}")]
+    ListenAddr(AddressParseError),
+    /// `destination_address` did not parse.
+    #[error("KafkaSinkSingle: destination_address: {0}")]
+    Destination(AddressParseError),
+    /// The TLS settings are unusable.
+    #[error("KafkaSinkSingle: {0}")]
+    Tls(#[from] TlsError),
+}
+
+/// Builds a [`KafkaSinkSingle`] for each client connection.
+#[derive(Debug, Clone)]
+pub struct KafkaSinkSingleBuilder {
+    name: Arc<str>,
+    destination: BrokerAddress,
+    options: Arc<BrokerConnectOptions>,
+}
+
+impl KafkaSinkSingleBuilder {
+    /// Validates `cfg` and prepares TLS. `listen_addr` is the source's
+    /// listen address: with `destination_port`, the broker is on its host.
+    pub fn new(cfg: &KafkaSinkSingleConfig, listen_addr: &str) -> Result<Self, SinkSingleError> {
+        let destination = match (&cfg.destination_address, cfg.destination_port) {
+            (Some(address), None) => {
+                BrokerAddress::parse(address).map_err(SinkSingleError::Destination)?
+            }
+            (None, Some(port)) => {
+                let listen =
+                    BrokerAddress::parse(listen_addr).map_err(SinkSingleError::ListenAddr)?;
+                BrokerAddress::new(listen.host, port)
+            }
+            (Some(_), Some(_)) => return Err(SinkSingleError::BothDestinations),
+            (None, None) => return Err(SinkSingleError::NoDestination),
+        };
+        let mut options = BrokerConnectOptions::new(Duration::from_millis(cfg.connect_timeout_ms));
+        options.read_timeout = cfg.read_timeout_secs.map(Duration::from_secs);
+        if let Some(tls_cfg) = &cfg.tls {
+            let connector = tls::connector(tls_cfg)?;
+            options.tls = Some((connector, tls::server_name(&destination.host)?));
+        }
+        let name = cfg.name.as_deref().unwrap_or("KafkaSinkSingle");
+        Ok(Self {
+            name: Arc::from(name),
+            destination,
+            options: Arc::new(options),
+        })
+    }
+
+    /// Sets the largest response frame accepted from the broker.
+    pub fn with_max_frame_bytes(mut self, max_frame_bytes: usize) -> Self {
+        Arc::make_mut(&mut self.options).max_frame_bytes = max_frame_bytes;
+        self
+    }
+
+    /// The broker every connection goes to.
+    pub fn destination(&self) -> &BrokerAddress {
+        &self.destination
+    }
+}
+
+impl SinkBuilder for KafkaSinkSingleBuilder {
+    fn build(&self, _ctx: &ConnectionContext) -> Box<dyn Sink> {
+        Box::new(KafkaSinkSingle {
+            name: self.name.clone(),
+            destination: self.destination.clone(),
+            options: self.options.clone(),
+            connection: None,
+            pending: VecDeque::new(),
+        })
+    }
+}
+
+/// One client connection's sink: one broker connection and a FIFO of the
+/// responses it is owed.
+pub struct KafkaSinkSingle {
+    name: Arc<str>,
+    destination: BrokerAddress,
+    options: Arc<BrokerConnectOptions>,
+    connection: Option<BrokerConnection>,
+    pending: VecDeque<ResponseReceiver>,
+}
+
+impl std::fmt::Debug for KafkaSinkSingle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSinkSingle")
+            .field("name", &self.name)
+            .field("destination", &self.destination)
+            .field("connected", &self.connection.is_some())
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl KafkaSinkSingle {
+    /// The broker connection, opened on first use. A connection the broker
+    /// closed while idle is replaced; one that failed with responses still
+    /// owed is kept, so that the failure reaches the client in order.
+    async fn connection(
+        &mut self,
+        ctx: &ConnectionContext,
+    ) -> Result<&BrokerConnection, BrokerError> {
+        let reusable = self
+            .connection
+            .as_ref()
+            .is_some_and(|c| !c.is_closed() || !self.pending.is_empty());
+        if !reusable {
+            if let Some(old) = self.connection.take() {
+                debug!(
+                    connection = ctx.connection_id,
+                    broker = %self.destination,
+                    reason = %old.failure().map(|e| e.to_string()).unwrap_or_default(),
+                    "reconnecting to the broker after an idle close"
+                );
+            }
+            let connection =
+                BrokerConnection::connect(self.destination.clone(), &self.options).await?;
+            self.connection = Some(connection);
+        }
+        self.connection
+            .as_ref()
+            .ok_or_else(|| BrokerError::Shutdown {
+                broker: self.destination.clone(),
+            })
+    }
+}
+
+#[async_trait]
+impl Sink for KafkaSinkSingle {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn send(&mut self, request: Request, ctx: &ConnectionContext) -> Result<(), ChainError> {
+        let connection = self.connection(ctx).await?;
+        if let Some(receiver) = connection.send(request).await? {
+            self.pending.push_back(receiver);
+        }
+        Ok(())
+    }
+
+    async fn recv(&mut self, ctx: &ConnectionContext) -> Result<Response, ChainError> {
+        let Some(head) = self.pending.front_mut() else {
+            return std::future::pending().await;
+        };
+        // Cancel-safe: the receiver stays queued until it resolves.
+        let result = head.await;
+        self.pending.pop_front();
+        let mut response = match result {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => return Err(ChainError::Broker(e)),
+            Err(_) => {
+                return Err(ChainError::Internal(format!(
+                    "{}: response sender dropped without an answer",
+                    self.destination
+                )));
+            }
+        };
+        let to = AdvertisedAddress::from_socket_addr(ctx.local_addr);
+        rewrite::rewrite_response(&mut response, &to).map_err(|e| {
+            ChainError::Broker(BrokerError::Protocol {
+                broker: self.destination.clone(),
+                reason: e.to_string(),
+            })
+        })?;
+        Ok(response)
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
