@@ -1,0 +1,417 @@
+//! The delegation-token task behind "SCRAM over mTLS": one per sink, shared
+//! by all of that sink's client connections.
+//!
+//! A client authenticates to Sluice with SCRAM as some user. Sluice then
+//! authenticates its own broker connections for that client with a Kafka
+//! delegation token owned by the user, which it creates over a private
+//! super-user mTLS connection (see [`kafka`]). This module keeps those tokens:
+//!
+//! - **One token per user.** [`TokenTaskHandle::token_for`] creates the
+//!   user's token on the first request; later calls, and concurrent first
+//!   calls, share the same creation and the same token. A first creation that
+//!   fails is reported to every caller that waited for it; the next call
+//!   tries again.
+//! - **Published on a `watch` channel**, so a connection can see at any time
+//!   which token (and [`DelegationToken::generation`]) is current.
+//! - **Rotation at half life.** Each user's token is recreated when half its
+//!   lifetime has passed and published with `generation + 1`. The old token
+//!   stays valid at the broker until its own expiry, so connections using it
+//!   keep working while their owners replace them. A failed creation is
+//!   logged, counted and retried with exponential backoff; the old token
+//!   stays published meanwhile.
+//! - **Idle users are dropped.** When a rotation falls due and no connection
+//!   holds the user's receiver any more, the user is forgotten instead of
+//!   rotated; a later `token_for` creates a fresh token.
+//!
+//! Token creation sits behind the [`TokenCreator`] trait and every timer is
+//! `tokio::time`, so the rotation logic is tested with a fake creator and
+//! paused time.
+
+pub mod kafka;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use sluice_config::AuthorizeScramOverMtlsConfig;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::AuthError;
+use crate::names;
+use crate::scram::{ScramClient, ScramError, ScramMechanism};
+
+/// A delegation token, as published to connections.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DelegationToken {
+    /// The token id: the SCRAM username for token authentication.
+    pub token_id: String,
+    /// The token's HMAC; base64 of it is the SCRAM password. Secret.
+    pub hmac: Vec<u8>,
+    /// When the broker expires the token (conservatively: measured from the
+    /// moment Sluice asked for it). Connections authenticated with it are
+    /// closed by the broker after this.
+    pub expiry: Instant,
+    /// When Sluice asked for the token.
+    pub created: Instant,
+    /// 1 for a user's first token, +1 on each rotation.
+    pub generation: u64,
+}
+
+impl fmt::Debug for DelegationToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DelegationToken")
+            .field("token_id", &self.token_id)
+            .field("hmac", &"<redacted>")
+            .field("expiry", &self.expiry)
+            .field("created", &self.created)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl DelegationToken {
+    /// The SCRAM password: base64 of the HMAC.
+    pub fn password(&self) -> String {
+        BASE64.encode(&self.hmac)
+    }
+
+    /// A SCRAM client authenticating with this token (`tokenauth=true`).
+    pub fn scram_client(&self, mechanism: ScramMechanism) -> Result<ScramClient, ScramError> {
+        ScramClient::new(
+            mechanism,
+            &self.token_id,
+            &self.password(),
+            &[("tokenauth", "true")],
+        )
+    }
+
+    /// The token's total lifetime.
+    pub fn lifetime(&self) -> Duration {
+        self.expiry.saturating_duration_since(self.created)
+    }
+
+    /// When the token task replaces this token: half way through its life.
+    pub fn rotate_at(&self) -> Instant {
+        self.created + (self.lifetime() / 2).max(MIN_ROTATION_DELAY)
+    }
+}
+
+/// A token as a [`TokenCreator`] returns it.
+#[derive(Clone)]
+pub struct CreatedToken {
+    /// The token id.
+    pub token_id: String,
+    /// The token's HMAC. Secret.
+    pub hmac: Vec<u8>,
+    /// How long the token is valid from its issue: the broker's
+    /// `expiry_timestamp_ms - issue_timestamp_ms`.
+    pub lifetime: Duration,
+}
+
+impl fmt::Debug for CreatedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreatedToken")
+            .field("token_id", &self.token_id)
+            .field("hmac", &"<redacted>")
+            .field("lifetime", &self.lifetime)
+            .finish()
+    }
+}
+
+/// Creates a delegation token owned by a user, ready to use on every broker.
+#[async_trait]
+pub trait TokenCreator: Send + Sync + 'static {
+    /// Creates a token owned by `User:<username>`; returns once every broker
+    /// knows it.
+    async fn create(&self, username: &str) -> Result<CreatedToken, AuthError>;
+}
+
+/// Timing of the token task.
+#[derive(Debug, Clone)]
+pub struct TokenSettings {
+    /// The longest one creation (connect, create, wait for every broker) may take.
+    pub creation_timeout: Duration,
+    /// First wait before retrying a failed rotation.
+    pub retry_initial: Duration,
+    /// Longest wait between rotation retries.
+    pub retry_max: Duration,
+}
+
+impl Default for TokenSettings {
+    fn default() -> Self {
+        Self {
+            creation_timeout: Duration::from_secs(90),
+            retry_initial: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Never rotate sooner than this after a creation, whatever the broker says
+/// about the lifetime: a broken lifetime must not become a busy loop.
+const MIN_ROTATION_DELAY: Duration = Duration::from_secs(1);
+
+/// Starts token tasks.
+#[derive(Debug)]
+pub struct TokenTask;
+
+impl TokenTask {
+    /// The token task for a sink with `authorize_scram_over_mtls`: tokens are
+    /// created over mTLS to `cfg.mtls_port_contact_points`. Stops when
+    /// `shutdown` is cancelled. Fails only on configuration (TLS files,
+    /// contact points); brokers are contacted on the first `token_for`.
+    pub fn spawn(
+        cfg: &AuthorizeScramOverMtlsConfig,
+        shutdown: CancellationToken,
+    ) -> Result<TokenTaskHandle, AuthError> {
+        let creator = kafka::MtlsTokenCreator::new(cfg)?;
+        Ok(Self::spawn_with(
+            Arc::new(creator),
+            TokenSettings::default(),
+            shutdown,
+        ))
+    }
+
+    /// A token task with any creator (tests use a fake one).
+    pub fn spawn_with(
+        creator: Arc<dyn TokenCreator>,
+        settings: TokenSettings,
+        shutdown: CancellationToken,
+    ) -> TokenTaskHandle {
+        TokenTaskHandle {
+            inner: Arc::new(Inner {
+                creator,
+                settings,
+                shutdown,
+                users: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// A handle to a token task; cheap to clone, one per client connection.
+#[derive(Clone)]
+pub struct TokenTaskHandle {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for TokenTaskHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenTaskHandle")
+            .field("cached_users", &self.cached_users())
+            .field("shut_down", &self.inner.shutdown.is_cancelled())
+            .finish()
+    }
+}
+
+/// The receiver of a user's current token.
+pub type TokenReceiver = watch::Receiver<Arc<DelegationToken>>;
+
+/// What a waiter for a user's first token gets.
+type FirstResult = Option<Result<TokenReceiver, AuthError>>;
+
+/// A user's entry.
+enum Slot {
+    /// The first token is being created; waiters watch for the result.
+    Creating(watch::Receiver<FirstResult>),
+    /// The token exists and is kept fresh by the user's rotation task.
+    Ready(TokenReceiver),
+}
+
+struct Inner {
+    creator: Arc<dyn TokenCreator>,
+    settings: TokenSettings,
+    shutdown: CancellationToken,
+    users: Mutex<HashMap<String, Slot>>,
+}
+
+impl Inner {
+    fn users(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl TokenTaskHandle {
+    /// The current token of `username`, kept fresh. Creates it on the first
+    /// call for that user (concurrent first calls wait for the same
+    /// creation); later calls return at once.
+    pub async fn token_for(&self, username: &str) -> Result<TokenReceiver, AuthError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(AuthError::Shutdown);
+        }
+        let mut pending = {
+            let mut users = self.inner.users();
+            match users.get(username) {
+                Some(Slot::Ready(rx)) => return Ok(rx.clone()),
+                Some(Slot::Creating(rx)) => rx.clone(),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    users.insert(username.to_owned(), Slot::Creating(rx.clone()));
+                    tokio::spawn(user_task(self.inner.clone(), username.to_owned(), tx));
+                    rx
+                }
+            }
+        };
+        let result = pending
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| AuthError::Shutdown)?;
+        match &*result {
+            Some(result) => result.clone(),
+            None => Err(AuthError::Internal(
+                "token creation ended without a result".into(),
+            )),
+        }
+    }
+
+    /// How many users have a token now.
+    pub fn cached_users(&self) -> usize {
+        self.inner
+            .users()
+            .values()
+            .filter(|s| matches!(s, Slot::Ready(_)))
+            .count()
+    }
+}
+
+/// Creates a user's first token, then keeps rotating it.
+async fn user_task(inner: Arc<Inner>, user: String, first: watch::Sender<FirstResult>) {
+    let result = tokio::select! {
+        _ = inner.shutdown.cancelled() => Err(AuthError::Shutdown),
+        r = create(&inner, &user, 1) => r,
+    };
+    let tx = match result {
+        Ok(token) => {
+            info!(user, token_id = token.token_id, "delegation token created");
+            let (tx, rx) = watch::channel(Arc::new(token));
+            inner.users().insert(user.clone(), Slot::Ready(rx.clone()));
+            first.send_replace(Some(Ok(rx)));
+            tx
+        }
+        Err(e) => {
+            warn!(user, error = %e, "cannot create a delegation token");
+            inner.users().remove(&user);
+            first.send_replace(Some(Err(e)));
+            return;
+        }
+    };
+    drop(first);
+    // Several token tasks (one per sink) share the gauge: count up and down.
+    let cached = metrics::gauge!(names::DELEGATION_TOKENS_CACHED);
+    cached.increment(1.0);
+    rotate(&inner, &user, tx).await;
+    cached.decrement(1.0);
+}
+
+/// Rotates a user's token at half life until shutdown or until nobody uses it.
+async fn rotate(inner: &Inner, user: &str, tx: watch::Sender<Arc<DelegationToken>>) {
+    loop {
+        let current = tx.borrow().clone();
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(current.rotate_at()) => {}
+        }
+        {
+            // Under the lock, so that no `token_for` can clone the receiver
+            // between the check and the removal.
+            let mut users = inner.users();
+            if tx.receiver_count() <= 1 {
+                users.remove(user);
+                debug!(
+                    user,
+                    "no connection uses the delegation token any more: dropped"
+                );
+                return;
+            }
+        }
+        let Some(token) = create_with_retry(inner, user, &current).await else {
+            return;
+        };
+        info!(
+            user,
+            token_id = token.token_id,
+            generation = token.generation,
+            "delegation token rotated"
+        );
+        tx.send_replace(Arc::new(token));
+    }
+}
+
+/// Creates the successor of `current`, retrying with backoff; `None` on shutdown.
+async fn create_with_retry(
+    inner: &Inner,
+    user: &str,
+    current: &DelegationToken,
+) -> Option<DelegationToken> {
+    let mut backoff = inner.settings.retry_initial;
+    let mut attempt = 1u32;
+    loop {
+        let result = tokio::select! {
+            _ = inner.shutdown.cancelled() => return None,
+            r = create(inner, user, current.generation + 1) => r,
+        };
+        match result {
+            Ok(token) => return Some(token),
+            Err(e) => {
+                let now = Instant::now();
+                if now >= current.expiry {
+                    error!(user, attempt, error = %e,
+                        "cannot rotate the delegation token, and the current one has expired");
+                } else {
+                    warn!(user, attempt, error = %e,
+                        valid_for_ms = (current.expiry - now).as_millis() as u64,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "cannot rotate the delegation token; the current one stays in use");
+                }
+            }
+        }
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(inner.settings.retry_max);
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// One creation, bounded by the creation timeout and measured.
+async fn create(inner: &Inner, user: &str, generation: u64) -> Result<DelegationToken, AuthError> {
+    let created = Instant::now();
+    let timeout = inner.settings.creation_timeout;
+    let result = tokio::time::timeout(timeout, inner.creator.create(user))
+        .await
+        .unwrap_or_else(|_| {
+            Err(AuthError::Timeout {
+                what: format!("creating a delegation token for user {user}"),
+                timeout,
+            })
+        });
+    match result {
+        Ok(token) => {
+            metrics::histogram!(names::DELEGATION_TOKEN_CREATE_SECONDS)
+                .record(created.elapsed().as_secs_f64());
+            metrics::counter!(names::DELEGATION_TOKEN_CREATIONS).increment(1);
+            Ok(DelegationToken {
+                token_id: token.token_id,
+                hmac: token.hmac,
+                expiry: created + token.lifetime,
+                created,
+                generation,
+            })
+        }
+        Err(e) => {
+            metrics::counter!(names::DELEGATION_TOKEN_FAILURES).increment(1);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! [`MtlsTokenCreator`]: creates delegation tokens on the real cluster, over
+//! a super-user mTLS connection.
+//!
+//! One creation is:
+//! 1. connect with mTLS to the first reachable `mtls_port_contact_points`
+//!    entry (the client certificate maps to a super user, e.g.
+//!    `CN=sluice-admin` → `User:sluice-admin`);
+//! 2. Metadata, to learn every broker's address on this listener;
+//! 3. CreateDelegationToken v3 with owner `User:<username>` (KIP-373), no
+//!    renewers, `max_lifetime_ms` from the config;
+//! 4. DescribeDelegationToken (owner `User:<username>`) on every broker until
+//!    each lists the token: each broker answers from its own cache, and a
+//!    token used before a broker knows it fails authentication there.
+//!
+//! These connections are private to the token task and closed after each
+//! creation; no client request ever goes over them. Creations are rare (one
+//! per user per half token lifetime), so a fresh connection each time keeps
+//! things simple and recovers from broker restarts for free.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_chain::tls;
+use sluice_codec::kafka_protocol::messages::create_delegation_token_request::CreateDelegationTokenRequest;
+use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
+    DescribeDelegationTokenOwner, DescribeDelegationTokenRequest,
+};
+use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequest;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, ResponseKind};
+use sluice_config::AuthorizeScramOverMtlsConfig;
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tracing::debug;
+
+use super::{CreatedToken, TokenCreator};
+use crate::AuthError;
+use crate::request::{error_code, round_trip, wrong_kind};
+
+/// CreateDelegationToken version: v3 carries the owner principal (KIP-373).
+const CREATE_VERSION: i16 = 3;
+/// DescribeDelegationToken version.
+const DESCRIBE_VERSION: i16 = 3;
+/// Metadata version used to list brokers.
+const METADATA_VERSION: i16 = 12;
+/// The principal type of token owners.
+const USER: &str = "User";
+
+/// How a [`MtlsTokenCreator`] connects and waits.
+#[derive(Debug, Clone)]
+pub struct MtlsTimeouts {
+    /// TCP connect plus TLS handshake.
+    pub connect: Duration,
+    /// Waiting for one response.
+    pub read: Duration,
+    /// Waiting for every broker to know a new token.
+    pub propagation: Duration,
+    /// Pause between DescribeDelegationToken polls of one broker.
+    pub poll_interval: Duration,
+}
+
+impl Default for MtlsTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            read: Duration::from_secs(30),
+            propagation: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Creates tokens over mTLS (see the module docs).
+pub struct MtlsTokenCreator {
+    contact_points: Vec<BrokerAddress>,
+    connector: TlsConnector,
+    max_lifetime_ms: i64,
+    timeouts: MtlsTimeouts,
+}
+
+impl std::fmt::Debug for MtlsTokenCreator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MtlsTokenCreator")
+            .field("contact_points", &self.contact_points)
+            .field("max_lifetime_ms", &self.max_lifetime_ms)
+            .field("timeouts", &self.timeouts)
+            .finish()
+    }
+}
+
+impl MtlsTokenCreator {
+    /// Reads the TLS files and parses the contact points.
+    pub fn new(cfg: &AuthorizeScramOverMtlsConfig) -> Result<Self, AuthError> {
+        let contact_points = cfg
+            .mtls_port_contact_points
+            .iter()
+            .map(|p| BrokerAddress::parse(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        if contact_points.is_empty() {
+            return Err(AuthError::NoContactPoint {
+                reasons: "mtls_port_contact_points is empty".into(),
+            });
+        }
+        let max_lifetime_ms =
+            i64::try_from(cfg.delegation_token_lifetime().as_millis()).unwrap_or(i64::MAX);
+        Ok(Self {
+            contact_points,
+            connector: tls::connector(&cfg.tls)?,
+            max_lifetime_ms,
+            timeouts: MtlsTimeouts::default(),
+        })
+    }
+
+    /// Replaces the timeouts.
+    pub fn with_timeouts(mut self, timeouts: MtlsTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// An mTLS connection to `addr`.
+    async fn connect(&self, addr: &BrokerAddress) -> Result<BrokerConnection, AuthError> {
+        let mut opts = BrokerConnectOptions::new(self.timeouts.connect);
+        opts.read_timeout = Some(self.timeouts.read);
+        opts.tls = Some((self.connector.clone(), tls::server_name(&addr.host)?));
+        Ok(BrokerConnection::connect(addr.clone(), &opts).await?)
+    }
+
+    /// The first contact point that accepts an mTLS connection.
+    async fn connect_any(&self) -> Result<BrokerConnection, AuthError> {
+        let mut reasons = Vec::new();
+        for addr in &self.contact_points {
+            match self.connect(addr).await {
+                Ok(conn) => return Ok(conn),
+                Err(e) => {
+                    debug!(error = %e, "mtls contact point unreachable");
+                    reasons.push(e.to_string());
+                }
+            }
+        }
+        Err(AuthError::NoContactPoint {
+            reasons: reasons.join("; "),
+        })
+    }
+}
+
+#[async_trait]
+impl TokenCreator for MtlsTokenCreator {
+    async fn create(&self, username: &str) -> Result<CreatedToken, AuthError> {
+        let conn = self.connect_any().await?;
+        let brokers = brokers(&conn).await?;
+        let token = create_token(&conn, username, self.max_lifetime_ms).await?;
+        let deadline = Instant::now() + self.timeouts.propagation;
+        let mut missing = Vec::new();
+        for broker in &brokers {
+            let same = broker.host == conn.address().host && broker.port == conn.address().port;
+            let found = if same {
+                await_token(&conn, username, &token.token_id, deadline, &self.timeouts).await?
+            } else {
+                let other = self.connect(broker).await?;
+                await_token(&other, username, &token.token_id, deadline, &self.timeouts).await?
+            };
+            if !found {
+                missing.push(broker.to_string());
+            }
+        }
+        if !missing.is_empty() {
+            return Err(AuthError::NotPropagated {
+                user: username.to_owned(),
+                token_id: token.token_id,
+                missing: missing.join(", "),
+                timeout: self.timeouts.propagation,
+            });
+        }
+        debug!(
+            user = username,
+            token_id = token.token_id,
+            brokers = brokers.len(),
+            "delegation token known to every broker"
+        );
+        Ok(token)
+    }
+}
+
+/// Every broker of the cluster, at its address on this listener.
+async fn brokers(conn: &BrokerConnection) -> Result<Vec<BrokerAddress>, AuthError> {
+    let api = ApiKey::Metadata;
+    let body = MetadataRequest::default().with_topics(Some(Vec::new()));
+    let ResponseKind::Metadata(response) =
+        round_trip(conn, api, METADATA_VERSION, body.into()).await?
+    else {
+        return Err(wrong_kind(conn, api));
+    };
+    let mut brokers = Vec::with_capacity(response.brokers.len());
+    for b in &response.brokers {
+        let port = u16::try_from(b.port).map_err(|_| crate::AuthError::UnexpectedResponse {
+            broker: conn.address().clone(),
+            api: "Metadata",
+            reason: format!("broker {} has port {}", b.node_id.0, b.port),
+        })?;
+        brokers.push(BrokerAddress::new(b.host.as_str(), port).with_id(b.node_id.0));
+    }
+    if brokers.is_empty() {
+        return Err(AuthError::UnexpectedResponse {
+            broker: conn.address().clone(),
+            api: "Metadata",
+            reason: "no brokers listed".into(),
+        });
+    }
+    Ok(brokers)
+}
+
+/// CreateDelegationToken v3 for `User:<username>`.
+async fn create_token(
+    conn: &BrokerConnection,
+    username: &str,
+    max_lifetime_ms: i64,
+) -> Result<CreatedToken, AuthError> {
+    let api = ApiKey::CreateDelegationToken;
+    let body = CreateDelegationTokenRequest::default()
+        .with_owner_principal_type(Some(StrBytes::from_static_str(USER)))
+        .with_owner_principal_name(Some(StrBytes::from_string(username.to_owned())))
+        .with_renewers(Vec::new())
+        .with_max_lifetime_ms(max_lifetime_ms);
+    let ResponseKind::CreateDelegationToken(response) =
+        round_trip(conn, api, CREATE_VERSION, body.into()).await?
+    else {
+        return Err(wrong_kind(conn, api));
+    };
+    if response.error_code != 0 {
+        return Err(error_code(conn, api, response.error_code, None));
+    }
+    let unexpected = |reason: String| AuthError::UnexpectedResponse {
+        broker: conn.address().clone(),
+        api: "CreateDelegationToken",
+        reason,
+    };
+    if response.principal_type.as_str() != USER || response.principal_name.as_str() != username {
+        return Err(unexpected(format!(
+            "the token is owned by {}:{}, not {USER}:{username}",
+            response.principal_type.as_str(),
+            response.principal_name.as_str()
+        )));
+    }
+    if response.token_id.is_empty() || response.hmac.is_empty() {
+        return Err(unexpected("the token id or hmac is empty".into()));
+    }
+    let lifetime_ms = response
+        .expiry_timestamp_ms
+        .saturating_sub(response.issue_timestamp_ms);
+    let lifetime = u64::try_from(lifetime_ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .ok_or_else(|| {
+            unexpected(format!(
+                "the token expires at {} but was issued at {}",
+                response.expiry_timestamp_ms, response.issue_timestamp_ms
+            ))
+        })?;
+    Ok(CreatedToken {
+        token_id: response.token_id.to_string(),
+        hmac: response.hmac.to_vec(),
+        lifetime,
+    })
+}
+
+/// Polls DescribeDelegationToken on `conn` until it lists `token_id`;
+/// `false` when `deadline` passes first.
+async fn await_token(
+    conn: &BrokerConnection,
+    username: &str,
+    token_id: &str,
+    deadline: Instant,
+    timeouts: &MtlsTimeouts,
+) -> Result<bool, AuthError> {
+    let api = ApiKey::DescribeDelegationToken;
+    loop {
+        let owner = DescribeDelegationTokenOwner::default()
+            .with_principal_type(StrBytes::from_static_str(USER))
+            .with_principal_name(StrBytes::from_string(username.to_owned()));
+        let body = DescribeDelegationTokenRequest::default().with_owners(Some(vec![owner]));
+        let ResponseKind::DescribeDelegationToken(response) =
+            round_trip(conn, api, DESCRIBE_VERSION, body.into()).await?
+        else {
+            return Err(wrong_kind(conn, api));
+        };
+        if response.error_code != 0 {
+            return Err(error_code(conn, api, response.error_code, None));
+        }
+        if response
+            .tokens
+            .iter()
+            .any(|t| t.token_id.as_str() == token_id)
+        {
+            return Ok(true);
+        }
+        if Instant::now() + timeouts.poll_interval > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(timeouts.poll_interval).await;
+    }
+}
