@@ -3,6 +3,8 @@
 //! librdkafka clients, TLS and mTLS listeners, protocol abuse, and graceful
 //! shutdown with requests in flight.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
