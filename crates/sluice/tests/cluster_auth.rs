@@ -1,0 +1,338 @@
+//! Authentication through KafkaSinkCluster against the real 3-node cluster
+//! (`trio`): SCRAM over mTLS with delegation tokens, with Java and librdkafka
+//! clients, wrong passwords, per-user ACLs, the pre-auth gate, and one token
+//! per user.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_codec::kafka_protocol::messages::MetadataRequest;
+use sluice_codec::{ApiKey, RequestKind};
+use sluice_testkit::clients::{self, java_consume, java_produce};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::sluice::SluiceProcess;
+use sluice_testkit::{free_port, unique};
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// One Sluice node with SCRAM over mTLS in front of `trio`'s SASL listeners.
+fn start(cluster: &Cluster) -> (SluiceProcess, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let ports = |listener: &str| {
+        (1..=cluster.node_count())
+            .map(|id| format!("\"127.0.0.1:{}\"", cluster.port(id, listener)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let topology = format!(
+        r#"sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "{listen}"
+      chain:
+        - KafkaSinkCluster:
+            shotover_nodes:
+              - address_for_clients: "{listen}"
+                address_for_peers: "{listen}"
+                rack: "rack0"
+                broker_id: 0
+            local_shotover_broker_id: 0
+            first_contact_points: [{sasl}]
+            connect_timeout_ms: 3000
+            read_timeout: 60
+            authorize_scram_over_mtls:
+              mtls_port_contact_points: [{mtls}]
+              delegation_token_lifetime_seconds: 3600
+              tls:
+                certificate_authority_path: "{ca}"
+                certificate_path: "{cert}"
+                private_key_path: "{key}"
+"#,
+        sasl = ports("SASL_PLAINTEXT"),
+        mtls = ports("SSL"),
+        ca = cluster.cert("ca.pem"),
+        cert = cluster.cert("sluice-admin.pem"),
+        key = cluster.cert("sluice-admin-key.pem"),
+    );
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
+    (sluice, listen)
+}
+
+/// Lets `basic` read and write every topic and group, but not create topics.
+fn grant_basic_produce_consume(cluster: &Cluster) {
+    let bootstrap = cluster.bootstrap("PLAINTEXT");
+    for args in [
+        vec![
+            "--topic",
+            "*",
+            "--operation",
+            "Read",
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+        ],
+        vec![
+            "--group",
+            "*",
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+        ],
+    ] {
+        let mut all = vec![
+            "--bootstrap-server",
+            &bootstrap,
+            "--add",
+            "--allow-principal",
+            "User:basic",
+        ];
+        all.extend(args);
+        cluster
+            .tool(
+                "org.apache.kafka.tools.AclCommand",
+                &all,
+                Duration::from_secs(60),
+            )
+            .assert_success("grant ACLs to basic");
+    }
+}
+
+fn config_with_password(cluster: &Cluster, name: &str, password: &str) -> String {
+    let original = std::fs::read_to_string(cluster.client_config(name)).unwrap();
+    let edited = original
+        .lines()
+        .map(|l| {
+            if l.starts_with("sasl.jaas.config") {
+                let (head, _) = l.split_once("password=").unwrap();
+                format!("{head}password=\"{password}\";")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = std::env::temp_dir().join(format!("{}.properties", unique("wrong-password")));
+    std::fs::write(&path, edited).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn java_clients_authenticate_with_scram_sha_256_and_512_and_produce_and_consume() {
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    for (mechanism, config) in [("256", "scram256-admin"), ("512", "scram512-admin")] {
+        let topic = unique(&format!("scram{mechanism}-java"));
+        cluster.create_topic(&topic, 6, 3);
+        let props = cluster.client_config(config);
+        let sent: Vec<String> = (0..30).map(|i| format!("r{i}")).collect();
+        java_produce(
+            &cluster,
+            &listen,
+            &topic,
+            &sent,
+            &["--producer.config", &props],
+        );
+        let got = java_consume(
+            &cluster,
+            &listen,
+            &topic,
+            sent.len(),
+            &["--consumer.config", &props],
+        );
+        assert_eq!(got.len(), sent.len(), "SCRAM-SHA-{mechanism}: {got:?}");
+    }
+    assert_eq!(
+        sluice.metric("sluice_delegation_token_creations_total", &[]),
+        1.0,
+        "one token for user admin, shared by every connection"
+    );
+}
+
+#[test]
+fn librdkafka_authenticates_with_scram_sha_256_and_512() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    grant_basic_produce_consume(&cluster);
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let topic = unique("scram-rdkafka");
+        cluster.create_topic(&topic, 6, 3);
+        let mech = format!("sasl.mechanism={mechanism}");
+        let out = clients::run_librdkafka(
+            "produce_consume.py",
+            &[
+                "--bootstrap",
+                &listen,
+                "--topic",
+                &topic,
+                "--count",
+                "100",
+                "-X",
+                "security.protocol=sasl_plaintext",
+                "-X",
+                &mech,
+                "-X",
+                "sasl.username=basic",
+                "-X",
+                "sasl.password=basic-secret",
+            ],
+            Duration::from_secs(120),
+        );
+        out.assert_success(mechanism);
+    }
+}
+
+#[test]
+fn wrong_password_is_an_authentication_failure_for_java_and_librdkafka() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    let props = config_with_password(&cluster, "scram512-admin", "not-the-password");
+    let out = cluster.tool(
+        clients::TOPIC_COMMAND,
+        &[
+            "--bootstrap-server",
+            &listen,
+            "--command-config",
+            &props,
+            "--list",
+        ],
+        Duration::from_secs(90),
+    );
+    assert_ne!(
+        out.code,
+        Some(0),
+        "listing topics with a wrong password must fail"
+    );
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains("SaslAuthenticationException") && text.contains("invalid credentials"),
+        "Java reports the standard invalid-credentials error:\n{text}"
+    );
+
+    let out = clients::run_librdkafka(
+        "auth_check.py",
+        &[
+            "--bootstrap",
+            &listen,
+            "-X",
+            "security.protocol=sasl_plaintext",
+            "-X",
+            "sasl.mechanism=SCRAM-SHA-256",
+            "-X",
+            "sasl.username=admin",
+            "-X",
+            "sasl.password=wrong",
+        ],
+        Duration::from_secs(60),
+    );
+    out.assert_success("auth_check.py");
+    assert!(
+        out.stdout.contains("\"auth_failed\": true"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("\"brokers\": []"),
+        "no broker data: {}",
+        out.stdout
+    );
+}
+
+fn create_topic_as(cluster: &Cluster, listen: &str, config: &str) -> (bool, String) {
+    let props = cluster.client_config(config);
+    let topic = unique("acl");
+    let out = cluster.tool(
+        clients::TOPIC_COMMAND,
+        &[
+            "--bootstrap-server",
+            listen,
+            "--command-config",
+            &props,
+            "--create",
+            "--topic",
+            &topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ],
+        Duration::from_secs(90),
+    );
+    (out.code == Some(0), format!("{}{}", out.stdout, out.stderr))
+}
+
+#[test]
+fn acls_apply_per_user_through_one_sluice_in_either_order() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    for order in [
+        ["scram512-admin", "scram512-basic"],
+        ["scram256-basic", "scram256-admin"],
+    ] {
+        for config in order {
+            let (created, text) = create_topic_as(&cluster, &listen, config);
+            if config.ends_with("admin") {
+                assert!(created, "{config} may create topics:\n{text}");
+            } else {
+                assert!(!created, "{config} must be denied CreateTopics");
+                assert!(
+                    text.contains("Authorization failed")
+                        || text.contains("AuthorizationException"),
+                    "{text}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn metadata_before_authentication_gets_no_broker_data() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    let mut client = RawClient::connect(&listen);
+    client.send(
+        ApiKey::Metadata,
+        12,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+    );
+    assert!(
+        client.closed_by_peer_within(Duration::from_secs(10)),
+        "a request before authentication closes the connection without an answer"
+    );
+}
+
+#[test]
+fn one_token_per_user_is_shared_by_all_of_its_connections() {
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    grant_basic_produce_consume(&cluster);
+    let topic = unique("one-token");
+    cluster.create_topic(&topic, 6, 3);
+    let props = cluster.client_config("scram512-basic");
+    for round in 0..3 {
+        java_produce(
+            &cluster,
+            &listen,
+            &topic,
+            &[format!("round-{round}")],
+            &["--producer.config", &props],
+        );
+    }
+    let got = java_consume(&cluster, &listen, &topic, 3, &["--consumer.config", &props]);
+    assert_eq!(got.len(), 3);
+    assert_eq!(
+        sluice.metric("sluice_delegation_token_creations_total", &[]),
+        1.0
+    );
+    assert_eq!(sluice.metric("sluice_delegation_tokens_cached", &[]), 1.0);
+    assert_eq!(
+        sluice.metric("sluice_delegation_token_failures_total", &[]),
+        0.0
+    );
+}
