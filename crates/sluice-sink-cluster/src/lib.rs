@@ -7,7 +7,21 @@
 //!   ApiVersions rewritten so that only Sluice nodes appear.
 //! - [`split`]: requests that span brokers split per broker, and their
 //!   responses merged back in order.
+//! - [`route`]: the routing decisions, as pure functions: which broker serves
+//!   each API, what to do with the answer, what to answer when a broker fails.
+//! - [`sink`]: the sink driver ([`KafkaSinkClusterBuilder`],
+//!   [`KafkaSinkCluster`]) that sends, waits and combines.
+//! - [`connections`]: one client connection's broker connections.
+//! - [`pending`]: the responses a client connection is owed, in order.
+//! - [`peers`]: health checks of the other Sluice nodes.
 
+pub mod connections;
+pub mod peers;
+pub mod pending;
 pub mod rewrite;
+pub mod route;
+pub mod sink;
 pub mod split;
 pub mod topology;
+
+pub use sink::{KafkaSinkCluster, KafkaSinkClusterBuilder, SinkClusterError};

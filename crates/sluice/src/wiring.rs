@@ -18,6 +18,7 @@ use sluice_chain::{SinkBuilder, TransformBuilder};
 use sluice_config::{
     Config, ConfigError, FieldError, KafkaSourceConfig, SourceConfig, Topology, TransformConfig,
 };
+use sluice_sink_cluster::KafkaSinkClusterBuilder;
 use sluice_source::{KafkaSource, SourceOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -44,7 +45,6 @@ impl Loaded {
         logging::parse_filter(&config.main_log_level)
             .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
         let topology = Topology::load(topology_path)?;
-        check_supported(&topology).map_err(|e| e.in_file(topology_path))?;
         Ok(Self {
             topology_path: topology_path.to_path_buf(),
             topology,
@@ -59,22 +59,6 @@ impl Loaded {
             SourceConfig::Kafka(k) => k,
         })
     }
-}
-
-/// Refuses chain elements this build cannot run.
-fn check_supported(topology: &Topology) -> Result<(), FieldError> {
-    for (i, source) in topology.sources.iter().enumerate() {
-        let SourceConfig::Kafka(k) = source;
-        for (j, t) in k.chain.iter().enumerate() {
-            if let TransformConfig::KafkaSinkCluster(_) = t {
-                return Err(FieldError::new(
-                    format!("sources[{i}].Kafka.chain[{j}].KafkaSinkCluster"),
-                    "KafkaSinkCluster is not supported by this build",
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What `validate-config` checks beyond [`Loaded::load`]: every chain builds
@@ -135,8 +119,10 @@ fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<ChainBuilder> {
                     .with_context(|| format!("[{j}]"))?;
                 sink = Some(Box::new(builder));
             }
-            TransformConfig::KafkaSinkCluster(_) => {
-                anyhow::bail!("[{j}]: KafkaSinkCluster is not supported by this build")
+            TransformConfig::KafkaSinkCluster(cfg) => {
+                let builder =
+                    KafkaSinkClusterBuilder::new(cfg).with_context(|| format!("[{j}]"))?;
+                sink = Some(Box::new(builder));
             }
         }
     }
@@ -184,11 +170,24 @@ sources:
 "#;
 
     #[test]
-    fn cluster_sink_is_refused_by_this_build() {
+    fn builds_cluster_sink_outside_a_runtime() {
+        // validate-config builds chains without a runtime: the peer checks
+        // must wait for one instead of panicking.
         let t = Topology::parse(CLUSTER, Path::new("t.yaml")).unwrap();
-        let e = check_supported(&t).unwrap_err();
-        assert_eq!(e.field, "sources[0].Kafka.chain[0].KafkaSinkCluster");
-        assert!(e.message.contains("not supported by this build"));
+        let SourceConfig::Kafka(k) = &t.sources[0];
+        build_chain(k).unwrap();
+    }
+
+    #[test]
+    fn cluster_sink_with_a_bad_contact_point_fails_to_build() {
+        let yaml = CLUSTER.replace("127.0.0.1:29092", "no-port");
+        let t = Topology::parse(&yaml, Path::new("t.yaml"));
+        // The config layer may already refuse it; if not, the builder must.
+        if let Ok(t) = t {
+            let SourceConfig::Kafka(k) = &t.sources[0];
+            let e = build_chain(k).unwrap_err();
+            assert!(format!("{e:#}").contains("first_contact_points"), "{e:#}");
+        }
     }
 
     #[test]

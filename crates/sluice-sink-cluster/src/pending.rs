@@ -1,0 +1,262 @@
+//! The queue of responses a client connection is owed, in request order.
+//!
+//! Kafka clients rely on responses coming back in the order of their
+//! requests, while one client request may become several broker requests on
+//! several connections. Each client request that expects an answer gets one
+//! [`PendingResponse`], pushed at the back when it is sent; `recv` waits for
+//! the front one's parts and combines them into the one answer.
+//!
+//! Waiting is cancel-safe: a part's receiver stays in the part until it
+//! resolves, and the result is stored in the part as soon as it arrives
+//! ([`Part::wait`]), so a `recv` dropped in a `select!` loses nothing and
+//! the next one resumes where it stopped.
+
+use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, Request, Response};
+
+use crate::connections::Target;
+use crate::route::OnFailure;
+use crate::split::dispatch::MergePlan;
+use crate::topology::{CoordinatorKeyType, TopicRef};
+
+/// One client request's answer-to-be.
+#[derive(Debug)]
+pub struct PendingResponse {
+    /// The client's correlation id, written into the answer.
+    pub correlation_id: i32,
+    /// The api of the request.
+    pub api_key: ApiKey,
+    /// The client's version of it.
+    pub api_version: i16,
+    /// The broker requests it became (none when Sluice answers itself).
+    pub parts: Vec<Part>,
+    /// How the parts' answers become the client's answer.
+    pub combine: Combine,
+}
+
+impl PendingResponse {
+    /// An answer Sluice already has (synthesized).
+    pub fn ready(response: Response) -> Self {
+        Self {
+            correlation_id: response.correlation_id(),
+            api_key: response.api_key(),
+            api_version: response.api_version(),
+            parts: Vec::new(),
+            combine: Combine::Ready(Box::new(response)),
+        }
+    }
+
+    /// Waits (cancel-safe) until every part has a result.
+    pub async fn wait_parts(&mut self) {
+        for part in &mut self.parts {
+            part.wait().await;
+        }
+    }
+}
+
+/// One broker request of a client request.
+#[derive(Debug)]
+pub struct Part {
+    /// The connection it went out on.
+    pub target: Target,
+    /// The broker, for logs.
+    pub broker: BrokerAddress,
+    /// Its receiver, or its result once it arrived.
+    pub state: PartState,
+}
+
+/// Where a part stands.
+// Parts live in a short Vec per owed response; boxing the answer would cost
+// an allocation per broker response on the hot path to save a few hundred
+// bytes per in-flight request.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum PartState {
+    /// Sent; the answer has not arrived.
+    Waiting(ResponseReceiver),
+    /// The broker's answer, or why there is none.
+    Done(Result<Response, BrokerError>),
+}
+
+impl Part {
+    /// A part sent on `target`.
+    pub fn sent(target: Target, broker: BrokerAddress, receiver: ResponseReceiver) -> Self {
+        Self {
+            target,
+            broker,
+            state: PartState::Waiting(receiver),
+        }
+    }
+
+    /// A part that could not be sent.
+    pub fn failed(target: Target, error: BrokerError) -> Self {
+        Self {
+            target,
+            broker: error.broker().clone(),
+            state: PartState::Done(Err(error)),
+        }
+    }
+
+    /// Waits for the part's result and stores it. Cancel-safe.
+    pub async fn wait(&mut self) {
+        if let PartState::Waiting(receiver) = &mut self.state {
+            let result = match receiver.await {
+                Ok(result) => result,
+                // The connection always completes its replies; this is the
+                // same failure seen from the other side.
+                Err(_) => Err(BrokerError::Shutdown {
+                    broker: self.broker.clone(),
+                }),
+            };
+            self.state = PartState::Done(result);
+        }
+    }
+
+    /// Takes the result out (a part is combined once). `None` if still waiting.
+    pub fn take_result(&mut self) -> Option<Result<Response, BrokerError>> {
+        match std::mem::replace(
+            &mut self.state,
+            PartState::Done(Err(BrokerError::Shutdown {
+                broker: self.broker.clone(),
+            })),
+        ) {
+            PartState::Done(result) => Some(result),
+            waiting @ PartState::Waiting(_) => {
+                self.state = waiting;
+                None
+            }
+        }
+    }
+
+    /// The error, if the part failed.
+    pub fn error(&self) -> Option<&BrokerError> {
+        match &self.state {
+            PartState::Done(Err(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// How a client request's parts become its answer.
+// One per in-flight client request, in a queue: the split plan stays inline
+// rather than costing an allocation per Produce or Fetch.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Combine {
+    /// Sluice answers itself (a synthesized error, an inter-broker API).
+    Ready(Box<Response>),
+    /// One part carrying the whole request.
+    Whole(Box<Whole>),
+    /// Parts of a split request, merged by the split module.
+    Split(SplitCombine),
+}
+
+/// A whole request sent to one broker.
+#[derive(Debug)]
+pub struct Whole {
+    /// What to do with a successful answer.
+    pub post: Post,
+    /// What to answer when the broker fails.
+    pub on_failure: OnFailure,
+    /// The client's request (cheap: shares the frame), to retry it elsewhere
+    /// or to build an error answer from.
+    pub original: Request,
+    /// Whether it was already retried on another broker.
+    pub retried: bool,
+}
+
+/// What to do with the answer of a whole request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Post {
+    /// Nothing: the answer passes through as its raw bytes.
+    None,
+    /// Intersect with every broker's versions (and cache it).
+    ApiVersions,
+    /// Record in the view, then rewrite.
+    Metadata,
+    /// Record in the view, then rewrite.
+    FindCoordinator {
+        /// The request's key type, when known.
+        key_type: Option<CoordinatorKeyType>,
+        /// The v0–3 request's key.
+        key: Option<StrBytes>,
+    },
+    /// Rewrite.
+    DescribeCluster,
+    /// Forget the coordinator if it answers that it no longer is one.
+    Coordinator {
+        /// Group or transaction.
+        key_type: CoordinatorKeyType,
+        /// The group id or transactional id.
+        key: String,
+    },
+    /// Forget the topics an admin write changed.
+    Admin {
+        /// The topics the request named.
+        stale_topics: Vec<TopicRef>,
+    },
+}
+
+/// The parts of a split request.
+#[derive(Debug)]
+pub struct SplitCombine {
+    /// The split module's merge plan.
+    pub plan: MergePlan,
+    /// Exactly one part and nothing unroutable: the part's answer is the
+    /// client's answer as it came (no decode, no merge).
+    pub single: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use sluice_codec::kafka_protocol::messages::{ApiVersionsResponse, ResponseKind};
+    use std::time::Duration;
+
+    fn response() -> Response {
+        Response::from_body(
+            ApiKey::ApiVersions,
+            3,
+            7,
+            ResponseKind::ApiVersions(ApiVersionsResponse::default()),
+        )
+    }
+
+    #[tokio::test]
+    async fn waiting_is_cancel_safe() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
+        let mut part = Part::sent(Target::Broker(1.into()), broker, rx);
+        // A wait cancelled before the answer arrives loses nothing.
+        let cancelled = tokio::time::timeout(Duration::from_millis(10), part.wait()).await;
+        assert!(cancelled.is_err());
+        assert!(part.take_result().is_none(), "still waiting");
+        tx.send(Ok(response())).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), part.wait())
+            .await
+            .expect("the answer is there");
+        let result = part.take_result().expect("done");
+        assert_eq!(result.unwrap().correlation_id(), 7);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sender_is_a_failure() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<Result<Response, BrokerError>>();
+        drop(tx);
+        let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(2);
+        let mut part = Part::sent(Target::Broker(2.into()), broker, rx);
+        part.wait().await;
+        let error = part.error().expect("failed").to_string();
+        assert!(error.contains("broker 2 at 127.0.0.1:9092"), "{error}");
+    }
+
+    #[test]
+    fn ready_entries_keep_their_header() {
+        let entry = PendingResponse::ready(response());
+        assert_eq!(entry.correlation_id, 7);
+        assert_eq!(entry.api_key, ApiKey::ApiVersions);
+        assert!(entry.parts.is_empty());
+    }
+}

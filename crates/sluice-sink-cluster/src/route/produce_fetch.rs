@@ -1,0 +1,225 @@
+//! The partition-leader APIs: Produce, Fetch, ListOffsets,
+//! OffsetForLeaderEpoch, DeleteRecords and DescribeProducers.
+//!
+//! The split module cuts each request by leader and merges the answers; this
+//! module holds what the driver decides around that:
+//!
+//! - **Fetch's `rack_id`** (v11+) is cleared in every part. Sluice always
+//!   fetches from the leader by its own view; a broker with a
+//!   `replica.selector` would otherwise answer "read from follower N" (a real
+//!   broker id, and a follower Sluice never routes to) with no records.
+//! - **Leader hints** (KIP-951 `current_leader`/`node_endpoints`, KIP-392
+//!   `preferred_read_replica`) name real brokers and must be rewritten, but
+//!   brokers only fill them in for partitions with an error. Rewriting means
+//!   decoding and re-encoding, records included, so the driver does it only
+//!   when the answer carries a partition error ([`produce_needs_rewrite`],
+//!   [`fetch_needs_rewrite`]).
+//! - **The raw pass-through check.** A Fetch answer forwarded unmerged is
+//!   never decoded when [`fetch_may_need_rewrite`] can rule hints out: it
+//!   walks the partition headers (fixed offsets, records skipped by their
+//!   length) and allocates nothing. The trade-off: the walk reads every
+//!   partition header of every fetch answer (cheap, linear in partitions) to
+//!   spare the common case a decode and a re-encode that would copy every
+//!   record byte. Produce answers carry no records, so they are simply
+//!   decoded (without being marked for re-encoding) and checked.
+//! - **Staleness**: per-partition error codes that say the view is out of
+//!   date ([`stale_partitions`]).
+
+use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::{Stale, partition_staleness};
+use crate::split::order::TopicEntry;
+
+/// Whether a Fetch request asks for a rack-aware replica (v11+ `rack_id`).
+pub fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
+    !rack_id.is_empty()
+}
+
+/// Whether a Produce answer carries any partition error or leader hint.
+pub fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
+    !resp.node_endpoints.is_empty()
+        || resp
+            .responses
+            .iter()
+            .flat_map(|t| &t.partition_responses)
+            .any(|p| p.error_code != 0 || p.current_leader.leader_id.0 >= 0)
+}
+
+/// Whether a Fetch answer carries any partition error or leader hint.
+pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
+    !resp.node_endpoints.is_empty()
+        || resp.responses.iter().flat_map(|t| &t.partitions).any(|p| {
+            p.error_code != 0
+                || p.preferred_read_replica.0 >= 0
+                || p.current_leader.leader_id.0 >= 0
+        })
+}
+
+/// The partitions a leader-API answer says Sluice routed by a stale view.
+pub fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
+    fn collect<T: TopicEntry>(
+        topics: &[T],
+        version: i16,
+        error: impl Fn(&T::Partition) -> i16,
+        out: &mut Vec<Stale>,
+    ) {
+        for topic in topics {
+            let key = topic.topic_ref(version);
+            for p in topic.partitions() {
+                if let Some(s) = partition_staleness(error(p), &key, T::partition_index(p)) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    match resp {
+        ResponseKind::Produce(r) => collect(&r.responses, version, |p| p.error_code, &mut out),
+        ResponseKind::Fetch(r) => {
+            collect(&r.responses, version, |p| p.error_code, &mut out);
+        }
+        ResponseKind::ListOffsets(r) => collect(&r.topics, version, |p| p.error_code, &mut out),
+        ResponseKind::OffsetForLeaderEpoch(r) => {
+            collect(&r.topics, version, |p| p.error_code, &mut out);
+        }
+        ResponseKind::DeleteRecords(r) => collect(&r.topics, version, |p| p.error_code, &mut out),
+        ResponseKind::DescribeProducers(r) => {
+            collect(&r.topics, version, |p| p.error_code, &mut out);
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether the body of a Fetch answer (`body`: the bytes after the response
+/// header, at `version`) may carry something to rewrite or record: a
+/// partition error, a preferred read replica, or a top-level tagged field
+/// (`node_endpoints`). Walks the partition headers without decoding or
+/// allocating; a body it cannot walk answers `true`, so the full decode
+/// reports the problem.
+pub fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
+    scan_fetch(body, version).unwrap_or(true)
+}
+
+/// A bounds-checked reader over the body; `None` once anything is out of bounds.
+struct Scan<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Scan<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let end = self.pos.checked_add(n)?;
+        let out = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+
+    fn i16(&mut self) -> Option<i16> {
+        self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        self.take(4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn varint(&mut self) -> Option<u32> {
+        let mut value: u32 = 0;
+        for shift in (0..35).step_by(7) {
+            let byte = *self.take(1)?.first()?;
+            value |= u32::from(byte & 0x7f).checked_shl(shift)?;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// An array or string length: compact (varint, plus one) or classic
+    /// (`i32` for arrays and bytes, `i16` for strings). `None` inside the
+    /// `Some` means null.
+    fn len(&mut self, compact: bool, wide: bool) -> Option<Option<usize>> {
+        if compact {
+            let n = self.varint()?;
+            return Some(n.checked_sub(1).map(|n| n as usize));
+        }
+        let n = if wide {
+            self.i32()?
+        } else {
+            i32::from(self.i16()?)
+        };
+        Some(usize::try_from(n).ok())
+    }
+
+    /// Skips tagged fields and returns how many there were.
+    fn tagged(&mut self) -> Option<u32> {
+        let count = self.varint()?;
+        for _ in 0..count {
+            self.varint()?;
+            let size = self.varint()? as usize;
+            self.take(size)?;
+        }
+        Some(count)
+    }
+}
+
+/// The walk behind [`fetch_may_need_rewrite`] (Fetch v4–v18 layout).
+fn scan_fetch(body: &[u8], version: i16) -> Option<bool> {
+    let flexible = version >= 12;
+    let mut s = Scan { buf: body, pos: 0 };
+    s.take(4)?; // throttle_time_ms
+    if version >= 7 {
+        s.take(2 + 4)?; // error_code, session_id
+    }
+    let topics = s.len(flexible, true)?.unwrap_or(0);
+    for _ in 0..topics {
+        if version >= 13 {
+            s.take(16)?; // topic_id
+        } else {
+            let name = s.len(flexible, false)?.unwrap_or(0);
+            s.take(name)?;
+        }
+        let partitions = s.len(flexible, true)?.unwrap_or(0);
+        for _ in 0..partitions {
+            if scan_partition(&mut s, version)? {
+                return Some(true);
+            }
+        }
+        if flexible {
+            s.tagged()?;
+        }
+    }
+    if flexible && s.tagged()? > 0 {
+        return Some(true);
+    }
+    Some(false)
+}
+
+/// One partition of a Fetch answer; `Some(true)` when it has an error or a
+/// preferred read replica.
+fn scan_partition(s: &mut Scan<'_>, version: i16) -> Option<bool> {
+    let flexible = version >= 12;
+    s.take(4)?; // partition_index
+    let error_code = s.i16()?;
+    s.take(8 + 8 + 8)?; // high watermark, last stable offset, log start offset (v5+; v4 below)
+    if version < 5 {
+        // v4 has no log_start_offset: give its 8 bytes back.
+        s.pos = s.pos.checked_sub(8)?;
+    }
+    let aborted = s.len(flexible, true)?.unwrap_or(0);
+    for _ in 0..aborted {
+        s.take(16)?; // producer_id, first_offset
+        if flexible {
+            s.tagged()?;
+        }
+    }
+    let preferred = if version >= 11 { s.i32()? } else { -1 };
+    let records = s.len(flexible, true)?.unwrap_or(0);
+    s.take(records)?;
+    if flexible {
+        s.tagged()?;
+    }
+    Some(error_code != 0 || preferred >= 0)
+}

@@ -1,0 +1,323 @@
+//! The `KafkaSinkCluster` sink: routes every request of a client connection
+//! to the broker (or brokers) that must serve it.
+//!
+//! [`KafkaSinkClusterBuilder`] owns what all client connections of a source
+//! share ([`Shared`]): the config, the Sluice nodes and their health checks,
+//! the [`ClusterView`](crate::topology::ClusterView) Sluice routes by, the
+//! connect options (TLS), and each broker's ApiVersions. Each client
+//! connection gets a [`KafkaSinkCluster`]: its own broker connections
+//! ([`crate::connections`]) and its queue of owed responses
+//! ([`crate::pending`]).
+//!
+//! `send` routes a request ([`crate::route`] decides, `send.rs` does it):
+//! internal requests that fill the view (a Metadata refresh when a partition
+//! has no known leader, FindCoordinator when a coordinator is unknown) are
+//! sent and awaited there, before the client's request goes out. `recv` waits
+//! for the oldest entry's parts, combines them and post-processes the answer
+//! (`finish.rs`).
+//!
+//! Every client request ends in exactly one of three ways: a broker answer, a
+//! synthesized Kafka error (a failed broker's part is answered with a
+//! retriable error, counted in `sluice_synthesized_error_responses_total`), or
+//! a closed client connection with a logged reason (when the API has no place
+//! for an error, e.g. Metadata before v13 after its retry failed too).
+//!
+//! SASL: SaslHandshake and SaslAuthenticate go to the bootstrap (or any)
+//! broker as they come. Authentication is not replayed on the other broker
+//! connections yet, so a cluster that requires SASL does not work through
+//! this sink until that lands.
+
+mod error;
+mod finish;
+mod internal;
+mod send;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
+use sluice_chain::tls;
+use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
+use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
+use sluice_codec::{Request, Response};
+use sluice_config::KafkaSinkClusterConfig;
+use tokio_rustls::TlsConnector;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+pub use error::{InternalRequestError, SinkClusterError};
+
+use crate::connections::Connections;
+use crate::pending::PendingResponse;
+use crate::topology::{BrokerId, SharedClusterView, SluiceNodes};
+
+/// How long an internal request may wait for its answer when the config sets
+/// no read timeout.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What every client connection of one sink shares.
+pub struct Shared {
+    /// The sink's name, for logs.
+    pub(crate) name: Arc<str>,
+    /// The Sluice nodes clients are shown.
+    pub(crate) nodes: SluiceNodes,
+    /// The real cluster, as Sluice routes by it.
+    pub(crate) view: SharedClusterView,
+    /// How to connect (TLS server name set per broker by [`Shared::options_for`]).
+    pub(crate) options: BrokerConnectOptions,
+    /// TLS to the brokers, when configured.
+    pub(crate) tls: Option<TlsConnector>,
+    /// Where to bootstrap from.
+    pub(crate) contact_points: Vec<BrokerAddress>,
+    /// The contact point the next bootstrap starts at.
+    pub(crate) next_contact: AtomicUsize,
+    /// Each broker's ApiVersions, by `host:port`.
+    api_versions: Mutex<HashMap<String, Arc<ApiVersionsResponse>>>,
+    /// How long an internal request may wait for its answer.
+    pub(crate) request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("name", &self.name)
+            .field("contact_points", &self.contact_points)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The connect options for `addr` (TLS verifies the broker's own name).
+    pub(crate) fn options_for(
+        &self,
+        addr: &BrokerAddress,
+    ) -> Result<BrokerConnectOptions, BrokerError> {
+        let mut options = self.options.clone();
+        if let Some(connector) = &self.tls {
+            let name = tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
+                broker: addr.clone(),
+                reason: e.to_string(),
+            })?;
+            options.tls = Some((connector.clone(), name));
+        }
+        Ok(options)
+    }
+
+    /// The cached ApiVersions of the broker at `addr`.
+    pub(crate) fn api_versions_of(&self, addr: &BrokerAddress) -> Option<Arc<ApiVersionsResponse>> {
+        let key = addr.host_port().to_string();
+        self.api_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned()
+    }
+
+    /// Caches the ApiVersions of the broker at `addr`.
+    pub(crate) fn remember_api_versions(
+        &self,
+        addr: &BrokerAddress,
+        versions: ApiVersionsResponse,
+    ) {
+        let key = addr.host_port().to_string();
+        self.api_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::new(versions));
+    }
+
+    /// The cached ApiVersions of every known broker but the one at `except`.
+    pub(crate) fn api_versions_of_others(
+        &self,
+        except: &BrokerAddress,
+    ) -> Vec<Arc<ApiVersionsResponse>> {
+        let except = except.host_port().to_string();
+        let addresses: Vec<String> = self
+            .view
+            .read()
+            .brokers()
+            .map(|b| b.address.to_string())
+            .filter(|a| *a != except)
+            .collect();
+        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
+        addresses
+            .iter()
+            .filter_map(|a| cache.get(a).cloned())
+            .collect()
+    }
+
+    /// The known brokers whose ApiVersions Sluice has not heard yet.
+    pub(crate) fn brokers_missing_api_versions(&self) -> Vec<BrokerId> {
+        let brokers: Vec<(BrokerId, String)> = self
+            .view
+            .read()
+            .brokers()
+            .map(|b| (b.id, b.address.to_string()))
+            .collect();
+        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
+        brokers
+            .into_iter()
+            .filter(|(_, a)| !cache.contains_key(a))
+            .map(|(id, _)| id)
+            .collect()
+    }
+}
+
+/// Builds a [`KafkaSinkCluster`] for each client connection, and runs the
+/// peer health checks while it lives.
+pub struct KafkaSinkClusterBuilder {
+    shared: Arc<Shared>,
+    peers_every: Option<Duration>,
+    peers_started: Once,
+    shutdown: CancellationToken,
+    _stop_peers: DropGuard,
+}
+
+impl std::fmt::Debug for KafkaSinkClusterBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSinkClusterBuilder")
+            .field("shared", &self.shared)
+            .field("peers_every", &self.peers_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaSinkClusterBuilder {
+    /// Validates `cfg` and prepares TLS. The peer health checks start now when
+    /// called inside a tokio runtime, else with the first client connection.
+    pub fn new(cfg: &KafkaSinkClusterConfig) -> Result<Self, SinkClusterError> {
+        let nodes = SluiceNodes::from_config(cfg)?;
+        if cfg.first_contact_points.is_empty() {
+            return Err(SinkClusterError::NoContactPoints);
+        }
+        let contact_points = cfg
+            .first_contact_points
+            .iter()
+            .map(|p| BrokerAddress::parse(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut options = BrokerConnectOptions::new(cfg.connect_timeout());
+        options.read_timeout = cfg.read_timeout();
+        let tls = cfg.tls.as_ref().map(tls::connector).transpose()?;
+        let name = cfg.name.as_deref().unwrap_or("KafkaSinkCluster");
+        let shutdown = CancellationToken::new();
+        let builder = Self {
+            shared: Arc::new(Shared {
+                name: Arc::from(name),
+                nodes,
+                view: SharedClusterView::default(),
+                options,
+                tls,
+                contact_points,
+                next_contact: AtomicUsize::new(0),
+                api_versions: Mutex::new(HashMap::new()),
+                request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+            }),
+            peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
+            peers_started: Once::new(),
+            _stop_peers: shutdown.clone().drop_guard(),
+            shutdown,
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            builder.start_peers();
+        }
+        Ok(builder)
+    }
+
+    /// Sets the largest response frame accepted from a broker.
+    pub fn with_max_frame_bytes(mut self, max_frame_bytes: usize) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.options.max_frame_bytes = max_frame_bytes;
+        }
+        self
+    }
+
+    /// The Sluice nodes and their up/down state.
+    pub fn nodes(&self) -> &SluiceNodes {
+        &self.shared.nodes
+    }
+
+    /// Starts the peer health checks once (needs a tokio runtime).
+    fn start_peers(&self) {
+        let Some(every) = self.peers_every else {
+            return;
+        };
+        self.peers_started.call_once(|| {
+            crate::peers::spawn(
+                self.shared.nodes.clone(),
+                every,
+                self.shared.options.connect_timeout,
+                self.shutdown.clone(),
+            );
+        });
+    }
+}
+
+impl SinkBuilder for KafkaSinkClusterBuilder {
+    fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink> {
+        self.start_peers();
+        Box::new(KafkaSinkCluster {
+            shared: self.shared.clone(),
+            connection_id: ctx.connection_id,
+            connections: Connections::new(self.shared.clone()),
+            pending: VecDeque::new(),
+        })
+    }
+}
+
+/// One client connection's sink: its broker connections and the responses it
+/// is owed, in request order.
+pub struct KafkaSinkCluster {
+    shared: Arc<Shared>,
+    connection_id: u64,
+    connections: Connections,
+    pending: VecDeque<PendingResponse>,
+}
+
+impl std::fmt::Debug for KafkaSinkCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSinkCluster")
+            .field("name", &self.shared.name)
+            .field("connection_id", &self.connection_id)
+            .field("connections", &self.connections)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Sink for KafkaSinkCluster {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    async fn send(&mut self, request: Request, _ctx: &ConnectionContext) -> Result<(), ChainError> {
+        if let Some(entry) = self.route(request).await? {
+            self.pending.push_back(entry);
+        }
+        Ok(())
+    }
+
+    async fn recv(&mut self, _ctx: &ConnectionContext) -> Result<Response, ChainError> {
+        loop {
+            let Some(head) = self.pending.front_mut() else {
+                return std::future::pending().await;
+            };
+            // Cancel-safe: each part keeps its receiver until its result is stored.
+            head.wait_parts().await;
+            if self.retry_head_elsewhere().await {
+                continue;
+            }
+            let Some(entry) = self.pending.pop_front() else {
+                continue;
+            };
+            return self.finish(entry);
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}

@@ -1,0 +1,94 @@
+//! The sink's errors: a configuration it cannot use, and internal requests
+//! (Metadata refresh, FindCoordinator) that failed.
+//!
+//! A failed internal request never fails the client's request by itself: the
+//! sink logs it and routes with what it knows, so the affected partitions or
+//! groups get a retriable Kafka error and the client retries.
+
+use std::time::Duration;
+
+use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
+use sluice_chain::tls::TlsError;
+use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_codec::{ApiKey, CodecError};
+
+use crate::topology::TopologyError;
+
+/// A `KafkaSinkCluster` configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkClusterError {
+    /// `shotover_nodes` / `local_shotover_broker_id` are unusable.
+    #[error("KafkaSinkCluster: {0}")]
+    Topology(#[from] TopologyError),
+    /// `first_contact_points` is empty.
+    #[error("KafkaSinkCluster: first_contact_points: must list at least one broker")]
+    NoContactPoints,
+    /// A contact point is not `host:port`.
+    #[error("KafkaSinkCluster: first_contact_points: {0}")]
+    ContactPoint(#[from] AddressParseError),
+    /// The TLS settings are unusable.
+    #[error("KafkaSinkCluster: {0}")]
+    Tls(#[from] TlsError),
+}
+
+impl ErrorClass for SinkClusterError {
+    fn side(&self) -> ErrorSide {
+        ErrorSide::Internal
+    }
+
+    fn retriable(&self) -> bool {
+        false
+    }
+}
+
+/// An internal request (sent by Sluice to fill its view) that got no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum InternalRequestError {
+    /// No broker could be reached, or the connection failed.
+    #[error("{api:?}: {source}")]
+    Broker {
+        /// The internal request's api.
+        api: ApiKey,
+        /// What failed.
+        source: BrokerError,
+    },
+    /// The broker did not answer in time.
+    #[error("{api:?}: {broker}: no answer within {}ms", timeout.as_millis())]
+    Timeout {
+        /// The internal request's api.
+        api: ApiKey,
+        /// The broker asked.
+        broker: BrokerAddress,
+        /// How long Sluice waited.
+        timeout: Duration,
+    },
+    /// The answer could not be decoded.
+    #[error("{api:?}: {broker}: {source}")]
+    Decode {
+        /// The internal request's api.
+        api: ApiKey,
+        /// The broker asked.
+        broker: BrokerAddress,
+        /// The decode error.
+        source: CodecError,
+    },
+}
+
+impl ErrorClass for InternalRequestError {
+    fn side(&self) -> ErrorSide {
+        match self {
+            InternalRequestError::Broker { source, .. } => source.side(),
+            InternalRequestError::Timeout { .. } | InternalRequestError::Decode { .. } => {
+                ErrorSide::Broker
+            }
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        match self {
+            InternalRequestError::Broker { source, .. } => source.retriable(),
+            InternalRequestError::Timeout { .. } => true,
+            InternalRequestError::Decode { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! The response half of the sink: turn the oldest entry's parts into the
+//! client's answer.
+//!
+//! - A whole request's answer is post-processed (recorded in the view and
+//!   rewritten for the meta APIs; the coordinator forgotten on
+//!   NOT_COORDINATOR; stale topics forgotten after admin writes). A read whose
+//!   broker failed is sent once more to another broker first (see
+//!   [`KafkaSinkCluster::retry_head_elsewhere`]).
+//! - A split request's answers are merged by the split module; a single
+//!   part's answer passes through undecoded (Fetch: unless the header walk
+//!   finds a partition error). Leader hints are rewritten only when the answer
+//!   carries a partition error; staleness is recorded from the error codes.
+//! - A failed part is logged with its broker, its connection is dropped (it
+//!   closed), and it is answered with the API's retriable error, counted in
+//!   `sluice_synthesized_error_responses_total`. Where the API has no place
+//!   for an error, the broker error is returned and the client connection
+//!   closes with it as the logged reason.
+
+use sluice_chain::ChainError;
+use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_codec::header::response_body_offset;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, Response, ResponseKind};
+use sluice_metrics::names;
+use tracing::{debug, warn};
+
+use super::KafkaSinkCluster;
+use crate::connections::Target;
+use crate::pending::{Combine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::rewrite::{RewriteError, Rewriter, may_carry_leader_hints};
+use crate::route::{self, OnFailure, Stale, produce_fetch};
+use crate::split::PartResult;
+use crate::split::dispatch::merge_responses;
+use crate::topology::{Staleness, staleness};
+
+impl KafkaSinkCluster {
+    /// If the oldest entry is a read whose broker failed and that was not
+    /// retried yet, sends it once more to another broker and returns true
+    /// (the caller waits again). Cancel-safe: the entry changes only once the
+    /// new request is queued.
+    pub(super) async fn retry_head_elsewhere(&mut self) -> bool {
+        let Some(head) = self.pending.front() else {
+            return false;
+        };
+        let Combine::Whole(whole) = &head.combine else {
+            return false;
+        };
+        let retriable = !whole.retried && matches!(whole.on_failure, OnFailure::RetryElsewhere(_));
+        let Some((part, error)) = head.parts.first().and_then(|p| Some((p, p.error()?))) else {
+            return false;
+        };
+        if !retriable {
+            return false;
+        }
+        let failed = part.target;
+        warn!(
+            connection = self.connection_id,
+            broker = %part.broker,
+            api = ?head.api_key,
+            "broker failed a request any broker can serve, retrying it on another broker: {error}"
+        );
+        let request = whole.original.clone();
+        self.connections.discard(failed);
+        let part = match self.connections.any(Some(failed)).await {
+            Ok((target, conn)) => {
+                let broker = conn.address().clone();
+                match conn.send(request).await {
+                    Ok(Some(receiver)) => Part::sent(target, broker, receiver),
+                    Ok(None) => return false,
+                    Err(e) => Part::failed(target, e),
+                }
+            }
+            Err(e) => Part::failed(failed, e),
+        };
+        if let Some(head) = self.pending.front_mut() {
+            head.parts = vec![part];
+            if let Combine::Whole(whole) = &mut head.combine {
+                whole.retried = true;
+            }
+        }
+        true
+    }
+
+    /// The client's answer for a finished entry.
+    pub(super) fn finish(&mut self, entry: PendingResponse) -> Result<Response, ChainError> {
+        let PendingResponse {
+            correlation_id,
+            api_key,
+            api_version,
+            parts,
+            combine,
+        } = entry;
+        let mut response = match combine {
+            Combine::Ready(response) => *response,
+            Combine::Whole(whole) => {
+                let part = parts.into_iter().next().ok_or_else(|| {
+                    ChainError::Internal(format!("{api_key:?}: a whole request without its part"))
+                })?;
+                self.finish_whole(*whole, part)?
+            }
+            Combine::Split(split) => {
+                self.finish_split(api_key, api_version, correlation_id, split, parts)?
+            }
+        };
+        response.set_correlation_id(correlation_id);
+        Ok(response)
+    }
+
+    fn finish_whole(&mut self, whole: Whole, mut part: Part) -> Result<Response, ChainError> {
+        let Whole {
+            post,
+            on_failure,
+            mut original,
+            ..
+        } = whole;
+        let error = match part.take_result() {
+            Some(Ok(mut response)) => {
+                self.post_process(&mut response, &post, &part.broker)?;
+                return Ok(response);
+            }
+            Some(Err(error)) => error,
+            None => BrokerError::Shutdown {
+                broker: part.broker.clone(),
+            },
+        };
+        let (api, version) = (original.api_key(), original.api_version());
+        self.part_failed(part.target, &part.broker, api, &error);
+        let code = match on_failure {
+            OnFailure::Synthesize(code)
+            | OnFailure::RetryElsewhere(code)
+            | OnFailure::SplitError(code) => code,
+            OnFailure::Close => return Err(ChainError::Broker(error)),
+        };
+        let body = original
+            .body()
+            .ok()
+            .and_then(|request| route::error_response(api, request, version, code));
+        let Some(body) = body else {
+            return Err(ChainError::Broker(error));
+        };
+        count_synthesized(api);
+        if let Post::Coordinator { key_type, key } = &post {
+            self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
+        }
+        Ok(Response::from_body(
+            api,
+            version,
+            original.correlation_id(),
+            body,
+        ))
+    }
+
+    fn finish_split(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        split: SplitCombine,
+        mut parts: Vec<Part>,
+    ) -> Result<Response, ChainError> {
+        let SplitCombine { plan, single } = split;
+        if single && parts.len() == 1 && parts.iter().all(|p| p.error().is_none()) {
+            let part = parts.first_mut();
+            if let Some(Some(Ok(mut response))) = part.map(Part::take_result) {
+                let broker = parts.first().map(|p| p.broker.clone());
+                self.post_split(&mut response, true, broker.as_ref())?;
+                return Ok(response);
+            }
+        }
+        let code = match route::on_failure(api) {
+            OnFailure::SplitError(code) => code,
+            _ => route::REQUEST_TIMED_OUT,
+        };
+        let mut results = Vec::with_capacity(parts.len());
+        for mut part in parts {
+            let result = match part.take_result() {
+                Some(Ok(response)) => match response.into_body() {
+                    Ok(body) => PartResult::Response(body),
+                    Err(e) => {
+                        warn!(connection = self.connection_id, broker = %part.broker, "undecodable {api:?} answer, answering its part with error {code}: {e}");
+                        count_synthesized(api);
+                        PartResult::Failed { error_code: code }
+                    }
+                },
+                Some(Err(error)) => {
+                    self.part_failed(part.target, &part.broker, api, &error);
+                    count_synthesized(api);
+                    PartResult::Failed { error_code: code }
+                }
+                None => PartResult::Failed { error_code: code },
+            };
+            results.push(result);
+        }
+        let merged =
+            merge_responses(plan, results).map_err(|e| ChainError::Internal(e.to_string()))?;
+        let mut response = Response::from_body(api, version, correlation_id, merged);
+        self.post_split(&mut response, false, None)?;
+        Ok(response)
+    }
+
+    /// Logs a failed part and drops its (closed) connection.
+    fn part_failed(
+        &mut self,
+        target: Target,
+        broker: &BrokerAddress,
+        api: ApiKey,
+        e: &BrokerError,
+    ) {
+        warn!(
+            connection = self.connection_id,
+            broker = %broker,
+            api = ?api,
+            "broker request failed, answering it with a retriable error: {e}"
+        );
+        self.connections.discard(target);
+    }
+
+    /// Records staleness from a split API's answer and rewrites leader hints
+    /// when it carries a partition error. `raw`: the answer came through
+    /// undecoded.
+    fn post_split(
+        &mut self,
+        response: &mut Response,
+        raw: bool,
+        broker: Option<&BrokerAddress>,
+    ) -> Result<(), ChainError> {
+        let (api, version) = (response.api_key(), response.api_version());
+        if raw && api == ApiKey::Fetch && !fetch_may_need_rewrite(response) {
+            return Ok(());
+        }
+        let decode_error = |e: sluice_codec::CodecError| protocol_error(broker, api, e.to_string());
+        let (stale, needs_rewrite) = match api {
+            ApiKey::Produce
+            | ApiKey::Fetch
+            | ApiKey::ListOffsets
+            | ApiKey::OffsetForLeaderEpoch
+            | ApiKey::DeleteRecords
+            | ApiKey::DescribeProducers => {
+                let body = response.body().map_err(decode_error)?;
+                let needs = match body {
+                    ResponseKind::Produce(p) => produce_fetch::produce_needs_rewrite(p),
+                    ResponseKind::Fetch(f) => produce_fetch::fetch_needs_rewrite(f),
+                    _ => false,
+                };
+                (produce_fetch::stale_partitions(body, version), needs)
+            }
+            ApiKey::OffsetFetch | ApiKey::DescribeGroups | ApiKey::DeleteGroups => {
+                let body = response.body().map_err(decode_error)?;
+                (route::groups::stale_groups(body), false)
+            }
+            _ => (Vec::new(), false),
+        };
+        self.forget(&stale);
+        if needs_rewrite && may_carry_leader_hints(api, version) {
+            let nodes = self.shared.nodes.snapshot();
+            let view = self.shared.view.read();
+            Rewriter::new(&view, &nodes)
+                .and_then(|r| r.rewrite_leader_hints(response))
+                .map_err(|e| rewrite_error(broker, api, e))?;
+        }
+        Ok(())
+    }
+
+    /// Post-processes a whole request's answer.
+    fn post_process(
+        &mut self,
+        response: &mut Response,
+        post: &Post,
+        broker: &BrokerAddress,
+    ) -> Result<(), ChainError> {
+        let api = response.api_key();
+        let decode_error =
+            |e: sluice_codec::CodecError| protocol_error(Some(broker), api, e.to_string());
+        match post {
+            Post::None => Ok(()),
+            Post::ApiVersions => self.post_api_versions(response, broker),
+            Post::Metadata => {
+                let version = response.api_version();
+                if let ResponseKind::Metadata(m) = response.body().map_err(decode_error)? {
+                    let applied = self.shared.view.write().apply_metadata(version, m);
+                    self.connections.on_metadata(&applied);
+                }
+                self.rewrite(response, None, broker)
+            }
+            Post::FindCoordinator { key_type, key } => {
+                let version = response.api_version();
+                if let (Some(key_type), ResponseKind::FindCoordinator(f)) =
+                    (key_type, response.body().map_err(decode_error)?)
+                {
+                    self.shared.view.write().apply_find_coordinator(
+                        version,
+                        *key_type,
+                        key.as_ref(),
+                        f,
+                    );
+                }
+                self.rewrite(response, key.as_ref().map(StrBytes::as_str), broker)
+            }
+            Post::DescribeCluster => self.rewrite(response, None, broker),
+            Post::Coordinator { key_type, key } => {
+                let body = response.body().map_err(decode_error)?;
+                let moved = route::groups::response_error_codes(body)
+                    .into_iter()
+                    .any(|code| staleness(code) == Some(Staleness::Coordinator));
+                if moved {
+                    debug!(connection = self.connection_id, key = %key, "the coordinator moved");
+                    self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
+                }
+                Ok(())
+            }
+            Post::Admin { stale_topics } => {
+                let stale: Vec<Stale> = stale_topics.iter().cloned().map(Stale::Topic).collect();
+                self.forget(&stale);
+                Ok(())
+            }
+        }
+    }
+
+    /// Replaces a broker's ApiVersions answer with the cluster-wide one.
+    fn post_api_versions(
+        &mut self,
+        response: &mut Response,
+        broker: &BrokerAddress,
+    ) -> Result<(), ChainError> {
+        let (api, version) = (response.api_key(), response.api_version());
+        let fresh = match response.body() {
+            Ok(ResponseKind::ApiVersions(v)) if v.error_code == 0 => v.clone(),
+            // An error answer (or one Sluice cannot read) goes back as it came.
+            _ => return Ok(()),
+        };
+        let others = self.shared.api_versions_of_others(broker);
+        let answer = route::meta::client_api_versions(&fresh, &others);
+        self.shared.remember_api_versions(broker, fresh);
+        *response = Response::from_body(
+            api,
+            version,
+            response.correlation_id(),
+            ResponseKind::ApiVersions(answer),
+        );
+        Ok(())
+    }
+
+    /// Rewrites a Metadata, FindCoordinator or DescribeCluster answer.
+    fn rewrite(
+        &self,
+        response: &mut Response,
+        key: Option<&str>,
+        broker: &BrokerAddress,
+    ) -> Result<(), ChainError> {
+        let nodes = self.shared.nodes.snapshot();
+        let view = self.shared.view.read();
+        Rewriter::new(&view, &nodes)
+            .and_then(|r| r.rewrite_response(response, key))
+            .map(drop)
+            .map_err(|e| rewrite_error(Some(broker), response.api_key(), e))
+    }
+
+    /// Forgets what `stale` names from the view.
+    fn forget(&self, stale: &[Stale]) {
+        if stale.is_empty() {
+            return;
+        }
+        let forgotten = route::forget(&mut self.shared.view.write(), stale);
+        if forgotten > 0 {
+            debug!(
+                connection = self.connection_id,
+                forgotten, "forgot stale routing entries"
+            );
+        }
+    }
+}
+
+/// Whether an undecoded Fetch answer may carry something to rewrite or record.
+fn fetch_may_need_rewrite(response: &Response) -> bool {
+    let Some(frame) = response.raw_frame() else {
+        return true;
+    };
+    let (api, version) = (response.api_key(), response.api_version());
+    match response_body_offset(frame, api, version) {
+        Ok(offset) => {
+            produce_fetch::fetch_may_need_rewrite(frame.get(offset..).unwrap_or_default(), version)
+        }
+        Err(_) => true,
+    }
+}
+
+fn count_synthesized(api: ApiKey) {
+    metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
+}
+
+fn protocol_error(broker: Option<&BrokerAddress>, api: ApiKey, reason: String) -> ChainError {
+    ChainError::Broker(BrokerError::Protocol {
+        broker: broker
+            .cloned()
+            .unwrap_or_else(|| BrokerAddress::new("merged", 0)),
+        reason: format!("{api:?} answer: {reason}"),
+    })
+}
+
+fn rewrite_error(broker: Option<&BrokerAddress>, api: ApiKey, e: RewriteError) -> ChainError {
+    match e {
+        RewriteError::NoSluiceNodeUp => ChainError::Internal(e.to_string()),
+        RewriteError::Codec(c) => protocol_error(broker, api, c.to_string()),
+    }
+}

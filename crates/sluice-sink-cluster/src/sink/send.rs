@@ -1,0 +1,345 @@
+//! The request half of the sink: route each client request by its family
+//! (see [`crate::route`]), fill the view first where it lacks what routing
+//! needs, send the parts and queue what the client is owed.
+//!
+//! The hot path: a Produce or Fetch whose partitions all have one leader goes
+//! out as the client's original bytes (the body is decoded to find the
+//! leaders, records stay as shared `Bytes`, nothing is re-encoded). Fetch is
+//! re-encoded only when the client sent a `rack_id` to clear or used a fetch
+//! session (the split module makes every part sessionless).
+
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
+use sluice_metrics::names;
+use tracing::debug;
+
+use super::KafkaSinkCluster;
+use crate::connections::Target;
+use crate::pending::{Combine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::route::{self, Family, Meta, OnFailure};
+use crate::split::Unroutable;
+use crate::split::dispatch::{SplitRequest, split_request};
+use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
+use sluice_chain::ChainError;
+
+/// Where a whole request goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Dest {
+    /// To this broker.
+    Broker(BrokerId),
+    /// To any broker.
+    Any,
+}
+
+impl KafkaSinkCluster {
+    /// Routes one client request; returns what the client is owed, if anything.
+    pub(super) async fn route(
+        &mut self,
+        request: Request,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let (api, version) = (request.api_key(), request.api_version());
+        match route::family(api) {
+            Family::NotForClients => {
+                let Some(body) = route::admin::not_for_clients(api, version) else {
+                    return Err(ChainError::Refused(format!(
+                        "{api:?} is not available through sluice"
+                    )));
+                };
+                debug!(
+                    connection = self.connection_id,
+                    "answering {api:?} v{version}, an api clients may not send, with an error"
+                );
+                Ok(Some(ready(&request, body)))
+            }
+            Family::Meta(meta) => self.send_meta(request, meta).await,
+            Family::ByCoordinator
+                if api == ApiKey::OffsetFetch
+                    && version < crate::split::groups::OFFSET_FETCH_GROUPS_VERSION =>
+            {
+                self.send_coordinator(request, CoordinatorKeyType::Group)
+                    .await
+            }
+            Family::ByLeader | Family::ByCoordinator | Family::FanOut => {
+                self.send_split(request).await
+            }
+            Family::Coordinator(key_type) => self.send_coordinator(request, key_type).await,
+            Family::Admin(admin) => self.send_admin(request, admin).await,
+            Family::Sasl => Ok(self
+                .send_whole(request, Dest::Any, Post::None, OnFailure::Close)
+                .await),
+        }
+    }
+
+    /// Sends `request` on the connection for `dest`. `None` when it expects
+    /// no response (Produce with acks=0); a part that could not be sent is
+    /// returned failed, to be answered like any failed part.
+    async fn send_part(&mut self, dest: Dest, request: Request) -> Option<Part> {
+        let expects_response = request.expects_response();
+        let connection = match dest {
+            Dest::Broker(id) => self
+                .connections
+                .broker(id)
+                .await
+                .map(|c| (Target::Broker(id), c)),
+            Dest::Any => self.connections.any(None).await,
+        };
+        let fallback = match dest {
+            Dest::Broker(id) => Target::Broker(id),
+            Dest::Any => Target::Bootstrap,
+        };
+        let (target, conn) = match connection {
+            Ok(found) => found,
+            Err(e) => {
+                debug!(connection = self.connection_id, broker = %e.broker(), "cannot send {:?}: {e}", request.api_key());
+                return expects_response.then(|| Part::failed(fallback, e));
+            }
+        };
+        let broker = conn.address().clone();
+        match conn.send(request).await {
+            Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver)),
+            Ok(None) => None,
+            Err(e) => expects_response.then(|| Part::failed(target, e)),
+        }
+    }
+
+    /// Sends a whole request to `dest`, keeping a copy to retry it or to
+    /// build an error answer from.
+    pub(super) async fn send_whole(
+        &mut self,
+        request: Request,
+        dest: Dest,
+        post: Post,
+        on_failure: OnFailure,
+    ) -> Option<PendingResponse> {
+        let original = request.clone();
+        let part = self.send_part(dest, request).await?;
+        Some(PendingResponse {
+            correlation_id: original.correlation_id(),
+            api_key: original.api_key(),
+            api_version: original.api_version(),
+            parts: vec![part],
+            combine: Combine::Whole(Box::new(Whole {
+                post,
+                on_failure,
+                original,
+                retried: false,
+            })),
+        })
+    }
+
+    /// ApiVersions, Metadata, FindCoordinator, DescribeCluster: any broker.
+    async fn send_meta(
+        &mut self,
+        mut request: Request,
+        meta: Meta,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let version = request.api_version();
+        let post = match meta {
+            Meta::ApiVersions => {
+                if !route::meta::api_versions_decodable(version) {
+                    let body = route::meta::unsupported_api_versions();
+                    let response = Response::from_body(
+                        ApiKey::ApiVersions,
+                        0,
+                        request.correlation_id(),
+                        ResponseKind::ApiVersions(body),
+                    );
+                    return Ok(Some(PendingResponse::ready(response)));
+                }
+                self.learn_every_api_versions().await;
+                Post::ApiVersions
+            }
+            Meta::Metadata => Post::Metadata,
+            Meta::DescribeCluster => Post::DescribeCluster,
+            Meta::FindCoordinator => {
+                let (key_type, key) = match request.body()? {
+                    RequestKind::FindCoordinator(r) => {
+                        route::meta::find_coordinator_key(r, version)
+                    }
+                    _ => (None, None),
+                };
+                Post::FindCoordinator { key_type, key }
+            }
+        };
+        let on_failure = route::on_failure(request.api_key());
+        Ok(self.send_whole(request, Dest::Any, post, on_failure).await)
+    }
+
+    /// Before answering ApiVersions, makes sure every known broker's versions
+    /// are cached (only the first client connections pay for it), so that the
+    /// intersection covers the whole cluster.
+    async fn learn_every_api_versions(&mut self) {
+        if self.shared.view.read().brokers().next().is_none() {
+            let _ = self.refresh_metadata(None).await;
+        }
+        for id in self.shared.brokers_missing_api_versions() {
+            if let Err(e) = self.connections.broker(id).await {
+                debug!(connection = self.connection_id, broker = %e.broker(), "cannot learn api versions: {e}");
+            }
+        }
+    }
+
+    /// Admin APIs: any broker.
+    async fn send_admin(
+        &mut self,
+        mut request: Request,
+        admin: route::Admin,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let stale_topics = if admin.marks_topics_stale {
+            route::admin::stale_topics(request.body()?)
+        } else {
+            Vec::new()
+        };
+        let on_failure = route::on_failure(request.api_key());
+        Ok(self
+            .send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
+            .await)
+    }
+
+    /// Group and transaction APIs: the coordinator of their key, looked up
+    /// first when unknown.
+    async fn send_coordinator(
+        &mut self,
+        mut request: Request,
+        key_type: CoordinatorKeyType,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let key = route::groups::coordinator_key(request.body()?);
+        let Some((key_type, key)) = key.filter(|(t, _)| *t == key_type) else {
+            // InitProducerId without a transactional id: any broker.
+            let on_failure = OnFailure::RetryElsewhere(route::COORDINATOR_NOT_AVAILABLE);
+            return Ok(self
+                .send_whole(request, Dest::Any, Post::None, on_failure)
+                .await);
+        };
+        let mut coordinator = self.shared.view.read().coordinator(key_type, &key);
+        if coordinator.is_none() {
+            let _ = self
+                .find_coordinators(key_type, std::slice::from_ref(&key))
+                .await;
+            coordinator = self.shared.view.read().coordinator(key_type, &key);
+        }
+        let Some(coordinator) = coordinator else {
+            let code = route::COORDINATOR_NOT_AVAILABLE;
+            return Ok(Some(synthesized(&mut request, code)?));
+        };
+        let post = Post::Coordinator { key_type, key };
+        let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
+        Ok(self
+            .send_whole(request, Dest::Broker(coordinator), post, on_failure)
+            .await)
+    }
+
+    /// The split APIs: by leader, by coordinator, or to every broker.
+    async fn send_split(
+        &mut self,
+        mut request: Request,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let (api, version) = (request.api_key(), request.api_version());
+        let correlation_id = request.correlation_id();
+        let client_id = request.header().client_id.clone();
+        let expects_response = request.expects_response();
+        let (split, strip_rack) = {
+            let body = request.body()?;
+            let strip_rack = matches!(body, RequestKind::Fetch(f)
+                if route::produce_fetch::fetch_has_rack_id(&f.rack_id));
+            (self.split_with_refresh(body, version).await?, strip_rack)
+        };
+        let single = split.parts.len() == 1 && split.unroutable.is_empty();
+        let mut parts = Vec::with_capacity(split.parts.len());
+        match split.passthrough().filter(|_| !strip_rack) {
+            Some(broker) => parts.extend(self.send_part(Dest::Broker(broker), request).await),
+            None => {
+                for (broker, mut body) in split.parts {
+                    if let RequestKind::Fetch(fetch) = &mut body {
+                        fetch.rack_id = StrBytes::default();
+                    }
+                    let part =
+                        Request::from_body(api, version, correlation_id, client_id.clone(), body);
+                    parts.extend(self.send_part(Dest::Broker(broker), part).await);
+                }
+            }
+        }
+        if !expects_response {
+            return Ok(None);
+        }
+        Ok(Some(PendingResponse {
+            correlation_id,
+            api_key: api,
+            api_version: version,
+            parts,
+            combine: Combine::Split(SplitCombine {
+                plan: split.plan,
+                single,
+            }),
+        }))
+    }
+
+    /// Splits `body`; when something is unroutable, fills the view (Metadata
+    /// for partitions without a leader or when no broker is known,
+    /// FindCoordinator for groups) and splits once more.
+    async fn split_with_refresh(
+        &mut self,
+        body: &RequestKind,
+        version: i16,
+    ) -> Result<SplitRequest, ChainError> {
+        let split = self.split_now(body, version)?;
+        if split.unroutable.is_empty() {
+            return Ok(split);
+        }
+        let mut topics: Vec<TopicRef> = Vec::new();
+        let mut groups: Vec<String> = Vec::new();
+        let mut no_broker = false;
+        for u in &split.unroutable {
+            match u {
+                Unroutable::Partition { topic, .. } if !topics.contains(topic) => {
+                    topics.push(topic.clone());
+                }
+                Unroutable::Partition { .. } => {}
+                Unroutable::Group { group_id } => groups.push(group_id.0.to_string()),
+                Unroutable::NoBroker => no_broker = true,
+            }
+        }
+        if !topics.is_empty() {
+            let _ = self.refresh_metadata(Some(&topics)).await;
+        } else if no_broker {
+            let _ = self.refresh_metadata(None).await;
+        }
+        if !groups.is_empty() {
+            let _ = self
+                .find_coordinators(CoordinatorKeyType::Group, &groups)
+                .await;
+        }
+        self.split_now(body, version)
+    }
+
+    fn split_now(&self, body: &RequestKind, version: i16) -> Result<SplitRequest, ChainError> {
+        let view = self.shared.view.read();
+        split_request(body, version, &*view).ok_or_else(|| {
+            ChainError::Internal("a request routed as split cannot be split".to_owned())
+        })
+    }
+}
+
+/// An entry answered by Sluice right away with `body`.
+fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
+    let response = Response::from_body(
+        request.api_key(),
+        request.api_version(),
+        request.correlation_id(),
+        body,
+    );
+    PendingResponse::ready(response)
+}
+
+/// An entry answered by Sluice right away with an error built from the
+/// request (e.g. no coordinator could be found), counted as synthesized.
+fn synthesized(request: &mut Request, code: i16) -> Result<PendingResponse, ChainError> {
+    let (api, version) = (request.api_key(), request.api_version());
+    let body = route::error_response(api, request.body()?, version, code).ok_or_else(|| {
+        ChainError::Internal(format!(
+            "{api:?} v{version}: cannot be served and its response has no place for error {code}"
+        ))
+    })?;
+    metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
+    Ok(ready(request, body))
+}
