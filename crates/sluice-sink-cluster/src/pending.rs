@@ -13,7 +13,7 @@
 
 use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, Response};
+use sluice_codec::{ApiKey, Request, RequestKind, Response};
 
 use crate::connections::Target;
 use crate::route::OnFailure;
@@ -150,6 +150,22 @@ pub enum Combine {
     Whole(Box<Whole>),
     /// Parts of a split request, merged by the split module.
     Split(SplitCombine),
+    /// Parts of a multi-key request split by coordinator (see
+    /// [`crate::route::keyed`]).
+    Keyed(Box<KeyedCombine>),
+}
+
+/// The parts of a multi-key request split by coordinator.
+#[derive(Debug)]
+pub struct KeyedCombine {
+    /// The client's request, decoded (the merge dispatches on it).
+    pub request: RequestKind,
+    /// Its keys, in request order.
+    pub order: Vec<String>,
+    /// The keys each part asked about, parallel to the entry's parts.
+    pub part_keys: Vec<Vec<String>>,
+    /// Keys no coordinator could be found for.
+    pub unroutable: Vec<String>,
 }
 
 /// A whole request sent to one broker.

@@ -12,6 +12,8 @@
 //!   `rack_id`, the cheap leader-hint check and per-partition staleness.
 //! - [`groups`]: group APIs, to the group coordinator of their group id.
 //! - [`transactions`]: transaction APIs, to the transaction coordinator.
+//! - [`keyed`]: ConsumerGroupDescribe and DescribeTransactions, split by
+//!   coordinator when their keys live on several.
 //! - [`admin`]: everything else a client may send, to any broker; which
 //!   topics an admin write makes stale; synthesized admin errors; and the
 //!   answer to inter-broker APIs.
@@ -22,6 +24,7 @@
 
 pub mod admin;
 pub mod groups;
+pub mod keyed;
 pub mod meta;
 pub mod produce_fetch;
 pub mod transactions;

@@ -32,6 +32,9 @@ mod finish;
 mod internal;
 mod send;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, Once};

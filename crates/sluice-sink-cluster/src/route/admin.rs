@@ -115,6 +115,22 @@ pub fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
     }
 }
 
+/// Whether answers of `api` carry a top-level error code that
+/// [`top_level_error`] reads (decoding them is cheap: admin answers are small).
+pub fn has_top_level_error(api: ApiKey) -> bool {
+    use ApiKey as K;
+    matches!(
+        api,
+        K::ElectLeaders
+            | K::AlterPartitionReassignments
+            | K::ListPartitionReassignments
+            | K::DescribeAcls
+            | K::DescribeClientQuotas
+            | K::DescribeUserScramCredentials
+            | K::UpdateFeatures
+    )
+}
+
 /// The top-level error code of an admin answer, when it has one (for the
 /// NOT_CONTROLLER staleness check).
 pub fn top_level_error(response: &ResponseKind) -> Option<i16> {

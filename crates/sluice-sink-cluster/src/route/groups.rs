@@ -6,12 +6,8 @@
 //! coordinator. OffsetFetch, DescribeGroups and DeleteGroups may name groups
 //! of several coordinators and are split by the split module.
 //!
-//! ConsumerGroupDescribe may name several groups too; it goes to the
-//! coordinator of its first group. A Java admin client batches groups by the
-//! node FindCoordinator named, and Sluice names one node per group by a
-//! stable hash, so groups of different real coordinators can share a batch:
-//! those answer NOT_COORDINATOR and the client looks them up again. Splitting
-//! it belongs in the split module (reported as a follow-up).
+//! ConsumerGroupDescribe may name several groups too: when they live on one
+//! coordinator it goes there whole, else it is split (see [`super::keyed`]).
 //!
 //! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
 //! places the API has for errors ([`error_response`]), looks the coordinator

@@ -9,8 +9,8 @@
 //!   belong elsewhere.
 //! - AddOffsetsToTxn and EndTxn go to the transaction coordinator (the group
 //!   half of a transactional offset commit, TxnOffsetCommit, is a group API).
-//! - DescribeTransactions may name several ids; it goes to the coordinator of
-//!   the first, for the same reason as ConsumerGroupDescribe (see `groups`).
+//! - DescribeTransactions may name several ids: when they live on one
+//!   coordinator it goes there whole, else it is split (see [`super::keyed`]).
 
 use sluice_codec::kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,

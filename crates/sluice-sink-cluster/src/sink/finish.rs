@@ -26,8 +26,9 @@ use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use crate::connections::Target;
-use crate::pending::{Combine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::rewrite::{RewriteError, Rewriter, may_carry_leader_hints};
+use crate::route::keyed::KeyedResult;
 use crate::route::{self, OnFailure, Stale, produce_fetch};
 use crate::split::PartResult;
 use crate::split::dispatch::merge_responses;
@@ -100,6 +101,9 @@ impl KafkaSinkCluster {
             }
             Combine::Split(split) => {
                 self.finish_split(api_key, api_version, correlation_id, split, parts)?
+            }
+            Combine::Keyed(keyed) => {
+                self.finish_keyed(api_key, api_version, correlation_id, *keyed, parts)?
             }
         };
         response.set_correlation_id(correlation_id);
@@ -196,6 +200,55 @@ impl KafkaSinkCluster {
         let mut response = Response::from_body(api, version, correlation_id, merged);
         self.post_split(&mut response, false, None)?;
         Ok(response)
+    }
+
+    fn finish_keyed(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        correlation_id: i32,
+        keyed: KeyedCombine,
+        parts: Vec<Part>,
+    ) -> Result<Response, ChainError> {
+        let KeyedCombine {
+            request,
+            order,
+            part_keys,
+            unroutable,
+        } = keyed;
+        let mut results = Vec::with_capacity(parts.len() + 1);
+        for (mut part, keys) in parts.into_iter().zip(part_keys) {
+            let failed = |e: String| (e, KeyedResult::Failed(keys.clone(), route::NOT_COORDINATOR));
+            let outcome = match part.take_result() {
+                Some(Ok(response)) => match response.into_body() {
+                    Ok(body) => Ok(KeyedResult::Answer(body)),
+                    Err(e) => Err(failed(e.to_string())),
+                },
+                Some(Err(error)) => {
+                    self.part_failed(part.target, &part.broker, api, &error);
+                    Err(failed(error.to_string()))
+                }
+                None => Err(failed("no answer".into())),
+            };
+            results.push(match outcome {
+                Ok(result) => result,
+                Err((reason, result)) => {
+                    debug!(connection = self.connection_id, broker = %part.broker, "{api:?} part failed: {reason}");
+                    count_synthesized(api);
+                    result
+                }
+            });
+        }
+        if !unroutable.is_empty() {
+            results.push(KeyedResult::Failed(
+                unroutable,
+                route::COORDINATOR_NOT_AVAILABLE,
+            ));
+        }
+        let merged = route::keyed::merge(&request, results, &order)
+            .ok_or_else(|| ChainError::Internal(format!("{api:?} cannot be merged by key")))?;
+        self.forget(&route::keyed::stale(&merged));
+        Ok(Response::from_body(api, version, correlation_id, merged))
     }
 
     /// Logs a failed part and drops its (closed) connection.
@@ -309,7 +362,13 @@ impl KafkaSinkCluster {
                 Ok(())
             }
             Post::Admin { stale_topics } => {
-                let stale: Vec<Stale> = stale_topics.iter().cloned().map(Stale::Topic).collect();
+                let mut stale: Vec<Stale> =
+                    stale_topics.iter().cloned().map(Stale::Topic).collect();
+                if route::admin::has_top_level_error(api) {
+                    let body = response.body().map_err(decode_error)?;
+                    let code = route::admin::top_level_error(body).unwrap_or(0);
+                    stale.extend(route::top_level_staleness(code));
+                }
                 self.forget(&stale);
                 Ok(())
             }

@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::KafkaSinkCluster;
 use crate::connections::Target;
-use crate::pending::{Combine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::route::{self, Family, Meta, OnFailure};
 use crate::split::Unroutable;
 use crate::split::dispatch::{SplitRequest, split_request};
@@ -203,6 +203,11 @@ impl KafkaSinkCluster {
         mut request: Request,
         key_type: CoordinatorKeyType,
     ) -> Result<Option<PendingResponse>, ChainError> {
+        if let Some((key_type, keys)) = route::keyed::keys(request.body()?)
+            && keys.len() > 1
+        {
+            return self.send_keyed(request, key_type, keys).await;
+        }
         let key = route::groups::coordinator_key(request.body()?);
         let Some((key_type, key)) = key.filter(|(t, _)| *t == key_type) else {
             // InitProducerId without a transactional id: any broker.
@@ -227,6 +232,87 @@ impl KafkaSinkCluster {
         Ok(self
             .send_whole(request, Dest::Broker(coordinator), post, on_failure)
             .await)
+    }
+
+    /// A multi-key request (ConsumerGroupDescribe, DescribeTransactions):
+    /// whole to the coordinator when every key has the same one, else one
+    /// part per coordinator.
+    async fn send_keyed(
+        &mut self,
+        mut request: Request,
+        key_type: CoordinatorKeyType,
+        keys: Vec<String>,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let unknown: Vec<String> = {
+            let view = self.shared.view.read();
+            keys.iter()
+                .filter(|k| view.coordinator(key_type, k).is_none())
+                .cloned()
+                .collect()
+        };
+        if !unknown.is_empty() {
+            let _ = self.find_coordinators(key_type, &unknown).await;
+        }
+        let by_coordinator = self.keys_by_coordinator(key_type, &keys);
+        if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
+            let post = Post::Coordinator {
+                key_type,
+                key: keys.first().cloned().unwrap_or_default(),
+            };
+            let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
+            let dest = Dest::Broker(*coordinator);
+            return Ok(self.send_whole(request, dest, post, on_failure).await);
+        }
+        let (api, version) = (request.api_key(), request.api_version());
+        let correlation_id = request.correlation_id();
+        let client_id = request.header().client_id.clone();
+        let body = request.body()?.clone();
+        let mut parts = Vec::new();
+        let mut part_keys = Vec::new();
+        let mut unroutable = Vec::new();
+        for (coordinator, group) in by_coordinator {
+            let Some(coordinator) = coordinator else {
+                unroutable.extend(group);
+                continue;
+            };
+            let part_body = route::keyed::with_keys(&body, &group);
+            let part =
+                Request::from_body(api, version, correlation_id, client_id.clone(), part_body);
+            if let Some(sent) = self.send_part(Dest::Broker(coordinator), part).await {
+                parts.push(sent);
+                part_keys.push(group);
+            }
+        }
+        Ok(Some(PendingResponse {
+            correlation_id,
+            api_key: api,
+            api_version: version,
+            parts,
+            combine: Combine::Keyed(Box::new(KeyedCombine {
+                request: body,
+                order: keys,
+                part_keys,
+                unroutable,
+            })),
+        }))
+    }
+
+    /// `keys` grouped by their coordinator (`None`: unknown), in first-use order.
+    fn keys_by_coordinator(
+        &self,
+        key_type: CoordinatorKeyType,
+        keys: &[String],
+    ) -> Vec<(Option<BrokerId>, Vec<String>)> {
+        let view = self.shared.view.read();
+        let mut groups: Vec<(Option<BrokerId>, Vec<String>)> = Vec::new();
+        for key in keys {
+            let coordinator = view.coordinator(key_type, key);
+            match groups.iter_mut().find(|(c, _)| *c == coordinator) {
+                Some((_, group)) => group.push(key.clone()),
+                None => groups.push((coordinator, vec![key.clone()])),
+            }
+        }
+        groups
     }
 
     /// The split APIs: by leader, by coordinator, or to every broker.

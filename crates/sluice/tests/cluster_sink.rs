@@ -1,0 +1,459 @@
+//! KafkaSinkCluster against the real 3-node cluster (`trio`, PLAINTEXT): Java
+//! and librdkafka clients produce and consume on topics led by all three
+//! brokers, consumer groups (classic and KIP-848) resume from committed
+//! offsets, admin tools work, and clients only ever learn Sluice addresses.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_codec::kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, FindCoordinatorRequest, MetadataRequest,
+};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use sluice_testkit::clients::{self, java_consume, java_produce};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::sluice::SluiceProcess;
+use sluice_testkit::{free_port, unique, wait};
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// The topology of Sluice node `local` of `nodes` (their listen addresses),
+/// in front of `trio`'s PLAINTEXT listeners.
+fn topology(cluster: &Cluster, nodes: &[String], local: usize) -> String {
+    let shotover_nodes: String = nodes
+        .iter()
+        .enumerate()
+        .map(|(id, addr)| {
+            format!(
+                "              - address_for_clients: \"{addr}\"\n                address_for_peers: \"{addr}\"\n                rack: \"rack0\"\n                broker_id: {id}\n"
+            )
+        })
+        .collect();
+    let contact_points = cluster
+        .bootstrap("PLAINTEXT")
+        .split(',')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "{listen}"
+      chain:
+        - KafkaSinkCluster:
+            name: "kafka-sink-cluster"
+            shotover_nodes:
+{shotover_nodes}            local_shotover_broker_id: {local}
+            first_contact_points: [{contact_points}]
+            connect_timeout_ms: 3000
+            read_timeout: 60
+            check_shotover_peers_delay_ms: 1000
+"#,
+        listen = nodes[local],
+    )
+}
+
+/// One Sluice node in front of `trio`.
+fn start(cluster: &Cluster) -> (SluiceProcess, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let nodes = [listen.clone()];
+    let sluice = SluiceProcess::start(sluice_bin(), &topology(cluster, &nodes, 0), &[&listen]);
+    (sluice, listen)
+}
+
+/// `key:value` lines, for a console producer with `parse.key=true`, so that
+/// the records spread over every partition.
+fn keyed(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
+}
+
+fn values(lines: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_once(':').map_or(l.as_str(), |(_, v)| v).to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+const KEYED: [&str; 4] = [
+    "--property",
+    "parse.key=true",
+    "--property",
+    "key.separator=:",
+];
+
+/// Creates `topic` directly on the cluster (6 partitions, RF 3) and checks
+/// that its partition leaders are on all three brokers.
+fn create_spread_topic(cluster: &Cluster, topic: &str) {
+    cluster.create_topic(topic, 6, 3);
+    let direct = cluster.bootstrap("PLAINTEXT");
+    let first = direct.split(',').next().unwrap().to_owned();
+    let leaders = wait::until(Duration::from_secs(30), "leaders on three brokers", || {
+        let leaders = real_leaders(&first, topic);
+        if leaders.len() == 3 {
+            Ok(leaders)
+        } else {
+            Err(format!("{leaders:?}"))
+        }
+    });
+    assert_eq!(leaders.len(), 3);
+}
+
+/// The distinct leader ids of `topic`'s partitions, asked of `broker` directly.
+fn real_leaders(broker: &str, topic: &str) -> BTreeSet<i32> {
+    let mut client = RawClient::connect(broker);
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(StrBytes::from_string(topic.to_owned()).into())),
+    ]));
+    let ResponseKind::Metadata(m) =
+        client.request(ApiKey::Metadata, 12, RequestKind::Metadata(request))
+    else {
+        panic!("not a Metadata answer");
+    };
+    m.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.leader_id.0)
+        .filter(|id| *id >= 0)
+        .collect()
+}
+
+/// Each partition's end offset of `topic`, read through `bootstrap`
+/// (ListOffsets, split by leader).
+fn end_offsets(cluster: &Cluster, bootstrap: &str, topic: &str) -> Vec<(u32, u64)> {
+    let out = cluster.tool(
+        "org.apache.kafka.tools.GetOffsetShell",
+        &["--bootstrap-server", bootstrap, "--topic", topic],
+        Duration::from_secs(60),
+    );
+    out.assert_success("GetOffsetShell");
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.rsplitn(3, ':');
+            let offset = parts.next()?.trim().parse().ok()?;
+            let partition = parts.next()?.trim().parse().ok()?;
+            Some((partition, offset))
+        })
+        .collect()
+}
+
+#[test]
+fn java_round_trip_over_partitions_led_by_three_brokers() {
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    let topic = unique("java-cluster");
+    create_spread_topic(&cluster, &topic);
+
+    let sent = keyed("java", 300);
+    java_produce(&cluster, &listen, &topic, &sent, &KEYED);
+    let offsets = end_offsets(&cluster, &listen, &topic);
+    assert_eq!(offsets.len(), 6, "every partition listed: {offsets:?}");
+    assert_eq!(offsets.iter().map(|(_, o)| o).sum::<u64>(), 300);
+    assert!(
+        offsets.iter().all(|(_, o)| *o > 0),
+        "keys spread records over every partition, so every broker took writes: {offsets:?}"
+    );
+    let got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
+    assert_eq!(
+        values(&got),
+        values(&sent),
+        "records read back through Sluice"
+    );
+    assert_eq!(
+        sluice.metric("sluice_synthesized_error_responses_total", &[]),
+        0.0,
+        "no broker failed"
+    );
+    assert!(sluice.metric("sluice_requests_total", &["api=\"Produce\""]) >= 1.0);
+}
+
+#[test]
+fn librdkafka_round_trip() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    let topic = unique("rdkafka-cluster");
+    create_spread_topic(&cluster, &topic);
+    let out = clients::run_librdkafka(
+        "produce_consume.py",
+        &["--bootstrap", &listen, "--topic", &topic, "--count", "500"],
+        Duration::from_secs(120),
+    );
+    out.assert_success("librdkafka produce/consume");
+    assert!(
+        out.stdout.contains("\"delivered\": 500, \"consumed\": 500"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn clients_only_learn_sluice_addresses() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    let topic = unique("hidden");
+    create_spread_topic(&cluster, &topic);
+    let port: i32 = listen.rsplit_once(':').unwrap().1.parse().unwrap();
+    let real_ports: Vec<i32> = (1..=3)
+        .map(|id| i32::from(cluster.port(id, "PLAINTEXT")))
+        .collect();
+    let mut client = RawClient::connect(&listen);
+
+    let ResponseKind::Metadata(m) = client.request(
+        ApiKey::Metadata,
+        12,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+    ) else {
+        panic!("not a Metadata answer");
+    };
+    let brokers: Vec<(i32, String, i32)> = m
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.host.to_string(), b.port))
+        .collect();
+    assert_eq!(brokers, [(0, "127.0.0.1".to_owned(), port)], "only Sluice");
+    assert_eq!(m.controller_id, BrokerId(0));
+    let ours = m
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        .expect("the topic is listed");
+    assert_eq!(ours.partitions.len(), 6);
+    for p in &ours.partitions {
+        assert_eq!(p.leader_id, BrokerId(0), "leaders are Sluice nodes");
+        assert!(p.replica_nodes.iter().all(|r| r.0 == 0));
+    }
+    let ResponseKind::FindCoordinator(f) = client.request(
+        ApiKey::FindCoordinator,
+        4,
+        RequestKind::FindCoordinator(
+            FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_string(unique("group"))]),
+        ),
+    ) else {
+        panic!("not a FindCoordinator answer");
+    };
+    let c = &f.coordinators[0];
+    assert_eq!(
+        (c.error_code, c.host.as_str(), c.port),
+        (0, "127.0.0.1", port)
+    );
+    let ResponseKind::DescribeCluster(d) = client.request(
+        ApiKey::DescribeCluster,
+        0,
+        RequestKind::DescribeCluster(DescribeClusterRequest::default()),
+    ) else {
+        panic!("not a DescribeCluster answer");
+    };
+    let described: Vec<i32> = d.brokers.iter().map(|b| b.port).collect();
+    assert_eq!(described, [port]);
+    for real in real_ports {
+        assert!(!brokers.iter().any(|b| b.2 == real));
+        assert_ne!(c.port, real);
+        assert!(!described.contains(&real));
+    }
+}
+
+/// Consumes up to `count` records of `topic` in `group` (earliest when the
+/// group has no offsets), committing them on exit.
+fn consume_in_group(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    count: usize,
+    extra: &[&str],
+) -> Vec<String> {
+    let count = count.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--consumer-property",
+        "auto.offset.reset=earliest",
+        "--max-messages",
+        &count,
+        "--timeout-ms",
+        "60000",
+    ];
+    args.extend_from_slice(extra);
+    let out = clients::run(
+        clients::java(cluster, clients::CONSOLE_CONSUMER, &args),
+        None,
+        Duration::from_secs(120),
+        "java console consumer in a group",
+    );
+    out.assert_success("java console consumer in a group");
+    out.stdout.lines().map(str::to_string).collect()
+}
+
+/// A group consumes everything, more is produced, and a new consumer of the
+/// same group reads exactly the new records: the committed offsets were
+/// stored with the group coordinator and read back through Sluice.
+fn group_resumes(cluster: &Cluster, listen: &str, protocol: &[&str]) {
+    let topic = unique("group-resume");
+    create_spread_topic(cluster, &topic);
+    let group = unique("group");
+    let first = keyed("first", 120);
+    java_produce(cluster, listen, &topic, &first, &KEYED);
+    let got = consume_in_group(cluster, listen, &topic, &group, first.len(), protocol);
+    assert_eq!(values(&got), values(&first));
+
+    let second = keyed("second", 60);
+    java_produce(cluster, listen, &topic, &second, &KEYED);
+    let got = consume_in_group(cluster, listen, &topic, &group, second.len(), protocol);
+    assert_eq!(
+        values(&got),
+        values(&second),
+        "the group resumed from its committed offsets"
+    );
+
+    let out = cluster.tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            listen,
+            "--describe",
+            "--group",
+            &group,
+        ],
+        Duration::from_secs(60),
+    );
+    out.assert_success("describe the group through Sluice");
+    let committed: u64 = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&topic))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(committed, 180, "{}", out.stdout);
+}
+
+#[test]
+fn classic_consumer_group_resumes_from_committed_offsets() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    group_resumes(&cluster, &listen, &[]);
+}
+
+#[test]
+fn kip848_consumer_group_resumes_from_committed_offsets() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    group_resumes(
+        &cluster,
+        &listen,
+        &["--consumer-property", "group.protocol=consumer"],
+    );
+}
+
+#[test]
+fn two_sluice_nodes_share_the_cluster() {
+    let cluster = Cluster::get(TRIO);
+    let nodes = [
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    ];
+    let _a = SluiceProcess::start(sluice_bin(), &topology(&cluster, &nodes, 0), &[&nodes[0]]);
+    let _b = SluiceProcess::start(sluice_bin(), &topology(&cluster, &nodes, 1), &[&nodes[1]]);
+    // Node 0 checked node 1 before it listened: it shows node 1 once its
+    // next health check (every second) finds it up.
+    wait::until(Duration::from_secs(20), "node 0 to show both nodes", || {
+        let mut client = RawClient::connect(&nodes[0]);
+        let ResponseKind::Metadata(m) = client.request(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(Vec::new()))),
+        ) else {
+            panic!("not a Metadata answer");
+        };
+        let shown: Vec<String> = m
+            .brokers
+            .iter()
+            .map(|b| format!("{}:{}", b.host.as_str(), b.port))
+            .collect();
+        if shown == nodes {
+            Ok(())
+        } else {
+            Err(format!("{shown:?}"))
+        }
+    });
+    // Leaders and coordinators are spread over both nodes: the client talks
+    // to both, and each routes by its own view of the cluster.
+    group_resumes(&cluster, &nodes[0], &[]);
+}
+
+#[test]
+fn admin_operations_through_sluice() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = start(&cluster);
+    let topic = unique("admin");
+    let topics = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", listen.as_str()];
+        all.extend_from_slice(args);
+        let out = cluster.tool(clients::TOPIC_COMMAND, &all, Duration::from_secs(60));
+        out.assert_success(&format!("kafka-topics {args:?}"));
+        out.stdout
+    };
+    topics(&[
+        "--create",
+        "--topic",
+        &topic,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+    ]);
+    let described = topics(&["--describe", "--topic", &topic]);
+    assert!(described.contains("PartitionCount: 3"), "{described}");
+
+    let configs = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", listen.as_str()];
+        all.extend_from_slice(args);
+        let out = cluster.tool("kafka.admin.ConfigCommand", &all, Duration::from_secs(60));
+        out.assert_success(&format!("kafka-configs {args:?}"));
+        out.stdout
+    };
+    let entity = ["--entity-type", "topics", "--entity-name", &topic];
+    let mut alter = entity.to_vec();
+    alter.extend_from_slice(&["--alter", "--add-config", "retention.ms=1234567"]);
+    configs(&alter);
+    let mut describe = entity.to_vec();
+    describe.push("--describe");
+    let shown = configs(&describe);
+    assert!(shown.contains("retention.ms=1234567"), "{shown}");
+
+    topics(&["--alter", "--topic", &topic, "--partitions", "5"]);
+    let described = topics(&["--describe", "--topic", &topic]);
+    assert!(described.contains("PartitionCount: 5"), "{described}");
+    // The new partitions are routable at once.
+    let sent = keyed("admin", 50);
+    java_produce(&cluster, &listen, &topic, &sent, &KEYED);
+    let offsets = end_offsets(&cluster, &listen, &topic);
+    assert_eq!(offsets.len(), 5, "{offsets:?}");
+    assert_eq!(offsets.iter().map(|(_, o)| o).sum::<u64>(), 50);
+
+    topics(&["--delete", "--topic", &topic]);
+    wait::until(Duration::from_secs(30), "the topic to be gone", || {
+        let listed = topics(&["--list"]);
+        if listed.lines().any(|l| l.trim() == topic) {
+            Err(listed)
+        } else {
+            Ok(())
+        }
+    });
+}
