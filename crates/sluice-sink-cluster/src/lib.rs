@@ -11,11 +11,14 @@
 //!   each API, what to do with the answer, what to answer when a broker fails.
 //! - [`sink`]: the sink driver ([`KafkaSinkClusterBuilder`],
 //!   [`KafkaSinkCluster`]) that sends, waits and combines.
+//! - [`kafka_connection`]: a broker connection that knows when its token or
+//!   SASL session forces a replacement, and drains the one it replaced.
 //! - [`connections`]: one client connection's broker connections.
 //! - [`pending`]: the responses a client connection is owed, in order.
 //! - [`peers`]: health checks of the other Sluice nodes.
 
 pub mod connections;
+pub mod kafka_connection;
 pub mod peers;
 pub mod pending;
 pub mod rewrite;
