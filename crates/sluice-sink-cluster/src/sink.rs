@@ -60,6 +60,9 @@ use crate::topology::{BrokerId, SharedClusterView, SluiceNodes};
 /// no read timeout.
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often Sluice retries reaching a broker only to learn its ApiVersions.
+const API_VERSIONS_RETRY: Duration = Duration::from_secs(30);
+
 /// What every client connection of one sink shares.
 pub struct Shared {
     /// The sink's name, for logs.
@@ -78,6 +81,8 @@ pub struct Shared {
     pub(crate) next_contact: AtomicUsize,
     /// Each broker's ApiVersions, by `host:port`.
     api_versions: Mutex<HashMap<String, Arc<ApiVersionsResponse>>>,
+    /// When Sluice last tried to reach a broker only to learn its versions.
+    api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
     /// How long an internal request may wait for its answer.
     pub(crate) request_timeout: Duration,
 }
@@ -152,6 +157,31 @@ impl Shared {
             .collect()
     }
 
+    /// The known brokers whose ApiVersions Sluice has not heard yet and has
+    /// not tried to reach for them lately (a broker that is down is tried at
+    /// most once per [`API_VERSIONS_RETRY`], so that new clients do not each
+    /// wait for its connect timeout). Records the attempt.
+    pub(crate) fn brokers_to_ask_api_versions(&self) -> Vec<BrokerId> {
+        let now = tokio::time::Instant::now();
+        let missing = self.brokers_missing_api_versions();
+        let mut attempts = self
+            .api_versions_attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        missing
+            .into_iter()
+            .filter(|id| {
+                let due = attempts
+                    .get(id)
+                    .is_none_or(|at| now.duration_since(*at) >= API_VERSIONS_RETRY);
+                if due {
+                    attempts.insert(*id, now);
+                }
+                due
+            })
+            .collect()
+    }
+
     /// The known brokers whose ApiVersions Sluice has not heard yet.
     pub(crate) fn brokers_missing_api_versions(&self) -> Vec<BrokerId> {
         let brokers: Vec<(BrokerId, String)> = self
@@ -216,6 +246,7 @@ impl KafkaSinkClusterBuilder {
                 contact_points,
                 next_contact: AtomicUsize::new(0),
                 api_versions: Mutex::new(HashMap::new()),
+                api_versions_attempts: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),

@@ -172,7 +172,7 @@ impl KafkaSinkCluster {
         if self.shared.view.read().brokers().next().is_none() {
             let _ = self.refresh_metadata(None).await;
         }
-        for id in self.shared.brokers_missing_api_versions() {
+        for id in self.shared.brokers_to_ask_api_versions() {
             if let Err(e) = self.connections.broker(id).await {
                 debug!(connection = self.connection_id, broker = %e.broker(), "cannot learn api versions: {e}");
             }
