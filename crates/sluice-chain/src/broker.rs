@@ -295,6 +295,10 @@ struct InFlight {
     client_correlation_id: i32,
     broker_correlation_id: i32,
     sent_at: tokio::time::Instant,
+    /// How long the broker may hold this request by design (Fetch
+    /// `max_wait_ms`, JoinGroup rebalance timeout, Produce `timeout_ms`):
+    /// added to the read timeout.
+    broker_wait: std::time::Duration,
     reply: Reply,
 }
 

@@ -11,6 +11,7 @@
 //! - [`message`]: [`Request`] and [`Response`], lazy decode and re-encode.
 //! - [`guard`]: the walk that keeps hostile bodies away from the decoder.
 //! - [`versions`]: the API versions Sluice decodes.
+//! - [`wait`]: how long a broker may hold a request by design.
 //! - [`error`]: the crate's error type, [`CodecError`].
 
 pub mod error;
@@ -19,6 +20,7 @@ pub mod guard;
 pub mod header;
 pub mod message;
 pub mod versions;
+pub mod wait;
 
 pub use error::CodecError;
 pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameCodec, MAX_UPFRONT_RESERVE};

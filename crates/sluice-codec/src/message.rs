@@ -158,6 +158,19 @@ impl Request {
         Ok(())
     }
 
+    /// The decoded body, if it was decoded.
+    pub(crate) fn decoded_body(&self) -> Option<&RequestKind> {
+        self.body.as_ref()
+    }
+
+    /// The raw body bytes, unless the request was built or edited.
+    pub(crate) fn raw_body(&self) -> Option<&[u8]> {
+        if self.dirty {
+            return None;
+        }
+        self.frame.get(self.header.body_offset..)
+    }
+
     /// Whether the broker will answer this request. Only Produce with `acks=0`
     /// has no response.
     pub fn expects_response(&self) -> bool {

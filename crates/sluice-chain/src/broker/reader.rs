@@ -140,11 +140,14 @@ impl Reader {
         }
     }
 
-    /// When the oldest request times out, if a read timeout is set.
+    /// When the oldest request times out, if a read timeout is set: the read
+    /// timeout on top of the time the broker may hold it by design. Later
+    /// requests cannot be answered before the oldest, so its deadline is the
+    /// one that matters.
     fn deadline(&self) -> Option<Instant> {
         let timeout = self.read_timeout?;
         let oldest = self.in_flight.front()?;
-        Some(oldest.sent_at + timeout)
+        Some(oldest.sent_at + oldest.broker_wait + timeout)
     }
 
     /// Matches a response frame with the oldest request and completes it.

@@ -254,6 +254,29 @@ async fn the_read_timeout_fails_a_request_the_broker_never_answers() {
 }
 
 #[tokio::test]
+async fn a_fetch_may_wait_its_max_wait_on_top_of_the_read_timeout() {
+    let broker = FakeBroker::start().await;
+    let mut opts = options();
+    opts.read_timeout = Some(Duration::from_millis(300));
+    let (conn, mut fake) = connected(&broker, &opts).await;
+    let fetch = sluice_codec::kafka_protocol::messages::FetchRequest::default()
+        .with_max_wait_ms(600)
+        .with_session_epoch(-1);
+    let request = Request::from_body(ApiKey::Fetch, 12, 1, None, RequestKind::Fetch(fetch));
+    let started = tokio::time::Instant::now();
+    let rx = conn.send(request).await.unwrap().unwrap();
+    fake.read_request().await;
+    let err = outcome(rx).await.unwrap_err();
+    assert!(matches!(err, BrokerError::ReadTimeout { .. }), "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "a fetch is failed only after max_wait_ms + read_timeout, not after {:?}",
+        started.elapsed()
+    );
+    drop(fake);
+}
+
+#[tokio::test]
 async fn dropping_the_connection_fails_pending_requests_and_closes_the_socket() {
     let broker = FakeBroker::start().await;
     let (conn, mut fake) = connected(&broker, &options()).await;

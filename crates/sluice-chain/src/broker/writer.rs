@@ -103,6 +103,7 @@ impl Writer {
     async fn queue(&mut self, out: Outgoing) -> Result<(), BrokerError> {
         let Outgoing { mut request, reply } = out;
         let client_correlation_id = request.correlation_id();
+        let broker_wait = request.broker_wait();
         let broker_correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         request.set_correlation_id(broker_correlation_id);
@@ -131,6 +132,7 @@ impl Writer {
             client_correlation_id,
             broker_correlation_id,
             sent_at: tokio::time::Instant::now(),
+            broker_wait,
             reply,
         };
         self.register(entry, mark).await

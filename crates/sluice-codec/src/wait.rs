@@ -1,0 +1,151 @@
+//! How long a broker may legitimately hold a request before answering.
+//!
+//! A few requests are *meant* to wait at the broker: a Fetch waits up to
+//! `max_wait_ms` for data, a JoinGroup up to the rebalance timeout for the
+//! other members, a Produce with `acks=all` up to `timeout_ms` for the
+//! replicas. A proxy that fails such a request after its own fixed read
+//! timeout would break healthy clients, so a broker connection's read
+//! deadline for a request is `read_timeout + broker_wait()`.
+//!
+//! The fields are read from the raw body at fixed positions (no decode), or
+//! from the decoded body when a transform already decoded it.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, RequestKind};
+
+use crate::CodecError;
+use crate::header::Cursor;
+use crate::message::Request;
+
+impl Request {
+    /// The time the broker may hold this request by design (zero for most).
+    pub fn broker_wait(&self) -> Duration {
+        let ms = match self.decoded_body() {
+            Some(body) => decoded_wait_ms(body),
+            None => raw_wait_ms(self).unwrap_or(0),
+        };
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
+}
+
+fn decoded_wait_ms(body: &RequestKind) -> i32 {
+    match body {
+        RequestKind::Fetch(f) => f.max_wait_ms,
+        RequestKind::JoinGroup(j) => j.rebalance_timeout_ms.max(j.session_timeout_ms),
+        RequestKind::Produce(p) => p.timeout_ms,
+        _ => 0,
+    }
+}
+
+fn raw_wait_ms(request: &Request) -> Result<i32, CodecError> {
+    let version = request.api_version();
+    let mut cur = Cursor::new(request.raw_body().unwrap_or_default(), "request body");
+    match request.api_key() {
+        ApiKey::Fetch => {
+            if version <= 14 {
+                cur.i32()?; // replica_id
+            }
+            cur.i32()
+        }
+        ApiKey::JoinGroup => {
+            skip_string(&mut cur, version >= 6)?; // group_id
+            let session = cur.i32()?;
+            let rebalance = if version >= 1 { cur.i32()? } else { session };
+            Ok(rebalance.max(session))
+        }
+        ApiKey::Produce => {
+            skip_nullable_string(&mut cur, version >= 9)?; // transactional_id
+            cur.i16()?; // acks
+            cur.i32()
+        }
+        _ => Ok(0),
+    }
+}
+
+fn skip_string(cur: &mut Cursor<'_>, compact: bool) -> Result<(), CodecError> {
+    skip_nullable_string(cur, compact)
+}
+
+fn skip_nullable_string(cur: &mut Cursor<'_>, compact: bool) -> Result<(), CodecError> {
+    let len = if compact {
+        i64::from(cur.unsigned_varint()?) - 1
+    } else {
+        i64::from(cur.i16()?)
+    };
+    if len > 0 {
+        cur.take(usize::try_from(len).unwrap_or(usize::MAX))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{FetchRequest, JoinGroupRequest, ProduceRequest};
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+
+    fn round_trip(api: ApiKey, version: i16, body: RequestKind) -> Request {
+        let mut buf = BytesMut::new();
+        Request::from_body(api, version, 7, Some("c".into()), body)
+            .encode(&mut buf)
+            .unwrap();
+        let frame = buf.split_off(4);
+        Request::parse(frame).unwrap()
+    }
+
+    #[test]
+    fn reads_the_wait_of_fetch_join_group_and_produce_from_raw_bytes() {
+        for version in [4, 12, 14, 15, 17] {
+            let fetch = FetchRequest::default().with_max_wait_ms(1234);
+            let raw = round_trip(ApiKey::Fetch, version, RequestKind::Fetch(fetch));
+            assert_eq!(
+                raw.broker_wait(),
+                Duration::from_millis(1234),
+                "fetch v{version}"
+            );
+        }
+        for version in [0, 1, 5, 6, 9] {
+            let join = JoinGroupRequest::default()
+                .with_group_id(StrBytes::from_static_str("group-x").into())
+                .with_session_timeout_ms(10_000)
+                .with_rebalance_timeout_ms(if version >= 1 { 300_000 } else { -1 })
+                .with_protocol_type(StrBytes::from_static_str("consumer"));
+            let raw = round_trip(ApiKey::JoinGroup, version, RequestKind::JoinGroup(join));
+            let want = if version >= 1 { 300_000 } else { 10_000 };
+            assert_eq!(
+                raw.broker_wait(),
+                Duration::from_millis(want),
+                "join v{version}"
+            );
+        }
+        for version in [3, 8, 9, 12] {
+            let produce = ProduceRequest::default()
+                .with_transactional_id(Some(StrBytes::from_static_str("txn").into()))
+                .with_acks(-1)
+                .with_timeout_ms(30_000);
+            let raw = round_trip(ApiKey::Produce, version, RequestKind::Produce(produce));
+            assert_eq!(
+                raw.broker_wait(),
+                Duration::from_millis(30_000),
+                "produce v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_requests_and_garbage_wait_nothing() {
+        let raw = round_trip(
+            ApiKey::Metadata,
+            12,
+            RequestKind::Metadata(Default::default()),
+        );
+        assert_eq!(raw.broker_wait(), Duration::ZERO);
+        let mut frame = BytesMut::new();
+        frame.extend_from_slice(&[0, 1, 0, 12, 0, 0, 0, 1, 0xff, 0xff, 0]);
+        let truncated = Request::parse(frame).unwrap();
+        assert_eq!(truncated.broker_wait(), Duration::ZERO);
+    }
+}
