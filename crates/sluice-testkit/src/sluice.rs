@@ -108,7 +108,10 @@ impl SluiceProcess {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("sluice did not exit within {timeout:?}; log:\n{}", self.log());
+                panic!(
+                    "sluice did not exit within {timeout:?}; log:\n{}",
+                    self.log()
+                );
             }
         }
     }
