@@ -35,6 +35,11 @@ pub mod names {
     pub const BYTES_OUT: &str = "sluice_client_bytes_out_total";
     /// Counter: broker connections opened. Labels: `broker`.
     pub const BROKER_CONNECTIONS_OPENED: &str = "sluice_broker_connections_opened_total";
+    /// Counter: broker connections of a client connection opened again to
+    /// replace another. Labels: `reason` (`token_at_risk`: its delegation
+    /// token was about to expire or was superseded; `session`: its SASL
+    /// session (KIP-368) was about to end; `closed`: it had closed).
+    pub const BROKER_CONNECTIONS_RECREATED: &str = "sluice_broker_connections_recreated_total";
     /// Counter: broker connection receive errors. Labels: `broker`, `kind`.
     pub const BROKER_RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
     /// Counter: error responses synthesized for requests a broker never answered.

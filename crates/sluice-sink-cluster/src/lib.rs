@@ -11,12 +11,16 @@
 //!   each API, what to do with the answer, what to answer when a broker fails.
 //! - [`sink`]: the sink driver ([`KafkaSinkClusterBuilder`],
 //!   [`KafkaSinkCluster`]) that sends, waits and combines.
+//! - [`auth`]: the client authentication state machine (the pre-auth gate,
+//!   offered SASL mechanisms, PLAIN replay, SCRAM over mTLS) and how a
+//!   client's broker connections authenticate.
 //! - [`kafka_connection`]: a broker connection that knows when its token or
 //!   SASL session forces a replacement, and drains the one it replaced.
 //! - [`connections`]: one client connection's broker connections.
 //! - [`pending`]: the responses a client connection is owed, in order.
 //! - [`peers`]: health checks of the other Sluice nodes.
 
+pub mod auth;
 pub mod connections;
 pub mod kafka_connection;
 pub mod peers;

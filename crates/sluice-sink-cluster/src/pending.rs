@@ -15,6 +15,7 @@ use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 
+use crate::auth::SaslStep;
 use crate::connections::Target;
 use crate::route::OnFailure;
 use crate::split::dispatch::MergePlan;
@@ -212,6 +213,9 @@ pub enum Post {
         /// The topics the request named.
         stale_topics: Vec<TopicRef>,
     },
+    /// Settle a SASL answer in the client's authentication state (once:
+    /// settled entries become [`Post::None`]).
+    Sasl(SaslStep),
 }
 
 /// The parts of a split request.

@@ -22,11 +22,21 @@
 //! a closed client connection with a logged reason (when the API has no place
 //! for an error, e.g. Metadata before v13 after its retry failed too).
 //!
-//! SASL: SaslHandshake and SaslAuthenticate go to the bootstrap (or any)
-//! broker as they come. Authentication is not replayed on the other broker
-//! connections yet, so a cluster that requires SASL does not work through
-//! this sink until that lands.
+//! Authentication ([`crate::auth`]): until the client is authenticated (or
+//! has shown it uses no authentication) only ApiVersions, SaslHandshake and
+//! SaslAuthenticate leave Sluice, on the client's auth connection to a first
+//! contact point. Every SASL answer is settled before the next request is
+//! admitted: `send` waits for SASL answers in flight first (the source awaits
+//! `send` to completion, so a request pipelined behind SaslAuthenticate
+//! cannot overtake the broker's verdict). Then every broker connection opened
+//! for the client authenticates like it: PLAIN credentials are replayed, and
+//! a SCRAM user's connections use the user's delegation token from the
+//! sink's one token task (`authorize_scram_over_mtls`). A failed
+//! authentication answers the client with the broker's error, then closes
+//! it: [`Sink::pending`] counts the close as owed, and `recv` returns it as
+//! an error once every earlier answer has gone out.
 
+mod auth;
 mod error;
 mod finish;
 mod internal;
@@ -41,6 +51,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sluice_auth::token::{TokenTask, TokenTaskHandle};
 use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::tls;
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
@@ -52,6 +63,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use error::{InternalRequestError, SinkClusterError};
 
+use crate::auth::ClientAuth;
 use crate::connections::Connections;
 use crate::pending::PendingResponse;
 use crate::topology::{BrokerId, SharedClusterView, SluiceNodes};
@@ -85,6 +97,9 @@ pub struct Shared {
     api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
     /// How long an internal request may wait for its answer.
     pub(crate) request_timeout: Duration,
+    /// The token task, with `authorize_scram_over_mtls`: one per sink,
+    /// shared by all of its client connections.
+    pub(crate) tokens: Option<TokenTaskHandle>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -93,6 +108,7 @@ impl std::fmt::Debug for Shared {
             .field("name", &self.name)
             .field("contact_points", &self.contact_points)
             .field("tls", &self.tls.is_some())
+            .field("scram_over_mtls", &self.tokens.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -219,7 +235,9 @@ impl std::fmt::Debug for KafkaSinkClusterBuilder {
 }
 
 impl KafkaSinkClusterBuilder {
-    /// Validates `cfg` and prepares TLS. The peer health checks start now when
+    /// Validates `cfg`, prepares TLS and, with `authorize_scram_over_mtls`,
+    /// the token task (which contacts brokers only once a client needs a
+    /// token). The peer health checks start now when
     /// called inside a tokio runtime, else with the first client connection.
     pub fn new(cfg: &KafkaSinkClusterConfig) -> Result<Self, SinkClusterError> {
         let nodes = SluiceNodes::from_config(cfg)?;
@@ -236,6 +254,11 @@ impl KafkaSinkClusterBuilder {
         let tls = cfg.tls.as_ref().map(tls::connector).transpose()?;
         let name = cfg.name.as_deref().unwrap_or("KafkaSinkCluster");
         let shutdown = CancellationToken::new();
+        let tokens = cfg
+            .authorize_scram_over_mtls
+            .as_ref()
+            .map(|scram| TokenTask::spawn(scram, shutdown.child_token()))
+            .transpose()?;
         let builder = Self {
             shared: Arc::new(Shared {
                 name: Arc::from(name),
@@ -248,6 +271,7 @@ impl KafkaSinkClusterBuilder {
                 api_versions: Mutex::new(HashMap::new()),
                 api_versions_attempts: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
+                tokens,
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
             peers_started: Once::new(),
@@ -295,19 +319,24 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
         Box::new(KafkaSinkCluster {
             shared: self.shared.clone(),
             connection_id: ctx.connection_id,
-            connections: Connections::new(self.shared.clone()),
+            connections: Connections::new(self.shared.clone(), ctx.connection_id),
             pending: VecDeque::new(),
+            auth: ClientAuth::new(self.shared.tokens.is_some()),
+            sasl_in_flight: 0,
         })
     }
 }
 
-/// One client connection's sink: its broker connections and the responses it
-/// is owed, in request order.
+/// One client connection's sink: its broker connections, the responses it
+/// is owed, in request order, and where its authentication stands.
 pub struct KafkaSinkCluster {
     shared: Arc<Shared>,
     connection_id: u64,
     connections: Connections,
     pending: VecDeque<PendingResponse>,
+    auth: ClientAuth,
+    /// SASL requests whose answers are not settled yet.
+    sasl_in_flight: usize,
 }
 
 impl std::fmt::Debug for KafkaSinkCluster {
@@ -317,6 +346,7 @@ impl std::fmt::Debug for KafkaSinkCluster {
             .field("connection_id", &self.connection_id)
             .field("connections", &self.connections)
             .field("pending", &self.pending.len())
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -328,7 +358,8 @@ impl Sink for KafkaSinkCluster {
     }
 
     async fn send(&mut self, request: Request, _ctx: &ConnectionContext) -> Result<(), ChainError> {
-        if let Some(entry) = self.route(request).await? {
+        self.settle_sasl().await?;
+        if let Some(entry) = self.admit(request).await? {
             self.pending.push_back(entry);
         }
         Ok(())
@@ -337,11 +368,14 @@ impl Sink for KafkaSinkCluster {
     async fn recv(&mut self, _ctx: &ConnectionContext) -> Result<Response, ChainError> {
         loop {
             let Some(head) = self.pending.front_mut() else {
+                if let Some(reason) = self.auth.closing() {
+                    return Err(ChainError::Refused(reason.to_owned()));
+                }
                 return std::future::pending().await;
             };
             // Cancel-safe: each part keeps its receiver until its result is stored.
             head.wait_parts().await;
-            if self.retry_head_elsewhere().await {
+            if self.retry_head_elsewhere().await? {
                 continue;
             }
             let Some(entry) = self.pending.pop_front() else {
@@ -352,6 +386,7 @@ impl Sink for KafkaSinkCluster {
     }
 
     fn pending(&self) -> usize {
-        self.pending.len()
+        // A client being closed is owed the close, after its answers.
+        self.pending.len() + usize::from(self.auth.closing().is_some())
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
 use sluice_chain::tls::TlsError;
-use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_chain::{ChainError, ErrorClass, ErrorSide};
 use sluice_codec::{ApiKey, CodecError};
 
 use crate::topology::TopologyError;
@@ -29,6 +29,9 @@ pub enum SinkClusterError {
     /// The TLS settings are unusable.
     #[error("KafkaSinkCluster: {0}")]
     Tls(#[from] TlsError),
+    /// `authorize_scram_over_mtls` is unusable (its TLS files, contact points).
+    #[error("KafkaSinkCluster: authorize_scram_over_mtls: {0}")]
+    ScramOverMtls(#[from] sluice_auth::AuthError),
 }
 
 impl ErrorClass for SinkClusterError {
@@ -72,6 +75,26 @@ pub enum InternalRequestError {
         /// The decode error.
         source: CodecError,
     },
+    /// The client cannot be served any more (its broker connections cannot
+    /// be authenticated): it is closed with this error.
+    #[error("{api:?}: {source}")]
+    Fatal {
+        /// The internal request's api.
+        api: ApiKey,
+        /// Why the client is closed.
+        source: ChainError,
+    },
+}
+
+impl InternalRequestError {
+    /// The error that closes the client, if this failure is fatal to it; a
+    /// failed internal request is otherwise only logged.
+    pub fn into_fatal(self) -> Option<ChainError> {
+        match self {
+            InternalRequestError::Fatal { source, .. } => Some(source),
+            _ => None,
+        }
+    }
 }
 
 impl ErrorClass for InternalRequestError {
@@ -81,6 +104,7 @@ impl ErrorClass for InternalRequestError {
             InternalRequestError::Timeout { .. } | InternalRequestError::Decode { .. } => {
                 ErrorSide::Broker
             }
+            InternalRequestError::Fatal { source, .. } => source.side(),
         }
     }
 
@@ -88,7 +112,7 @@ impl ErrorClass for InternalRequestError {
         match self {
             InternalRequestError::Broker { source, .. } => source.retriable(),
             InternalRequestError::Timeout { .. } => true,
-            InternalRequestError::Decode { .. } => false,
+            InternalRequestError::Decode { .. } | InternalRequestError::Fatal { .. } => false,
         }
     }
 }

@@ -25,7 +25,7 @@ use sluice_metrics::names;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
-use crate::connections::Target;
+use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::rewrite::{RewriteError, Rewriter, may_carry_leader_hints};
 use crate::route::keyed::KeyedResult;
@@ -38,20 +38,20 @@ impl KafkaSinkCluster {
     /// If the oldest entry is a read whose broker failed and that was not
     /// retried yet, sends it once more to another broker and returns true
     /// (the caller waits again). Cancel-safe: the entry changes only once the
-    /// new request is queued.
-    pub(super) async fn retry_head_elsewhere(&mut self) -> bool {
+    /// new request is queued. `Err`: the client cannot be served any more.
+    pub(super) async fn retry_head_elsewhere(&mut self) -> Result<bool, ChainError> {
         let Some(head) = self.pending.front() else {
-            return false;
+            return Ok(false);
         };
         let Combine::Whole(whole) = &head.combine else {
-            return false;
+            return Ok(false);
         };
         let retriable = !whole.retried && matches!(whole.on_failure, OnFailure::RetryElsewhere(_));
         let Some((part, error)) = head.parts.first().and_then(|p| Some((p, p.error()?))) else {
-            return false;
+            return Ok(false);
         };
         if !retriable {
-            return false;
+            return Ok(false);
         }
         let failed = part.target;
         warn!(
@@ -67,11 +67,12 @@ impl KafkaSinkCluster {
                 let broker = conn.address().clone();
                 match conn.send(request).await {
                     Ok(Some(receiver)) => Part::sent(target, broker, receiver),
-                    Ok(None) => return false,
+                    Ok(None) => return Ok(false),
                     Err(e) => Part::failed(target, e),
                 }
             }
-            Err(e) => Part::failed(failed, e),
+            Err(ConnError::Broker(e)) => Part::failed(failed, e),
+            Err(ConnError::Fatal(e)) => return Err(e),
         };
         if let Some(head) = self.pending.front_mut() {
             head.parts = vec![part];
@@ -79,7 +80,7 @@ impl KafkaSinkCluster {
                 whole.retried = true;
             }
         }
-        true
+        Ok(true)
     }
 
     /// The client's answer for a finished entry.
@@ -359,6 +360,10 @@ impl KafkaSinkCluster {
                     debug!(connection = self.connection_id, key = %key, "the coordinator moved");
                     self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
                 }
+                Ok(())
+            }
+            Post::Sasl(step) => {
+                self.settle_answer(*step, response);
                 Ok(())
             }
             Post::Admin { stale_topics } => {

@@ -23,6 +23,7 @@ use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster};
+use crate::connections::ConnError;
 use crate::route::meta::{find_coordinator_requests, metadata_request};
 use crate::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
 use crate::topology::{CoordinatorKeyType, TopicRef};
@@ -40,7 +41,10 @@ impl KafkaSinkCluster {
         build: impl FnOnce(InternalVersions) -> (i16, RequestKind),
     ) -> Result<(i16, ResponseKind), InternalRequestError> {
         let broker_error = |source| InternalRequestError::Broker { api, source };
-        let (_, conn) = self.connections.any(None).await.map_err(broker_error)?;
+        let (_, conn) = self.connections.any(None).await.map_err(|e| match e {
+            ConnError::Broker(source) => InternalRequestError::Broker { api, source },
+            ConnError::Fatal(source) => InternalRequestError::Fatal { api, source },
+        })?;
         let broker = conn.address().clone();
         let versions = InternalVersions::choose(self.shared.api_versions_of(&broker).as_deref());
         let (version, body) = build(versions);

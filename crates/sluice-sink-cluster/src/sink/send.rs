@@ -11,10 +11,10 @@
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use sluice_metrics::names;
-use tracing::debug;
+use tracing::{debug, warn};
 
-use super::KafkaSinkCluster;
-use crate::connections::Target;
+use super::{InternalRequestError, KafkaSinkCluster};
+use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::route::{self, Family, Meta, OnFailure};
 use crate::split::Unroutable;
@@ -29,6 +29,8 @@ pub(super) enum Dest {
     Broker(BrokerId),
     /// To any broker.
     Any,
+    /// To the client's auth connection (before its authentication is decided).
+    Auth,
 }
 
 impl KafkaSinkCluster {
@@ -51,7 +53,7 @@ impl KafkaSinkCluster {
                 );
                 Ok(Some(ready(&request, body)))
             }
-            Family::Meta(meta) => self.send_meta(request, meta).await,
+            Family::Meta(meta) => self.send_meta(request, meta, Dest::Any).await,
             Family::ByCoordinator
                 if api == ApiKey::OffsetFetch
                     && version < crate::split::groups::OFFSET_FETCH_GROUPS_VERSION =>
@@ -64,16 +66,24 @@ impl KafkaSinkCluster {
             }
             Family::Coordinator(key_type) => self.send_coordinator(request, key_type).await,
             Family::Admin(admin) => self.send_admin(request, admin).await,
-            Family::Sasl => Ok(self
-                .send_whole(request, Dest::Any, Post::None, OnFailure::Close)
-                .await),
+            // Only a client that does not authenticate gets here (see crate::auth).
+            Family::Sasl => {
+                self.send_whole(request, Dest::Any, Post::None, OnFailure::Close)
+                    .await
+            }
         }
     }
 
     /// Sends `request` on the connection for `dest`. `None` when it expects
     /// no response (Produce with acks=0); a part that could not be sent is
-    /// returned failed, to be answered like any failed part.
-    async fn send_part(&mut self, dest: Dest, request: Request) -> Option<Part> {
+    /// returned failed, to be answered like any failed part. `Err` when the
+    /// client cannot be served any more (e.g. its broker connection cannot be
+    /// authenticated): the client is closed with it.
+    async fn send_part(
+        &mut self,
+        dest: Dest,
+        request: Request,
+    ) -> Result<Option<Part>, ChainError> {
         let expects_response = request.expects_response();
         let connection = match dest {
             Dest::Broker(id) => self
@@ -82,24 +92,34 @@ impl KafkaSinkCluster {
                 .await
                 .map(|c| (Target::Broker(id), c)),
             Dest::Any => self.connections.any(None).await,
+            Dest::Auth => self
+                .connections
+                .auth_connection()
+                .await
+                .map(|c| (Target::Auth, c)),
         };
         let fallback = match dest {
             Dest::Broker(id) => Target::Broker(id),
             Dest::Any => Target::Bootstrap,
+            Dest::Auth => Target::Auth,
         };
         let (target, conn) = match connection {
             Ok(found) => found,
-            Err(e) => {
+            Err(ConnError::Broker(e)) => {
                 debug!(connection = self.connection_id, broker = %e.broker(), "cannot send {:?}: {e}", request.api_key());
-                return expects_response.then(|| Part::failed(fallback, e));
+                return Ok(expects_response.then(|| Part::failed(fallback, e)));
+            }
+            Err(ConnError::Fatal(e)) => {
+                warn!(connection = self.connection_id, api = ?request.api_key(), "closing the client: {e}");
+                return Err(e);
             }
         };
         let broker = conn.address().clone();
-        match conn.send(request).await {
+        Ok(match conn.send(request).await {
             Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver)),
             Ok(None) => None,
             Err(e) => expects_response.then(|| Part::failed(target, e)),
-        }
+        })
     }
 
     /// Sends a whole request to `dest`, keeping a copy to retry it or to
@@ -110,10 +130,12 @@ impl KafkaSinkCluster {
         dest: Dest,
         post: Post,
         on_failure: OnFailure,
-    ) -> Option<PendingResponse> {
+    ) -> Result<Option<PendingResponse>, ChainError> {
         let original = request.clone();
-        let part = self.send_part(dest, request).await?;
-        Some(PendingResponse {
+        let Some(part) = self.send_part(dest, request).await? else {
+            return Ok(None);
+        };
+        Ok(Some(PendingResponse {
             correlation_id: original.correlation_id(),
             api_key: original.api_key(),
             api_version: original.api_version(),
@@ -124,14 +146,17 @@ impl KafkaSinkCluster {
                 original,
                 retried: false,
             })),
-        })
+        }))
     }
 
-    /// ApiVersions, Metadata, FindCoordinator, DescribeCluster: any broker.
-    async fn send_meta(
+    /// ApiVersions, Metadata, FindCoordinator, DescribeCluster: any broker
+    /// (`dest`: [`Dest::Auth`] for ApiVersions before the client's
+    /// authentication is decided).
+    pub(super) async fn send_meta(
         &mut self,
         mut request: Request,
         meta: Meta,
+        dest: Dest,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let version = request.api_version();
         let post = match meta {
@@ -146,7 +171,7 @@ impl KafkaSinkCluster {
                     );
                     return Ok(Some(PendingResponse::ready(response)));
                 }
-                self.learn_every_api_versions().await;
+                self.learn_every_api_versions().await?;
                 Post::ApiVersions
             }
             Meta::Metadata => Post::Metadata,
@@ -162,21 +187,28 @@ impl KafkaSinkCluster {
             }
         };
         let on_failure = route::on_failure(request.api_key());
-        Ok(self.send_whole(request, Dest::Any, post, on_failure).await)
+        self.send_whole(request, dest, post, on_failure).await
     }
 
     /// Before answering ApiVersions, makes sure every known broker's versions
     /// are cached (only the first client connections pay for it), so that the
-    /// intersection covers the whole cluster.
-    async fn learn_every_api_versions(&mut self) {
-        if self.shared.view.read().brokers().next().is_none() {
-            let _ = self.refresh_metadata(None).await;
+    /// intersection covers the whole cluster. Before the client's
+    /// authentication is decided no Metadata may be sent, so only brokers
+    /// already known are asked.
+    async fn learn_every_api_versions(&mut self) -> Result<(), ChainError> {
+        if self.connections.decided() && self.shared.view.read().brokers().next().is_none() {
+            fatal_only(self.refresh_metadata(None).await)?;
         }
         for id in self.shared.brokers_to_ask_api_versions() {
-            if let Err(e) = self.connections.broker(id).await {
-                debug!(connection = self.connection_id, broker = %e.broker(), "cannot learn api versions: {e}");
+            match self.connections.learn_api_versions(id).await {
+                Ok(()) => {}
+                Err(ConnError::Broker(e)) => {
+                    debug!(connection = self.connection_id, broker = %e.broker(), "cannot learn api versions: {e}");
+                }
+                Err(ConnError::Fatal(e)) => return Err(e),
             }
         }
+        Ok(())
     }
 
     /// Admin APIs: any broker.
@@ -191,9 +223,8 @@ impl KafkaSinkCluster {
             Vec::new()
         };
         let on_failure = route::on_failure(request.api_key());
-        Ok(self
-            .send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
-            .await)
+        self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
+            .await
     }
 
     /// Group and transaction APIs: the coordinator of their key, looked up
@@ -212,15 +243,16 @@ impl KafkaSinkCluster {
         let Some((key_type, key)) = key.filter(|(t, _)| *t == key_type) else {
             // InitProducerId without a transactional id: any broker.
             let on_failure = OnFailure::RetryElsewhere(route::COORDINATOR_NOT_AVAILABLE);
-            return Ok(self
+            return self
                 .send_whole(request, Dest::Any, Post::None, on_failure)
-                .await);
+                .await;
         };
         let mut coordinator = self.shared.view.read().coordinator(key_type, &key);
         if coordinator.is_none() {
-            let _ = self
+            let found = self
                 .find_coordinators(key_type, std::slice::from_ref(&key))
                 .await;
+            fatal_only(found)?;
             coordinator = self.shared.view.read().coordinator(key_type, &key);
         }
         let Some(coordinator) = coordinator else {
@@ -229,9 +261,8 @@ impl KafkaSinkCluster {
         };
         let post = Post::Coordinator { key_type, key };
         let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
-        Ok(self
-            .send_whole(request, Dest::Broker(coordinator), post, on_failure)
-            .await)
+        self.send_whole(request, Dest::Broker(coordinator), post, on_failure)
+            .await
     }
 
     /// A multi-key request (ConsumerGroupDescribe, DescribeTransactions):
@@ -251,7 +282,7 @@ impl KafkaSinkCluster {
                 .collect()
         };
         if !unknown.is_empty() {
-            let _ = self.find_coordinators(key_type, &unknown).await;
+            fatal_only(self.find_coordinators(key_type, &unknown).await)?;
         }
         let by_coordinator = self.keys_by_coordinator(key_type, &keys);
         if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
@@ -261,7 +292,7 @@ impl KafkaSinkCluster {
             };
             let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
             let dest = Dest::Broker(*coordinator);
-            return Ok(self.send_whole(request, dest, post, on_failure).await);
+            return self.send_whole(request, dest, post, on_failure).await;
         }
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
@@ -278,7 +309,7 @@ impl KafkaSinkCluster {
             let part_body = route::keyed::with_keys(&body, &group);
             let part =
                 Request::from_body(api, version, correlation_id, client_id.clone(), part_body);
-            if let Some(sent) = self.send_part(Dest::Broker(coordinator), part).await {
+            if let Some(sent) = self.send_part(Dest::Broker(coordinator), part).await? {
                 parts.push(sent);
                 part_keys.push(group);
             }
@@ -333,7 +364,7 @@ impl KafkaSinkCluster {
         let single = split.parts.len() == 1 && split.unroutable.is_empty();
         let mut parts = Vec::with_capacity(split.parts.len());
         match split.passthrough().filter(|_| !strip_rack) {
-            Some(broker) => parts.extend(self.send_part(Dest::Broker(broker), request).await),
+            Some(broker) => parts.extend(self.send_part(Dest::Broker(broker), request).await?),
             None => {
                 for (broker, mut body) in split.parts {
                     if let RequestKind::Fetch(fetch) = &mut body {
@@ -341,7 +372,7 @@ impl KafkaSinkCluster {
                     }
                     let part =
                         Request::from_body(api, version, correlation_id, client_id.clone(), body);
-                    parts.extend(self.send_part(Dest::Broker(broker), part).await);
+                    parts.extend(self.send_part(Dest::Broker(broker), part).await?);
                 }
             }
         }
@@ -386,14 +417,15 @@ impl KafkaSinkCluster {
             }
         }
         if !topics.is_empty() {
-            let _ = self.refresh_metadata(Some(&topics)).await;
+            fatal_only(self.refresh_metadata(Some(&topics)).await)?;
         } else if no_broker {
-            let _ = self.refresh_metadata(None).await;
+            fatal_only(self.refresh_metadata(None).await)?;
         }
         if !groups.is_empty() {
-            let _ = self
+            let found = self
                 .find_coordinators(CoordinatorKeyType::Group, &groups)
                 .await;
+            fatal_only(found)?;
         }
         self.split_now(body, version)
     }
@@ -406,8 +438,17 @@ impl KafkaSinkCluster {
     }
 }
 
+/// A failed internal request is only logged (routing goes on with what is
+/// known), unless it is fatal to the client.
+fn fatal_only(result: Result<(), InternalRequestError>) -> Result<(), ChainError> {
+    match result.map_err(InternalRequestError::into_fatal) {
+        Err(Some(fatal)) => Err(fatal),
+        _ => Ok(()),
+    }
+}
+
 /// An entry answered by Sluice right away with `body`.
-fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
+pub(super) fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
     let response = Response::from_body(
         request.api_key(),
         request.api_version(),

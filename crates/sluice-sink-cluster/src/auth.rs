@@ -1,0 +1,455 @@
+//! The client authentication state machine of one client connection: what
+//! may reach a broker before the client has authenticated, which SASL
+//! mechanisms are offered, and who the client turned out to be.
+//!
+//! Sluice carries a client's authentication onto every broker connection it
+//! opens for that client, so it only offers mechanisms it can carry:
+//!
+//! - **PLAIN**: the client's exchange goes to one broker; on success its
+//!   credentials (read from the PLAIN message) are replayed on every other
+//!   broker connection.
+//! - **SCRAM-SHA-256/512, with `authorize_scram_over_mtls`**: the client's
+//!   exchange goes to one broker; on success the username (from the
+//!   client-first-message) selects the delegation token that authenticates
+//!   every other broker connection. Without `authorize_scram_over_mtls` SCRAM
+//!   is not offered: it cannot be replayed.
+//!
+//! Other mechanisms (GSSAPI, OAUTHBEARER) cannot be replayed either and are
+//! not offered. A handshake for a mechanism that is not offered is answered
+//! with UNSUPPORTED_SASL_MECHANISM and the offered ones, then the client is
+//! closed, as a broker would.
+//!
+//! # The gate
+//!
+//! Until the client is authenticated only ApiVersions, SaslHandshake and
+//! SaslAuthenticate leave Sluice, on the client's *auth connection*. A client
+//! that sends anything else first:
+//! - with `authorize_scram_over_mtls` (authentication required): is closed;
+//! - otherwise: is taken to use no authentication (a cluster without SASL),
+//!   and its requests are routed as usual from then on.
+//!
+//! A client that started authenticating and sends anything else before it
+//! succeeded is closed. A failed authentication is answered with the
+//! broker's error, then the client is closed ([`State::Closing`]): requests
+//! that follow are dropped, the close is logged with the reason.
+//!
+//! The driver settles every SASL answer (runs it through
+//! [`ClientAuth::on_answer`]) before it admits the next request, so the state
+//! seen by [`ClientAuth::admit`] is never behind the broker.
+//!
+//! Re-authentication (KIP-368) by the client is not supported: Sluice zeroes
+//! `session_lifetime_ms` in the answer it gives the client (so clients do not
+//! try), and renews its own broker connections before their sessions end.
+
+pub mod login;
+pub mod messages;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_auth::scram::ScramMechanism;
+use sluice_chain::ChainError;
+use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
+
+pub use messages::{MessageError, PlainCredentials, ScramFirst, parse_scram_client_first};
+
+/// Kafka's UNSUPPORTED_SASL_MECHANISM.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+/// Kafka's SASL_AUTHENTICATION_FAILED.
+pub const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
+
+/// A SASL mechanism Sluice can carry onto its broker connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    /// PLAIN: the credentials are replayed.
+    Plain,
+    /// SCRAM: a delegation token of the user stands in (SCRAM over mTLS).
+    Scram(ScramMechanism),
+}
+
+impl Mechanism {
+    /// The SASL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+        }
+    }
+
+    /// Rounds of SaslAuthenticate until the exchange is complete.
+    fn rounds(self) -> u8 {
+        match self {
+            Mechanism::Plain => 1,
+            Mechanism::Scram(_) => 2,
+        }
+    }
+}
+
+/// Who an authenticated client is, and how to authenticate for it.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// PLAIN: the client's own credentials.
+    Plain(Arc<PlainCredentials>),
+    /// SCRAM: the user, and the mechanism its token connections must use.
+    Scram {
+        /// The username the broker authenticated.
+        username: Arc<str>,
+        /// The client's mechanism (a token proof must match the handshake).
+        mechanism: ScramMechanism,
+    },
+}
+
+impl Identity {
+    /// The username.
+    pub fn username(&self) -> &str {
+        match self {
+            Identity::Plain(c) => c.username(),
+            Identity::Scram { username, .. } => username,
+        }
+    }
+}
+
+/// Which SASL request an answer belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslStep {
+    /// SaslHandshake: the offered mechanisms are filtered.
+    Handshake,
+    /// SaslAuthenticate: success or failure decides the client's fate.
+    Authenticate,
+}
+
+/// What to do with a client request.
+#[derive(Debug)]
+pub enum Admit {
+    /// Route it as usual.
+    Route,
+    /// The client's first request is not about authentication: it uses none
+    /// (only without `authorize_scram_over_mtls`). Route it as usual.
+    RouteWithoutAuth,
+    /// Send it on the client's auth connection. `Some`: a SASL request whose
+    /// answer must go through [`ClientAuth::on_answer`].
+    AuthConnection(Option<SaslStep>),
+    /// Answer it with this body; the client is closed after the answer.
+    Answer(Box<ResponseKind>),
+    /// The client is being closed: drop it.
+    Drop,
+}
+
+/// What an answer did to the client's authentication.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Nothing decided yet.
+    Continue,
+    /// The client authenticated.
+    Authenticated {
+        /// Who it is.
+        identity: Identity,
+        /// The broker's `session_lifetime_ms` for the auth connection.
+        session_lifetime: Option<Duration>,
+    },
+    /// Authentication failed: the answer goes to the client, then it is closed.
+    Failed,
+}
+
+/// Where the client stands.
+#[derive(Debug)]
+enum State {
+    /// Nothing sent yet but ApiVersions.
+    Start,
+    /// SaslHandshake for `requested` sent; its answer is not settled.
+    Handshake { requested: String },
+    /// The mechanism was accepted; `answered` SaslAuthenticate rounds went well.
+    Exchange {
+        mechanism: Mechanism,
+        answered: u8,
+        pending: Option<Pending>,
+    },
+    /// Authenticated.
+    Authenticated(Identity),
+    /// The client does not authenticate.
+    WithoutAuth,
+    /// To be closed, for this reason, once the answers owed are written.
+    Closing(String),
+}
+
+/// Who the client claims to be, until the broker agrees.
+#[derive(Debug)]
+enum Pending {
+    Plain(Arc<PlainCredentials>),
+    Scram(Arc<str>),
+}
+
+/// The authentication state of one client connection.
+#[derive(Debug)]
+pub struct ClientAuth {
+    /// `authorize_scram_over_mtls` is configured: SCRAM is offered and
+    /// authentication is required.
+    scram_over_mtls: bool,
+    state: State,
+}
+
+impl ClientAuth {
+    /// A client that has sent nothing yet.
+    pub fn new(scram_over_mtls: bool) -> Self {
+        Self {
+            scram_over_mtls,
+            state: State::Start,
+        }
+    }
+
+    /// Whether the client is past the gate: authenticated, or using no
+    /// authentication. Before that, only its auth connection exists.
+    pub fn decided(&self) -> bool {
+        matches!(self.state, State::Authenticated(_) | State::WithoutAuth)
+    }
+
+    /// Who the client is, once authenticated.
+    pub fn identity(&self) -> Option<&Identity> {
+        match &self.state {
+            State::Authenticated(identity) => Some(identity),
+            _ => None,
+        }
+    }
+
+    /// The reason the client is being closed, if it is.
+    pub fn closing(&self) -> Option<&str> {
+        match &self.state {
+            State::Closing(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Closes the client (once its owed answers are written) for `reason`.
+    pub fn fail(&mut self, reason: impl Into<String>) {
+        if !matches!(self.state, State::Closing(_)) {
+            self.state = State::Closing(reason.into());
+        }
+    }
+
+    /// The mechanism called `name` if Sluice can carry it (exact name, as
+    /// Kafka compares them).
+    pub fn carried(&self, name: &str) -> Option<Mechanism> {
+        if name == Mechanism::Plain.name() {
+            return Some(Mechanism::Plain);
+        }
+        ScramMechanism::ALL
+            .into_iter()
+            .find(|m| m.name() == name && self.scram_over_mtls)
+            .map(Mechanism::Scram)
+    }
+
+    /// Decides what happens to `request`. `Err`: close the client now.
+    pub fn admit(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+        if matches!(self.state, State::Closing(_)) {
+            return Ok(Admit::Drop);
+        }
+        match request.api_key() {
+            ApiKey::ApiVersions if self.decided() => Ok(Admit::Route),
+            ApiKey::ApiVersions => Ok(Admit::AuthConnection(None)),
+            ApiKey::SaslHandshake => self.admit_handshake(request),
+            ApiKey::SaslAuthenticate => self.admit_authenticate(request),
+            api => self.admit_other(api),
+        }
+    }
+
+    fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+        match &self.state {
+            State::WithoutAuth => return Ok(Admit::Route),
+            State::Authenticated(_) => return Err(reauthentication()),
+            State::Start => {}
+            _ => return Err(refused("a second SaslHandshake during authentication")),
+        }
+        if request.api_version() == 0 {
+            return Err(refused(
+                "SaslHandshake v0 (SASL without Kafka framing) is not supported",
+            ));
+        }
+        let RequestKind::SaslHandshake(body) = request.body()? else {
+            return Err(refused("a SaslHandshake request of another kind"));
+        };
+        self.state = State::Handshake {
+            requested: body.mechanism.to_string(),
+        };
+        Ok(Admit::AuthConnection(Some(SaslStep::Handshake)))
+    }
+
+    fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+        let (mechanism, answered) = match &self.state {
+            State::WithoutAuth => return Ok(Admit::Route),
+            State::Authenticated(_) => return Err(reauthentication()),
+            State::Exchange {
+                mechanism,
+                answered,
+                ..
+            } => (*mechanism, *answered),
+            _ => {
+                return Err(refused(
+                    "SaslAuthenticate before a successful SaslHandshake",
+                ));
+            }
+        };
+        if answered >= mechanism.rounds() {
+            return Err(refused("a SaslAuthenticate after the exchange completed"));
+        }
+        if answered > 0 {
+            return Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)));
+        }
+        let RequestKind::SaslAuthenticate(body) = request.body()? else {
+            return Err(refused("a SaslAuthenticate request of another kind"));
+        };
+        let claim = match mechanism {
+            Mechanism::Plain => PlainCredentials::parse(&body.auth_bytes)
+                .map(|c| Pending::Plain(Arc::new(c)))
+                .map_err(|e| e.to_string()),
+            Mechanism::Scram(_) => match parse_scram_client_first(&body.auth_bytes) {
+                Ok(first) if first.tokenauth => Err(
+                    "delegation token authentication (tokenauth) is not supported through sluice"
+                        .to_owned(),
+                ),
+                Ok(first) => Ok(Pending::Scram(Arc::from(first.username))),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match claim {
+            Ok(pending) => {
+                if let State::Exchange { pending: slot, .. } = &mut self.state {
+                    *slot = Some(pending);
+                }
+                Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)))
+            }
+            Err(reason) => {
+                let message = format!("Authentication failed: {reason}");
+                self.state = State::Closing(format!("authentication refused by sluice: {reason}"));
+                Ok(Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(SASL_AUTHENTICATION_FAILED)
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                ))))
+            }
+        }
+    }
+
+    fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
+        match &self.state {
+            State::Authenticated(_) | State::WithoutAuth => Ok(Admit::Route),
+            State::Start if self.scram_over_mtls => Err(refused(&format!(
+                "{api:?} before authentication: this listener requires SASL authentication"
+            ))),
+            State::Start => {
+                self.state = State::WithoutAuth;
+                Ok(Admit::RouteWithoutAuth)
+            }
+            _ => Err(refused(&format!("{api:?} before authentication completed"))),
+        }
+    }
+
+    /// Settles the broker's answer to a SASL request sent at `step`: filters
+    /// the offered mechanisms, zeroes `session_lifetime_ms`, and moves the
+    /// state on. The answer (possibly rewritten) then goes to the client.
+    pub fn on_answer(
+        &mut self,
+        step: SaslStep,
+        response: &mut Response,
+    ) -> Result<Outcome, CodecError> {
+        match (step, response.body_mut()?) {
+            (SaslStep::Handshake, ResponseKind::SaslHandshake(answer)) => {
+                answer
+                    .mechanisms
+                    .retain(|m| self.carried(m.as_str()).is_some());
+                let requested = match &self.state {
+                    State::Handshake { requested } => requested.clone(),
+                    _ => return Ok(self.unexpected_answer()),
+                };
+                let Some(mechanism) = self.carried(&requested) else {
+                    answer.error_code = UNSUPPORTED_SASL_MECHANISM;
+                    self.state = State::Closing(format!(
+                        "the client asked for SASL mechanism {requested:?}, which sluice does not offer"
+                    ));
+                    return Ok(Outcome::Failed);
+                };
+                if answer.error_code != 0 {
+                    self.state = State::Closing(format!(
+                        "the broker refused SASL mechanism {requested} with error {}",
+                        answer.error_code
+                    ));
+                    return Ok(Outcome::Failed);
+                }
+                self.state = State::Exchange {
+                    mechanism,
+                    answered: 0,
+                    pending: None,
+                };
+                Ok(Outcome::Continue)
+            }
+            (SaslStep::Authenticate, ResponseKind::SaslAuthenticate(answer)) => {
+                let lifetime = u64::try_from(answer.session_lifetime_ms)
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis);
+                answer.session_lifetime_ms = 0;
+                let code = answer.error_code;
+                let message = answer.error_message.as_ref().map(|m| m.to_string());
+                Ok(self.on_authenticate(code, message, lifetime))
+            }
+            _ => Ok(self.unexpected_answer()),
+        }
+    }
+
+    fn on_authenticate(
+        &mut self,
+        code: i16,
+        message: Option<String>,
+        session_lifetime: Option<Duration>,
+    ) -> Outcome {
+        let State::Exchange {
+            mechanism,
+            answered,
+            pending,
+        } = &mut self.state
+        else {
+            return self.unexpected_answer();
+        };
+        if code != 0 {
+            let detail = message.map(|m| format!(": {m}")).unwrap_or_default();
+            self.state = State::Closing(format!(
+                "authentication failed: the broker answered SaslAuthenticate with error {code}{detail}"
+            ));
+            return Outcome::Failed;
+        }
+        *answered += 1;
+        if *answered < mechanism.rounds() {
+            return Outcome::Continue;
+        }
+        let identity = match (pending.take(), *mechanism) {
+            (Some(Pending::Plain(credentials)), _) => Identity::Plain(credentials),
+            (Some(Pending::Scram(username)), Mechanism::Scram(mechanism)) => Identity::Scram {
+                username,
+                mechanism,
+            },
+            _ => return self.unexpected_answer(),
+        };
+        self.state = State::Authenticated(identity.clone());
+        Outcome::Authenticated {
+            identity,
+            session_lifetime,
+        }
+    }
+
+    fn unexpected_answer(&mut self) -> Outcome {
+        self.fail("internal: a SASL answer that does not match the authentication state");
+        Outcome::Failed
+    }
+}
+
+fn refused(reason: &str) -> ChainError {
+    ChainError::Refused(reason.to_owned())
+}
+
+fn reauthentication() -> ChainError {
+    refused("SASL re-authentication (KIP-368) is not supported through sluice")
+}
