@@ -30,6 +30,8 @@ use tokio_util::codec::Decoder;
 
 use super::KafkaSinkClusterBuilder;
 
+mod auth;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {

@@ -1,0 +1,286 @@
+//! Driver tests of client authentication against a fake SASL broker: PLAIN
+//! is checked on one connection and replayed on the next, a connection whose
+//! SASL session is about to end is replaced while the old one drains (and
+//! answers keep request order), and a request pipelined behind a failed
+//! SaslAuthenticate never reaches the broker.
+
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use super::*;
+
+/// What the fake broker saw.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Usernames of successful PLAIN authentications, one per connection.
+    logins: Vec<String>,
+    /// Requests other than ApiVersions/SASL on unauthenticated connections.
+    violations: Vec<ApiKey>,
+    /// Every request's api, in arrival order.
+    requests: Vec<ApiKey>,
+}
+
+/// A one-broker cluster whose connections must authenticate with PLAIN as
+/// alice/alice-secret. A successful authentication reports
+/// `session_lifetime_ms`. While `hold` is true, the first Produce on a
+/// connection is answered only once `hold` turns false.
+struct SaslBroker {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+    hold: watch::Sender<bool>,
+}
+
+impl SaslBroker {
+    async fn start(session_lifetime_ms: i64) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (hold, _) = watch::channel(false);
+        let broker = Self { addr, seen, hold };
+        let (seen, hold) = (broker.seen.clone(), broker.hold.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let conn = SaslConn {
+                    addr,
+                    seen: seen.clone(),
+                    hold: hold.subscribe(),
+                    session_lifetime_ms,
+                    authenticated: false,
+                    held_once: false,
+                };
+                tokio::spawn(conn.serve(stream));
+            }
+        });
+        broker
+    }
+
+    fn seen<T>(&self, f: impl FnOnce(&Seen) -> T) -> T {
+        f(&self.seen.lock().unwrap())
+    }
+}
+
+struct SaslConn {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Seen>>,
+    hold: watch::Receiver<bool>,
+    session_lifetime_ms: i64,
+    authenticated: bool,
+    held_once: bool,
+}
+
+impl SaslConn {
+    async fn serve(mut self, mut stream: TcpStream) {
+        let mut codec = FrameCodec::default();
+        let mut buf = BytesMut::new();
+        loop {
+            let frame = loop {
+                if let Some(frame) = codec.decode(&mut buf).unwrap() {
+                    break frame;
+                }
+                if stream.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+            };
+            let mut request = Request::parse(frame).unwrap();
+            let (api, version, id) = (
+                request.api_key(),
+                request.api_version(),
+                request.correlation_id(),
+            );
+            self.seen.lock().unwrap().requests.push(api);
+            let allowed = matches!(
+                api,
+                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+            );
+            if !self.authenticated && !allowed {
+                // Like Kafka: a request before authentication ends the connection.
+                self.seen.lock().unwrap().violations.push(api);
+                return;
+            }
+            if api == ApiKey::Produce && !self.held_once {
+                self.held_once = true;
+                let _ = self.hold.wait_for(|hold| !*hold).await;
+            }
+            let body = match request.body().unwrap() {
+                RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+                    SaslHandshakeResponse::default().with_mechanisms(vec![
+                        StrBytes::from_static_str("SCRAM-SHA-256"),
+                        StrBytes::from_static_str("PLAIN"),
+                    ]),
+                ),
+                RequestKind::SaslAuthenticate(a) => {
+                    let ok = &a.auth_bytes[..] == b"\0alice\0alice-secret";
+                    if ok {
+                        self.authenticated = true;
+                        self.seen.lock().unwrap().logins.push("alice".into());
+                    }
+                    let answer = SaslAuthenticateResponse::default()
+                        .with_error_code(if ok { 0 } else { 58 })
+                        .with_session_lifetime_ms(if ok { self.session_lifetime_ms } else { 0 });
+                    ResponseKind::SaslAuthenticate(answer)
+                }
+                _ => answer(&mut request, self.addr),
+            };
+            let mut out = BytesMut::new();
+            Response::from_body(api, version, id, body)
+                .encode(&mut out)
+                .unwrap();
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn handshake(id: i32) -> Request {
+    let body = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    client_request(
+        ApiKey::SaslHandshake,
+        1,
+        id,
+        RequestKind::SaslHandshake(body),
+    )
+}
+
+fn authenticate(id: i32, message: &'static [u8]) -> Request {
+    let body =
+        SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from_static(message));
+    client_request(
+        ApiKey::SaslAuthenticate,
+        2,
+        id,
+        RequestKind::SaslAuthenticate(body),
+    )
+}
+
+fn api_versions(id: i32) -> Request {
+    client_request(
+        ApiKey::ApiVersions,
+        3,
+        id,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    )
+}
+
+/// Authenticates a new client with PLAIN through `sink`; returns the
+/// authenticate answer's `session_lifetime_ms` as the client saw it.
+async fn plain_login(sink: &mut Box<dyn sluice_chain::Sink>, ctx: &ConnectionContext) -> i64 {
+    within("send", sink.send(api_versions(1), ctx))
+        .await
+        .unwrap();
+    within("api versions", sink.recv(ctx)).await.unwrap();
+    within("send", sink.send(handshake(2), ctx)).await.unwrap();
+    let mut answer = within("handshake", sink.recv(ctx)).await.unwrap();
+    let ResponseKind::SaslHandshake(h) = answer.body().unwrap() else {
+        panic!("not a handshake answer");
+    };
+    let offered: Vec<&str> = h.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(
+        offered,
+        ["PLAIN"],
+        "SCRAM is not offered without scram over mtls"
+    );
+    within(
+        "send",
+        sink.send(authenticate(3, b"\0alice\0alice-secret"), ctx),
+    )
+    .await
+    .unwrap();
+    let mut answer = within("authenticate", sink.recv(ctx)).await.unwrap();
+    let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
+        panic!("not an authenticate answer");
+    };
+    assert_eq!(a.error_code, 0);
+    a.session_lifetime_ms
+}
+
+#[tokio::test]
+async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_connection_drains() {
+    let broker = SaslBroker::start(300).await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build(&ctx());
+    let ctx = ctx();
+    let lifetime = plain_login(&mut sink, &ctx).await;
+    assert_eq!(lifetime, 0, "the client is not asked to re-authenticate");
+
+    within("send", sink.send(metadata(4), &ctx)).await.unwrap();
+    within("metadata", sink.recv(&ctx)).await.unwrap();
+
+    // r5 goes on the authenticated auth connection; the broker holds it.
+    broker.hold.send_replace(true);
+    within("send", sink.send(produce(5, -1), &ctx))
+        .await
+        .unwrap();
+    // The session (300 ms) is at risk after 85% of it.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // r6 finds the connection at risk: a new one is opened with the
+    // client's credentials replayed, and r6 goes there.
+    within("send", sink.send(produce(6, -1), &ctx))
+        .await
+        .unwrap();
+    assert_eq!(broker.seen(|s| s.logins.len()), 2, "PLAIN replayed once");
+    assert_eq!(sink.pending(), 2);
+    broker.hold.send_replace(false);
+    let first = within("r5", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(
+        first.correlation_id(),
+        5,
+        "the old connection's answer first"
+    );
+    assert_eq!(produce_codes(first), [(0, 0), (1, 0)]);
+    let second = within("r6", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(second.correlation_id(), 6);
+    assert_eq!(produce_codes(second), [(0, 0), (1, 0)]);
+    broker.seen(|s| assert!(s.violations.is_empty(), "{:?}", s.violations));
+}
+
+#[tokio::test]
+async fn a_request_pipelined_behind_a_failed_authentication_never_reaches_the_broker() {
+    let broker = SaslBroker::start(0).await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build(&ctx());
+    let ctx = ctx();
+    within("send", sink.send(handshake(1), &ctx)).await.unwrap();
+    within("send", sink.send(authenticate(2, b"\0alice\0wrong"), &ctx))
+        .await
+        .unwrap();
+    // Sent before any answer was read: waits for the verdict, then is dropped.
+    within("send", sink.send(metadata(3), &ctx)).await.unwrap();
+    within("handshake", sink.recv(&ctx)).await.unwrap();
+    let mut failed = within("authenticate", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(failed.correlation_id(), 2);
+    let ResponseKind::SaslAuthenticate(a) = failed.body().unwrap() else {
+        panic!("not an authenticate answer");
+    };
+    assert_eq!(a.error_code, 58, "the broker's error reaches the client");
+    assert_eq!(sink.pending(), 1, "the close is owed");
+    let close = within("close", sink.recv(&ctx)).await.unwrap_err();
+    assert!(
+        close.to_string().contains("authentication failed"),
+        "{close}"
+    );
+    broker.seen(|s| {
+        assert!(!s.requests.contains(&ApiKey::Metadata), "{:?}", s.requests);
+        assert!(s.violations.is_empty());
+    });
+}
+
+#[tokio::test]
+async fn a_client_without_authentication_is_served_as_before() {
+    let broker = FakeBroker::start().await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build(&ctx());
+    let ctx = ctx();
+    within("send", sink.send(api_versions(1), &ctx))
+        .await
+        .unwrap();
+    within("api versions", sink.recv(&ctx)).await.unwrap();
+    within("send", sink.send(metadata(2), &ctx)).await.unwrap();
+    within("metadata", sink.recv(&ctx)).await.unwrap();
+    within("send", sink.send(produce(3, -1), &ctx))
+        .await
+        .unwrap();
+    let answer = within("produce", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
+}
