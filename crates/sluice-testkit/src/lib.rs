@@ -11,13 +11,20 @@
 //! - [`sluice`]: a Sluice process with a given topology.
 //! - [`clients`]: Kafka's Java tools and the librdkafka client scripts.
 //! - [`raw`]: a minimal Kafka protocol client for tests that break the protocol.
+//! - [`requests`]: the request bodies tests send with the raw client.
+//! - [`nodes`]: killing and restarting brokers, resetting their connections.
+//! - [`delivery`]: VerifiableProducer/VerifiableConsumer in the background,
+//!   and the proof that every acknowledged record was consumed.
 //! - [`wait`]: bounded polling.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod clients;
 pub mod cluster;
+pub mod delivery;
+pub mod nodes;
 pub mod raw;
+pub mod requests;
 pub mod sluice;
 pub mod wait;
 

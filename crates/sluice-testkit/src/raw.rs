@@ -66,6 +66,24 @@ impl RawClient {
         self.stream.write_all(bytes)
     }
 
+    /// Whether the peer sends anything (or closes) within `timeout`, without
+    /// consuming it: a request the broker holds (a Fetch waiting for data)
+    /// is still unanswered when this returns false.
+    pub fn readable_within(&mut self, timeout: Duration) -> bool {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("set read timeout");
+        let mut byte = [0u8; 1];
+        let readable = match self.stream.peek(&mut byte) {
+            Ok(_) => true,
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        };
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        readable
+    }
+
     /// Whether the peer closes the connection within `timeout` (reads until EOF or reset).
     pub fn closed_by_peer_within(&mut self, timeout: Duration) -> bool {
         self.stream

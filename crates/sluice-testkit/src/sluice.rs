@@ -130,6 +130,11 @@ impl SluiceProcess {
         }
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Scrapes `/metrics` and returns the text.
     pub fn metrics(&self) -> String {
         http_get(&self.metrics_addr, "/metrics")

@@ -1,0 +1,165 @@
+//! Request bodies for the raw client ([`crate::raw::RawClient`]) and the
+//! error codes of their answers: the few requests tests send by hand, at
+//! versions every Kafka 4 broker and Sluice accept (topic names, not ids).
+
+use bytes::{Bytes, BytesMut};
+use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use sluice_codec::kafka_protocol::messages::produce_request::{
+    PartitionProduceData, TopicProduceData,
+};
+use sluice_codec::kafka_protocol::messages::{FetchRequest, MetadataRequest, ProduceRequest};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use sluice_codec::{RequestKind, ResponseKind};
+
+/// The Produce version sent (v9: flexible, topic names).
+pub const PRODUCE_VERSION: i16 = 9;
+/// The Fetch version sent (v12: flexible, topic names).
+pub const FETCH_VERSION: i16 = 12;
+/// The Metadata version sent.
+pub const METADATA_VERSION: i16 = 12;
+
+/// NOT_LEADER_OR_FOLLOWER.
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+/// The Kafka error codes a client retries after a broker failure (refresh
+/// metadata or find the coordinator again, then retry).
+pub const RETRIABLE_BROKER_LOSS_CODES: &[i16] = &[
+    3,  // UNKNOWN_TOPIC_OR_PARTITION
+    5,  // LEADER_NOT_AVAILABLE
+    6,  // NOT_LEADER_OR_FOLLOWER
+    7,  // REQUEST_TIMED_OUT
+    13, // NETWORK_EXCEPTION
+    14, // COORDINATOR_LOAD_IN_PROGRESS
+    15, // COORDINATOR_NOT_AVAILABLE
+    16, // NOT_COORDINATOR
+    19, // NOT_ENOUGH_REPLICAS
+    20, // NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    74, // FENCED_LEADER_EPOCH
+    75, // UNKNOWN_LEADER_EPOCH
+];
+
+/// A Metadata request for `topics`.
+pub fn metadata(topics: &[&str]) -> RequestKind {
+    RequestKind::Metadata(
+        MetadataRequest::default().with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(StrBytes::from_string((*t).to_owned()).into()))
+                })
+                .collect(),
+        )),
+    )
+}
+
+/// One uncompressed record batch holding `value` once.
+pub fn record_batch(value: &str) -> Bytes {
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: None,
+        value: Some(Bytes::copy_from_slice(value.as_bytes())),
+        headers: Default::default(),
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        [&record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode record batch");
+    buf.freeze()
+}
+
+/// An `acks=all` Produce of one record holding `value` to each of `partitions`.
+pub fn produce(topic: &str, partitions: &[i32], value: &str) -> RequestKind {
+    let batch = record_batch(value);
+    let data = partitions
+        .iter()
+        .map(|p| {
+            PartitionProduceData::default()
+                .with_index(*p)
+                .with_records(Some(batch.clone()))
+        })
+        .collect();
+    RequestKind::Produce(
+        ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(StrBytes::from_string(topic.to_owned()).into())
+                    .with_partition_data(data),
+            ]),
+    )
+}
+
+/// A sessionless Fetch of `partition` from `offset` that the broker may hold
+/// up to `max_wait_ms` waiting for one byte.
+pub fn fetch(topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> RequestKind {
+    RequestKind::Fetch(
+        FetchRequest::default()
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(StrBytes::from_string(topic.to_owned()).into())
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(1 << 20),
+                    ]),
+            ]),
+    )
+}
+
+/// `(partition, error_code)` of every partition in a Produce or Fetch answer,
+/// sorted by partition.
+pub fn partition_errors(response: &ResponseKind) -> Vec<(i32, i16)> {
+    let mut errors: Vec<(i32, i16)> = match response {
+        ResponseKind::Produce(p) => p
+            .responses
+            .iter()
+            .flat_map(|t| t.partition_responses.iter())
+            .map(|p| (p.index, p.error_code))
+            .collect(),
+        ResponseKind::Fetch(f) => f
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| (p.partition_index, p.error_code))
+            .collect(),
+        other => panic!("not a Produce or Fetch answer: {other:?}"),
+    };
+    errors.sort_unstable();
+    errors
+}
+
+/// The high watermark of `partition` in a Fetch answer.
+pub fn high_watermark(response: &ResponseKind, partition: i32) -> Option<i64> {
+    let ResponseKind::Fetch(f) = response else {
+        return None;
+    };
+    f.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.high_watermark)
+}
