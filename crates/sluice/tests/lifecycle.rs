@@ -1,0 +1,560 @@
+//! Broker failure behind KafkaSinkCluster, against the real 3-node cluster
+//! (`trio`, PLAINTEXT, no authentication): the seed's requirement that a
+//! failure to receive from a broker is never silently ignored, seen from the
+//! clients' side.
+//!
+//! - A broker killed under load: no acknowledged record is lost, Sluice
+//!   closes no client connection, the clients see no failed send and no
+//!   disconnect, and traffic flows through the broker again once restarted.
+//! - A reset (RST) of idle broker connections: the client's next requests
+//!   succeed at the first try and Sluice logs nothing at WARN or above.
+//! - A broker killed while a Fetch waits on it: the Fetch is answered at
+//!   once with NOT_LEADER_OR_FOLLOWER, and the client connection stays open
+//!   and usable.
+//!
+//! These tests kill and restart the shared cluster's brokers, so they are
+//! `#[ignore]`d in the normal run and run alone in the serial phase of
+//! `scripts/test` (`cargo test -p sluice --test lifecycle -- --ignored
+//! --test-threads=1`); a lock also keeps them from overlapping when run with
+//! more threads. Each restores the node it killed, also when it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sluice_codec::kafka_protocol::messages::ApiVersionsRequest;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::delivery::{
+    self, Acked, Consumed, Produced, ProducerRun, ToolProcess, assigned_partitions, disconnects,
+};
+use sluice_testkit::nodes;
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::requests::{
+    self, FETCH_VERSION, METADATA_VERSION, NOT_LEADER_OR_FOLLOWER, PRODUCE_VERSION,
+    RETRIABLE_BROKER_LOSS_CODES, partition_errors,
+};
+use sluice_testkit::sluice::SluiceProcess;
+use sluice_testkit::{free_port, unique, wait};
+
+const PARTITIONS: u32 = 6;
+const OPENED: &str = "sluice_broker_connections_opened_total";
+const RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
+const SYNTHESIZED: &str = "sluice_synthesized_error_responses_total";
+const CLOSED_ON_ERROR: &str = "sluice_client_connections_closed_on_error_total";
+const OPEN_CLIENTS: &str = "sluice_client_connections_open";
+
+/// One test at a time, whatever `--test-threads` says.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// One Sluice node (KafkaSinkCluster, no authentication) in front of the
+/// cluster's PLAINTEXT listeners, with a read timeout.
+fn start(cluster: &Cluster) -> (SluiceProcess, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let contact_points = cluster
+        .bootstrap("PLAINTEXT")
+        .split(',')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let topology = format!(
+        r#"sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "{listen}"
+      chain:
+        - KafkaSinkCluster:
+            name: "kafka-sink-cluster"
+            shotover_nodes:
+              - address_for_clients: "{listen}"
+                address_for_peers: "{listen}"
+                rack: "rack0"
+                broker_id: 0
+            local_shotover_broker_id: 0
+            first_contact_points: [{contact_points}]
+            connect_timeout_ms: 3000
+            read_timeout: 10
+"#
+    );
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
+    (sluice, listen)
+}
+
+/// Creates `topic` (6 partitions, RF 3, `configs`) directly on the cluster
+/// and waits until its leaders are on all three brokers; returns them.
+fn spread_topic(cluster: &Cluster, topic: &str, configs: &[&str]) -> BTreeMap<i32, i32> {
+    cluster.create_topic_with_configs(topic, PARTITIONS, 3, configs);
+    wait::until(
+        Duration::from_secs(30),
+        &format!("leaders of {topic} on three brokers"),
+        || {
+            let leaders = cluster.partition_leaders(topic);
+            let distinct: BTreeSet<i32> = leaders.values().copied().collect();
+            if leaders.len() == PARTITIONS as usize && distinct.len() == 3 {
+                Ok(leaders)
+            } else {
+                Err(format!("{leaders:?}"))
+            }
+        },
+    )
+}
+
+/// Sum of a per-broker metric for broker `id`, whether Sluice labelled the
+/// connection by id or (a bootstrap connection) by address.
+fn broker_metric(sluice: &SluiceProcess, cluster: &Cluster, name: &str, id: usize) -> f64 {
+    let by_id = format!("broker=\"{id}\"");
+    let by_addr = format!("broker=\"127.0.0.1:{}\"", cluster.port(id, "PLAINTEXT"));
+    let text = sluice.metrics();
+    sluice_testkit::sluice::sum_metric(&text, name, &[&by_id])
+        + sluice_testkit::sluice::sum_metric(&text, name, &[&by_addr])
+}
+
+/// Log lines at WARN or above (`<timestamp> <LEVEL> <target>: ...`).
+fn warnings(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| matches!(l.split_whitespace().nth(1), Some("WARN" | "ERROR")))
+        .collect()
+}
+
+/// Panics with the tool's stderr if it exited before it was done.
+fn still_running(process: &mut ToolProcess, what: &str) {
+    if process.exited() {
+        panic!("{what} exited early; stderr:\n{}", process.stderr());
+    }
+}
+
+/// Preferred leader elections of `topic` until broker `id` leads one of its
+/// partitions again; returns the leaders.
+fn lead_again(cluster: &Cluster, topic: &str, id: i32) -> BTreeMap<i32, i32> {
+    wait::until(
+        Duration::from_secs(90),
+        &format!("broker {id} to lead a partition of {topic} again"),
+        || {
+            let out = cluster.elect_preferred_leaders(topic, PARTITIONS);
+            let leaders = cluster.partition_leaders(topic);
+            if leaders.values().any(|l| *l == id) {
+                Ok(leaders)
+            } else {
+                Err(format!(
+                    "leaders {leaders:?}; election: {}{}",
+                    out.stdout.trim(),
+                    out.stderr.trim()
+                ))
+            }
+        },
+    )
+}
+
+/// Kill -9 one broker while an idempotent VerifiableProducer (acks=all,
+/// min.insync.replicas=2) and a VerifiableConsumer run through Sluice, then
+/// restart it.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn broker_killed_under_load_loses_no_acked_record_and_closes_no_client() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    let topic = unique("lifecycle-kill");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let victim = 2;
+
+    let mut consumer =
+        delivery::start_consumer(&cluster, &listen, &topic, &unique("lifecycle-group"));
+    wait::until(
+        Duration::from_secs(60),
+        "the consumer to be assigned all partitions",
+        || {
+            still_running(&mut consumer, "VerifiableConsumer");
+            match assigned_partitions(&consumer.events()) {
+                Some(n) if n == PARTITIONS as usize => Ok(()),
+                other => Err(format!("assigned: {other:?}")),
+            }
+        },
+    );
+    let mut producer = ProducerRun::idempotent(15_000, 500).start(&cluster, &listen, &topic);
+    wait::until(Duration::from_secs(60), "1500 acks before the kill", || {
+        still_running(&mut producer, "VerifiableProducer");
+        let acked = Produced::from_events(&producer.events()).acked.len();
+        if acked >= 1500 {
+            Ok(())
+        } else {
+            Err(format!("{acked} acked"))
+        }
+    });
+
+    let killed = cluster.kill_node(victim);
+    let acked_at_kill = Produced::from_events(&producer.events()).acked.len();
+    // The partitions the victim led move to the survivors, and the producer
+    // follows them through Sluice: acks on every partition after the kill.
+    wait::until(
+        Duration::from_secs(90),
+        "acks on every partition after the kill",
+        || {
+            let report = Produced::from_events(&producer.events());
+            let after: BTreeSet<i32> = report.acked[acked_at_kill.min(report.acked.len())..]
+                .iter()
+                .map(|a| a.partition)
+                .collect();
+            if after.len() == PARTITIONS as usize {
+                Ok(())
+            } else if producer.exited() {
+                panic!(
+                    "the producer finished before every partition moved: {after:?}; stderr:\n{}",
+                    producer.stderr()
+                );
+            } else {
+                Err(format!("partitions acked since the kill: {after:?}"))
+            }
+        },
+    );
+    assert!(
+        sluice.metric(SYNTHESIZED, &[]) > 0.0,
+        "Sluice answered requests for the killed broker with retriable errors"
+    );
+
+    killed.restart();
+    let opened_at_restart = broker_metric(&sluice, &cluster, OPENED, victim);
+    let leaders = lead_again(&cluster, &topic, victim as i32);
+    let victim_partitions: BTreeSet<i32> = leaders
+        .iter()
+        .filter(|(_, l)| **l == victim as i32)
+        .map(|(p, _)| *p)
+        .collect();
+
+    let out = producer.wait_exit(Duration::from_secs(120));
+    out.assert_success("VerifiableProducer");
+    let first = Produced::from_events(&delivery::events(&out.stdout));
+    let first_disconnects = disconnects(&out.stderr);
+    // Retries the client made on its own (for the report, not asserted).
+    let retried = |code: &str| out.stderr.matches(code).count();
+    eprintln!(
+        "producer retries through the kill: NOT_LEADER_OR_FOLLOWER {}, OUT_OF_ORDER_SEQUENCE_NUMBER {}; \
+         Sluice synthesized {} error answers",
+        retried("Error: NOT_LEADER_OR_FOLLOWER"),
+        retried("Error: OUT_OF_ORDER_SEQUENCE_NUMBER"),
+        sluice.metric(SYNTHESIZED, &[])
+    );
+
+    // A second producer after the restart: it writes to the partitions the
+    // restarted broker leads again, through a new connection to it.
+    let mut after = ProducerRun::idempotent(1_200, 1_000);
+    after.value_prefix = Some(2);
+    let out = after
+        .start(&cluster, &listen, &topic)
+        .wait_exit(Duration::from_secs(120));
+    out.assert_success("VerifiableProducer after the restart");
+    let second = Produced::from_events(&delivery::events(&out.stdout));
+    let second_disconnects = disconnects(&out.stderr);
+
+    let acked: Vec<Acked> = first.acked.iter().chain(&second.acked).copied().collect();
+    let consumed = wait::until(
+        Duration::from_secs(90),
+        "the consumer to read every acknowledged record",
+        || {
+            still_running(&mut consumer, "VerifiableConsumer");
+            let consumed = Consumed::from_events(&consumer.events(), &topic);
+            let missing = consumed.missing(&acked);
+            if missing.is_empty() {
+                Ok(consumed)
+            } else {
+                Err(format!(
+                    "{} of {} acked records not consumed yet, e.g. {:?}",
+                    missing.len(),
+                    acked.len(),
+                    &missing[..missing.len().min(5)]
+                ))
+            }
+        },
+    );
+    let out = consumer.terminate(Duration::from_secs(60));
+    let consumer_disconnects = disconnects(&out.stderr);
+
+    assert!(
+        first.errors.iter().all(|e| e.retriable()),
+        "only retriable send errors: {:?}",
+        first.errors
+    );
+    assert!(
+        first.errors.is_empty() && second.errors.is_empty(),
+        "an idempotent producer with retries fails no send: {:?} {:?}",
+        first.errors,
+        second.errors
+    );
+    assert_eq!(first.sent, Some(15_000));
+    assert_eq!(first.acked.len(), 15_000, "every record acknowledged");
+    assert_eq!(second.acked.len(), 1_200, "every record acknowledged");
+    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+    assert!(
+        second
+            .acked
+            .iter()
+            .any(|a| victim_partitions.contains(&a.partition)),
+        "records written to partitions {victim_partitions:?} of the restarted broker {victim}"
+    );
+    assert!(
+        broker_metric(&sluice, &cluster, OPENED, victim) > opened_at_restart,
+        "Sluice connected to broker {victim} again after its restart"
+    );
+    assert_eq!(
+        (first_disconnects, second_disconnects, consumer_disconnects),
+        (Vec::new(), Vec::new(), Vec::new()),
+        "clients of Sluice never see a broker disconnect"
+    );
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+    wait::until(
+        Duration::from_secs(20),
+        "every client connection closed by its client",
+        || {
+            let open = sluice.metric(OPEN_CLIENTS, &[]);
+            if open == 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{open} open"))
+            }
+        },
+    );
+}
+
+/// Produces one record to every partition through `client`; returns the
+/// partition error codes.
+fn produce_everywhere(client: &mut RawClient, topic: &str, value: &str) -> Vec<(i32, i16)> {
+    let partitions: Vec<i32> = (0..PARTITIONS as i32).collect();
+    let answer = client.request(
+        ApiKey::Produce,
+        PRODUCE_VERSION,
+        requests::produce(topic, &partitions, value),
+    );
+    partition_errors(&answer)
+}
+
+/// Produces one record to each of `partitions` until every partition
+/// accepts it: right after a topic is created (or a leader moves) a broker
+/// may not know yet that it leads, and answers with a retriable error.
+fn produce_until_accepted(client: &mut RawClient, topic: &str, partitions: &[i32], value: &str) {
+    wait::until(
+        Duration::from_secs(60),
+        &format!("partitions {partitions:?} of {topic} to accept a record"),
+        || {
+            let answer = client.request(
+                ApiKey::Produce,
+                PRODUCE_VERSION,
+                requests::produce(topic, partitions, value),
+            );
+            let errors = partition_errors(&answer);
+            if errors.iter().all(|(_, code)| *code == 0) {
+                return Ok(());
+            }
+            if let Some(bad) = errors
+                .iter()
+                .find(|(_, code)| *code != 0 && !RETRIABLE_BROKER_LOSS_CODES.contains(code))
+            {
+                panic!("a non-retriable answer: {bad:?}");
+            }
+            Err(format!("{errors:?}"))
+        },
+    );
+}
+
+/// Sluice's connections to every broker are reset (RST) while idle; the
+/// client's next request succeeds at once, and nothing is logged at WARN.
+/// Where `ss -K` cannot reset a socket, a broker is killed and restarted
+/// while idle instead (the kernel closes its sockets).
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    let topic = unique("lifecycle-rst");
+    let leaders = spread_topic(&cluster, &topic, &[]);
+    let mut client = RawClient::connect(&listen);
+    let ok: Vec<(i32, i16)> = (0..PARTITIONS as i32).map(|p| (p, 0)).collect();
+    // Leaders on three brokers: Sluice now holds a connection to each.
+    let partitions: Vec<i32> = (0..PARTITIONS as i32).collect();
+    produce_until_accepted(&mut client, &topic, &partitions, "before");
+
+    let opened_before = sluice.metric(OPENED, &[]);
+    let log_mark = sluice.log().len();
+    match nodes::socket_destroy_supported() {
+        Ok(()) => {
+            let resets_before = sluice.metric(RECEIVE_ERRORS, &["kind=\"reset\""]);
+            let pid = sluice.pid().expect("sluice runs");
+            let mut reset = 0;
+            for id in 1..=3 {
+                reset += nodes::reset_connections(cluster.port(id, "PLAINTEXT"), pid)
+                    .unwrap_or_else(|e| panic!("reset the connections to broker {id}: {e}"));
+            }
+            assert!(reset >= 3, "one connection per broker at least: {reset}");
+            wait::until(Duration::from_secs(10), "Sluice to see every reset", || {
+                let seen = sluice.metric(RECEIVE_ERRORS, &["kind=\"reset\""]) - resets_before;
+                if seen >= reset as f64 {
+                    Ok(())
+                } else {
+                    Err(format!("{seen} of {reset} resets seen"))
+                }
+            });
+        }
+        Err(why) => {
+            eprintln!("ss -K cannot reset sockets here ({why}); killing a broker instead");
+            let victim = 3;
+            let ended_before = broker_metric(&sluice, &cluster, RECEIVE_ERRORS, victim);
+            let killed = cluster.kill_node(victim);
+            wait::until(
+                Duration::from_secs(10),
+                "Sluice to see its idle connection end",
+                || {
+                    let ended = broker_metric(&sluice, &cluster, RECEIVE_ERRORS, victim);
+                    if ended > ended_before {
+                        Ok(())
+                    } else {
+                        Err(format!("{ended}"))
+                    }
+                },
+            );
+            killed.restart();
+            // Put leadership back where Sluice last saw it, so that the next
+            // request meets the same leaders, as after a reset.
+            wait::until(Duration::from_secs(90), "the original leaders back", || {
+                cluster.elect_preferred_leaders(&topic, PARTITIONS);
+                let now = cluster.partition_leaders(&topic);
+                if now == leaders {
+                    Ok(())
+                } else {
+                    Err(format!("{now:?}, want {leaders:?}"))
+                }
+            });
+        }
+    }
+
+    assert_eq!(
+        produce_everywhere(&mut client, &topic, "after"),
+        ok,
+        "the first request after the resets succeeds on every partition"
+    );
+    let answer = client.request(
+        ApiKey::Metadata,
+        METADATA_VERSION,
+        requests::metadata(&[&topic]),
+    );
+    let ResponseKind::Metadata(m) = answer else {
+        panic!("not a Metadata answer");
+    };
+    assert_eq!(m.topics[0].error_code, 0);
+    assert!(
+        sluice.metric(OPENED, &[]) >= opened_before + 3.0,
+        "Sluice opened new connections on use"
+    );
+    assert_eq!(sluice.metric(SYNTHESIZED, &[]), 0.0, "no synthesized error");
+    assert_eq!(sluice.metric(CLOSED_ON_ERROR, &[]), 0.0);
+    let log = sluice.log();
+    let after_reset = warnings(&log[log_mark.min(log.len())..]);
+    assert!(
+        after_reset.is_empty(),
+        "no WARN or ERROR about an idle broker connection ending:\n{}",
+        after_reset.join("\n")
+    );
+}
+
+/// A Fetch waits at a broker (max_wait_ms 60 s) when the broker is killed:
+/// Sluice answers it at once with NOT_LEADER_OR_FOLLOWER, and the client
+/// connection stays open and serves the next requests.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn fetch_in_flight_on_a_killed_broker_gets_a_retriable_error_and_the_client_stays() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    let topic = unique("lifecycle-fetch");
+    let leaders = spread_topic(&cluster, &topic, &[]);
+    let victim = 1;
+    let partition = leaders
+        .iter()
+        .find(|(_, l)| **l == victim as i32)
+        .map(|(p, _)| *p)
+        .expect("broker 1 leads a partition");
+    let mut client = RawClient::connect(&listen);
+    // One record, so that the Fetch from offset 1 waits at the log end.
+    produce_until_accepted(&mut client, &topic, &[partition], "before");
+
+    let fetch_id = client.send(
+        ApiKey::Fetch,
+        FETCH_VERSION,
+        requests::fetch(&topic, partition, 1, 60_000),
+    );
+    assert!(
+        !client.readable_within(Duration::from_secs(2)),
+        "the Fetch waits at broker {victim}"
+    );
+    let killed_at = Instant::now();
+    let killed = cluster.kill_node(victim);
+    let answer = client.recv(ApiKey::Fetch, FETCH_VERSION);
+    let waited = killed_at.elapsed();
+    assert_eq!(answer.correlation_id(), fetch_id);
+    let errors = partition_errors(&answer.into_body().expect("decode the Fetch answer"));
+    assert_eq!(
+        errors,
+        [(partition, NOT_LEADER_OR_FOLLOWER)],
+        "the in-flight Fetch is answered with NOT_LEADER_OR_FOLLOWER"
+    );
+    assert!(
+        waited < Duration::from_secs(20),
+        "answered when the broker died, not after max_wait_ms: {waited:?}"
+    );
+
+    // The same client connection serves the next requests.
+    let ResponseKind::ApiVersions(versions) = client.request(
+        ApiKey::ApiVersions,
+        3,
+        RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("lifecycle-test"))
+                .with_client_software_version(StrBytes::from_static_str("1")),
+        ),
+    ) else {
+        panic!("not an ApiVersions answer");
+    };
+    assert_eq!(versions.error_code, 0);
+    let ResponseKind::Metadata(m) = client.request(
+        ApiKey::Metadata,
+        METADATA_VERSION,
+        requests::metadata(&[&topic]),
+    ) else {
+        panic!("not a Metadata answer");
+    };
+    assert_eq!(m.topics[0].error_code, 0);
+    assert_eq!(m.topics[0].partitions.len(), PARTITIONS as usize);
+    // Once the partition has a new leader, the same client writes to it.
+    produce_until_accepted(&mut client, &topic, &[partition], "failover");
+    assert!(sluice.metric(SYNTHESIZED, &["api=\"Fetch\""]) >= 1.0);
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+    // Logged with the broker (by address: a bootstrap connection has no id).
+    let log = sluice.log();
+    let address = format!("127.0.0.1:{}", cluster.port(victim, "PLAINTEXT"));
+    assert!(
+        warnings(&log)
+            .iter()
+            .any(|l| l.contains(&address) && l.contains("Fetch")),
+        "the failed Fetch is logged with its broker:\n{log}"
+    );
+    killed.restart();
+    produce_until_accepted(&mut client, &topic, &[partition], "after");
+}
