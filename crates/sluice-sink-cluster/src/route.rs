@@ -135,9 +135,14 @@ pub fn family(api: ApiKey) -> Family {
 
 /// The versions of `api` Sluice offers clients, before intersecting with the
 /// brokers: the [`versions::DECODED`](sluice_codec::versions::DECODED) range
-/// for the APIs Sluice decodes, the codec's whole range for the admin APIs it
-/// forwards undecoded, and nothing for APIs it cannot route correctly (the
-/// share-group APIs, which need the share coordinator and partition leaders).
+/// for the APIs listed there; for the other APIs that are routed by their
+/// body (split by leader or coordinator, sent to a coordinator, fanned out:
+/// DescribeProducers, DeleteGroups, OffsetDelete, DescribeTransactions,
+/// ListTransactions, DescribeLogDirs) every version whose request and
+/// response `kafka-protocol` both decode; the codec's whole range for the
+/// admin APIs it forwards undecoded; and nothing for APIs it cannot route
+/// correctly (the share-group APIs, which need the share coordinator and
+/// partition leaders).
 pub fn offered_versions(
     api: ApiKey,
 ) -> Option<sluice_codec::kafka_protocol::protocol::VersionRange> {
@@ -150,6 +155,9 @@ pub fn offered_versions(
     }
     match family(api) {
         Family::Admin(_) if !admin::is_share_group_api(api) => crate::rewrite::codec_versions(api),
+        Family::ByLeader | Family::ByCoordinator | Family::Coordinator(_) | Family::FanOut => {
+            sluice_codec::guard::decodable_versions(api).map(|(min, max)| VersionRange { min, max })
+        }
         _ => None,
     }
 }
