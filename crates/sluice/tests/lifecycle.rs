@@ -43,6 +43,7 @@ use sluice_testkit::{free_port, unique, wait};
 
 const PARTITIONS: u32 = 6;
 const OPENED: &str = "sluice_broker_connections_opened_total";
+const RECREATED: &str = "sluice_broker_connections_recreated_total";
 const RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
 const SYNTHESIZED: &str = "sluice_synthesized_error_responses_total";
 const CLOSED_ON_ERROR: &str = "sluice_client_connections_closed_on_error_total";
@@ -372,8 +373,9 @@ fn produce_until_accepted(client: &mut RawClient, topic: &str, partitions: &[i32
 
 /// Sluice's connections to every broker are reset (RST) while idle; the
 /// client's next request succeeds at once, and nothing is logged at WARN.
-/// Where `ss -K` cannot reset a socket, a broker is killed and restarted
-/// while idle instead (the kernel closes its sockets).
+/// Where `ss -K` cannot reset a socket (or `SLUICE_TEST_NO_SOCKET_DESTROY`
+/// is set), a broker is killed and restarted while idle instead (the kernel
+/// closes its sockets), and leadership is moved back before the next request.
 #[test]
 #[ignore = "kills brokers; run in the serial phase of scripts/test"]
 fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
@@ -389,8 +391,14 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
     produce_until_accepted(&mut client, &topic, &partitions, "before");
 
     let opened_before = sluice.metric(OPENED, &[]);
+    let reopened_before = sluice.metric(RECREATED, &["reason=\"closed\""]);
     let log_mark = sluice.log().len();
-    match nodes::socket_destroy_supported() {
+    let supported = match std::env::var_os("SLUICE_TEST_NO_SOCKET_DESTROY") {
+        Some(_) => Err("SLUICE_TEST_NO_SOCKET_DESTROY is set".to_owned()),
+        None => nodes::socket_destroy_supported(),
+    };
+    // How many of Sluice's broker connections ended.
+    let ended = match supported {
         Ok(()) => {
             let resets_before = sluice.metric(RECEIVE_ERRORS, &["kind=\"reset\""]);
             let pid = sluice.pid().expect("sluice runs");
@@ -408,6 +416,7 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
                     Err(format!("{seen} of {reset} resets seen"))
                 }
             });
+            reset
         }
         Err(why) => {
             eprintln!("ss -K cannot reset sockets here ({why}); killing a broker instead");
@@ -438,8 +447,9 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
                     Err(format!("{now:?}, want {leaders:?}"))
                 }
             });
+            1
         }
-    }
+    };
 
     assert_eq!(
         produce_everywhere(&mut client, &topic, "after"),
@@ -456,8 +466,12 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
     };
     assert_eq!(m.topics[0].error_code, 0);
     assert!(
-        sluice.metric(OPENED, &[]) >= opened_before + 3.0,
-        "Sluice opened new connections on use"
+        sluice.metric(OPENED, &[]) >= opened_before + ended as f64,
+        "Sluice opened a new connection for each one that ended, on use"
+    );
+    assert!(
+        sluice.metric(RECREATED, &["reason=\"closed\""]) >= reopened_before + ended as f64,
+        "each reopened connection is counted as recreated (closed)"
     );
     assert_eq!(sluice.metric(SYNTHESIZED, &[]), 0.0, "no synthesized error");
     assert_eq!(sluice.metric(CLOSED_ON_ERROR, &[]), 0.0);
