@@ -13,7 +13,9 @@
 //!
 //! Until the client's authentication is decided (see [`crate::auth`]) only
 //! the *auth connection* exists: the client's ApiVersions, SaslHandshake and
-//! SaslAuthenticate go there, to a first contact point, untouched. Then
+//! SaslAuthenticate go there, to a first contact point, untouched, and
+//! nothing of Sluice's own (a broker's SASL listener accepts one ApiVersions
+//! before SaslHandshake, and it must be the client's). Then
 //! [`Connections::decide`] sets the [`Login`] every later connection
 //! authenticates with, and the auth connection is either kept as the
 //! bootstrap connection (no authentication, or PLAIN: it is authenticated as
@@ -310,7 +312,7 @@ impl Connections {
         let mut last_error = None;
         for addr in self.contact_order() {
             let opened_at = Instant::now();
-            match open(&self.shared, addr).await {
+            match connect(&self.shared, addr).await {
                 Ok(conn) => {
                     self.auth = Some(AuthConnection { conn, opened_at });
                     return Ok(());
@@ -616,11 +618,19 @@ async fn open_with(
     login.authenticate(conn, Instant::now()).await
 }
 
+/// Opens a connection to `addr` and nothing else: for the auth connection,
+/// which carries only the client's requests (a broker's SASL listener
+/// accepts a single ApiVersions before SaslHandshake, and it is the
+/// client's).
+async fn connect(shared: &Shared, addr: BrokerAddress) -> Result<BrokerConnection, BrokerError> {
+    let options = shared.options_for(&addr)?;
+    BrokerConnection::connect(addr, &options).await
+}
+
 /// Opens a connection to `addr` and, the first time Sluice talks to that
 /// broker, learns its ApiVersions.
 async fn open(shared: &Shared, addr: BrokerAddress) -> Result<BrokerConnection, BrokerError> {
-    let options = shared.options_for(&addr)?;
-    let conn = BrokerConnection::connect(addr, &options).await?;
+    let conn = connect(shared, addr).await?;
     if shared.api_versions_of(conn.address()).is_none() {
         match fetch_api_versions(shared, &conn).await {
             Ok(versions) => shared.remember_api_versions(conn.address(), versions),
