@@ -9,6 +9,8 @@
 //!
 //! - [`cluster`]: the running test cluster, read from its `cluster.json`.
 //! - [`sluice`]: a Sluice process with a given topology.
+//! - [`fronted`]: KafkaSinkCluster nodes in front of a test cluster, and the
+//!   real cluster's view behind them (leaders, offsets).
 //! - [`clients`]: Kafka's Java tools and the librdkafka client scripts.
 //! - [`raw`]: a minimal Kafka protocol client for tests that break the protocol.
 //! - [`requests`]: the request bodies tests send with the raw client.
@@ -22,6 +24,7 @@
 pub mod clients;
 pub mod cluster;
 pub mod delivery;
+pub mod fronted;
 pub mod nodes;
 pub mod raw;
 pub mod requests;

@@ -1,0 +1,144 @@
+//! Sluice nodes running KafkaSinkCluster in front of a test cluster, and what
+//! the tests ask of the real cluster behind them.
+//!
+//! Cluster-sink tests need the same pieces over and over: a topology for node
+//! `i` of `n` Sluice nodes in front of a cluster's PLAINTEXT listeners, topics
+//! whose partition leaders sit on every broker, the broker list a Sluice node
+//! shows, and partition offsets. (The real leaders of a topic, which clients
+//! of Sluice never see, come from
+//! [`Cluster::partition_leaders`](crate::cluster::Cluster::partition_leaders).)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_codec::kafka_protocol::messages::MetadataRequest;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+
+use crate::cluster::Cluster;
+use crate::raw::RawClient;
+use crate::sluice::SluiceProcess;
+use crate::{free_port, wait};
+
+/// The KafkaSinkCluster topology of Sluice node `local` of `nodes` (their
+/// listen addresses, broker ids 0..n), in front of `cluster`'s PLAINTEXT
+/// listeners, checking its peers every `peer_check_ms`.
+pub fn topology(cluster: &Cluster, nodes: &[String], local: usize, peer_check_ms: u64) -> String {
+    let shotover_nodes: String = nodes
+        .iter()
+        .enumerate()
+        .map(|(id, addr)| {
+            format!(
+                "              - address_for_clients: \"{addr}\"\n                address_for_peers: \"{addr}\"\n                rack: \"rack0\"\n                broker_id: {id}\n"
+            )
+        })
+        .collect();
+    let contact_points = cluster
+        .bootstrap("PLAINTEXT")
+        .split(',')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"sources:
+  - Kafka:
+      name: "kafka"
+      listen_addr: "{listen}"
+      chain:
+        - KafkaSinkCluster:
+            name: "kafka-sink-cluster"
+            shotover_nodes:
+{shotover_nodes}            local_shotover_broker_id: {local}
+            first_contact_points: [{contact_points}]
+            connect_timeout_ms: 3000
+            read_timeout: 60
+            check_shotover_peers_delay_ms: {peer_check_ms}
+"#,
+        listen = nodes[local],
+    )
+}
+
+/// `n` free listen addresses for Sluice nodes.
+pub fn listen_addrs(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect()
+}
+
+/// One Sluice node in front of `cluster`; returns it and its address.
+pub fn start_one(binary: &Path, cluster: &Cluster) -> (SluiceProcess, String) {
+    let nodes = listen_addrs(1);
+    let sluice = SluiceProcess::start(binary, &topology(cluster, &nodes, 0, 1000), &[&nodes[0]]);
+    (sluice, nodes[0].clone())
+}
+
+/// `host:port` of every broker a Metadata request to `addr` lists, in order.
+pub fn listed_brokers(addr: &str) -> Vec<String> {
+    let m = metadata(
+        addr,
+        MetadataRequest::default().with_topics(Some(Vec::new())),
+    );
+    m.brokers
+        .iter()
+        .map(|b| format!("{}:{}", b.host.as_str(), b.port))
+        .collect()
+}
+
+/// A Metadata v12 answer of `addr`.
+pub fn metadata(
+    addr: &str,
+    request: MetadataRequest,
+) -> sluice_codec::kafka_protocol::messages::MetadataResponse {
+    let mut client = RawClient::connect(addr);
+    match client.request(ApiKey::Metadata, 12, RequestKind::Metadata(request)) {
+        ResponseKind::Metadata(m) => m,
+        other => panic!("not a Metadata answer from {addr}: {other:?}"),
+    }
+}
+
+/// Creates `topic` directly on `cluster` with `partitions` (at least one per
+/// broker) and RF 3, and waits until its leaders are on every broker.
+pub fn create_spread_topic(cluster: &Cluster, topic: &str, partitions: u32) {
+    cluster.create_topic(topic, partitions, 3);
+    let brokers = cluster.node_count();
+    wait::until(
+        Duration::from_secs(30),
+        &format!("leaders of {topic} on {brokers} brokers"),
+        || {
+            let leaders = cluster.partition_leaders(topic);
+            let distinct: BTreeSet<i32> = leaders.values().copied().collect();
+            if leaders.len() == partitions as usize && distinct.len() == brokers {
+                Ok(())
+            } else {
+                Err(format!("{leaders:?}"))
+            }
+        },
+    );
+}
+
+/// Partition -> offset of `topic` through `bootstrap` with GetOffsetShell;
+/// `time` is `-1` (latest) or `-2` (earliest).
+pub fn offsets(cluster: &Cluster, bootstrap: &str, topic: &str, time: &str) -> BTreeMap<u32, u64> {
+    let out = cluster.tool(
+        "org.apache.kafka.tools.GetOffsetShell",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--time",
+            time,
+        ],
+        Duration::from_secs(60),
+    );
+    out.assert_success("GetOffsetShell");
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.rsplitn(3, ':');
+            let offset = parts.next()?.trim().parse().ok()?;
+            let partition = parts.next()?.trim().parse().ok()?;
+            Some((partition, offset))
+        })
+        .collect()
+}
