@@ -15,7 +15,7 @@ use sluice_testkit::clients::{self, java_consume, java_produce};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
-use sluice_testkit::{free_port, unique};
+use sluice_testkit::{free_port, unique, wait};
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
@@ -23,12 +23,12 @@ fn sluice_bin() -> &'static Path {
 
 /// One Sluice node with SCRAM over mTLS in front of `trio`'s SASL listeners.
 fn start(cluster: &Cluster) -> (SluiceProcess, String) {
-    start_with(cluster, true)
+    start_with(cluster, Some(3600))
 }
 
-/// One Sluice node in front of `trio`'s SASL listeners, with or without
-/// SCRAM over mTLS.
-fn start_with(cluster: &Cluster, scram_over_mtls: bool) -> (SluiceProcess, String) {
+/// One Sluice node in front of `trio`'s SASL listeners, with SCRAM over mTLS
+/// and tokens of this lifetime in seconds, or without SCRAM over mTLS.
+fn start_with(cluster: &Cluster, token_lifetime_secs: Option<u64>) -> (SluiceProcess, String) {
     let listen = format!("127.0.0.1:{}", free_port());
     let ports = |listener: &str| {
         (1..=cluster.node_count())
@@ -36,13 +36,12 @@ fn start_with(cluster: &Cluster, scram_over_mtls: bool) -> (SluiceProcess, Strin
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let scram = if !scram_over_mtls {
-        String::new()
-    } else {
-        format!(
+    let scram = match token_lifetime_secs {
+        None => String::new(),
+        Some(lifetime) => format!(
             r#"            authorize_scram_over_mtls:
               mtls_port_contact_points: [{mtls}]
-              delegation_token_lifetime_seconds: 3600
+              delegation_token_lifetime_seconds: {lifetime}
               tls:
                 certificate_authority_path: "{ca}"
                 certificate_path: "{cert}"
@@ -52,7 +51,7 @@ fn start_with(cluster: &Cluster, scram_over_mtls: bool) -> (SluiceProcess, Strin
             ca = cluster.cert("ca.pem"),
             cert = cluster.cert("sluice-admin.pem"),
             key = cluster.cert("sluice-admin-key.pem"),
-        )
+        ),
     };
     let topology = format!(
         r#"sources:
@@ -361,7 +360,7 @@ fn one_token_per_user_is_shared_by_all_of_its_connections() {
 #[test]
 fn plain_credentials_are_replayed_on_every_broker_and_scram_is_not_offered_without_mtls() {
     let cluster = Cluster::get(TRIO);
-    let (sluice, listen) = start_with(&cluster, false);
+    let (sluice, listen) = start_with(&cluster, None);
     grant_basic_produce_consume(&cluster);
 
     // Six partitions over three brokers: every broker connection Sluice
@@ -445,5 +444,63 @@ fn plain_credentials_are_replayed_on_every_broker_and_scram_is_not_offered_witho
         sluice.metric("sluice_delegation_token_creations_total", &[]),
         0.0,
         "no token without scram over mtls"
+    );
+}
+
+#[test]
+fn token_connections_are_replaced_before_their_token_expires() {
+    const LIFETIME_SECS: u64 = 20;
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start_with(&cluster, Some(LIFETIME_SECS));
+    let topic = unique("token-rotation");
+    cluster.create_topic(&topic, 6, 3);
+    let props = cluster.client_config("scram512-admin");
+    let sent: Vec<String> = (0..20).map(|i| format!("late-{i}")).collect();
+    let got = std::thread::scope(|s| {
+        let consumer = s.spawn(|| {
+            java_consume(
+                &cluster,
+                &listen,
+                &topic,
+                sent.len(),
+                &["--consumer.config", &props],
+            )
+        });
+        wait::until(Duration::from_secs(60), "the first token", || {
+            let created = sluice.metric("sluice_delegation_token_creations_total", &[]);
+            (created >= 1.0)
+                .then_some(())
+                .ok_or(format!("{created} tokens"))
+        });
+        // Let the consumer's connections (fetching and heartbeating all along)
+        // outlive the first token: they must have moved to newer tokens.
+        std::thread::sleep(Duration::from_secs(LIFETIME_SECS + 4));
+        java_produce(
+            &cluster,
+            &listen,
+            &topic,
+            &sent,
+            &["--producer.config", &props],
+        );
+        consumer.join().expect("consumer thread")
+    });
+    assert_eq!(got.len(), sent.len(), "{got:?}");
+    let recreated = sluice.metric(
+        "sluice_broker_connections_recreated_total",
+        &["reason=\"token_at_risk\""],
+    );
+    assert!(recreated >= 1.0, "token connections replaced: {recreated}");
+    let created = sluice.metric("sluice_delegation_token_creations_total", &[]);
+    assert!(created >= 2.0, "the token was rotated: {created}");
+    assert_eq!(
+        sluice.metric("sluice_broker_receive_errors_total", &[]),
+        0.0,
+        "no broker connection failed (an expired token connection is closed by the broker)"
+    );
+    assert!(
+        sluice
+            .log()
+            .contains("replaced a broker connection before its delegation token expires"),
+        "each replacement is logged"
     );
 }
