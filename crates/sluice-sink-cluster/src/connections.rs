@@ -57,7 +57,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 pub use crate::auth::login::{ConnError, Login};
-use crate::kafka_connection::{ConnectionState, KafkaConnection};
+use crate::kafka_connection::{ConnectionState, KafkaConnection, ReplaceError};
 use crate::sink::Shared;
 use crate::topology::{BrokerId, MetadataApplied};
 
@@ -388,6 +388,15 @@ impl Connections {
             KafkaConnection::ScramOverMtls { .. } => "token_at_risk",
             KafkaConnection::General(_) => "session",
         };
+        // `replace` refuses while the previous replacement drains: say so
+        // before opening a connection that would be thrown away.
+        if let Some(old) = current.old_connection() {
+            let e = ReplaceError::StillDraining {
+                broker: old.address().clone(),
+                outstanding: old.outstanding(),
+            };
+            return Err(self.replace_failed(&addr, &e));
+        }
         let next = self.open_authenticated(addr.clone()).await?;
         let generation = match &next {
             KafkaConnection::ScramOverMtls { token, .. } => Some(token.generation),
@@ -397,8 +406,7 @@ impl Connections {
             return Err(gone(target));
         };
         if let Err(e) = slot.replace(next) {
-            warn!(connection = self.connection_id, broker = %addr, "closing the client: {e}");
-            return Err(ConnError::Fatal(ChainError::Internal(e.to_string())));
+            return Err(self.replace_failed(&addr, &e));
         }
         count_recreation(reason);
         match generation {
@@ -416,6 +424,11 @@ impl Connections {
             ),
         }
         Ok(())
+    }
+
+    fn replace_failed(&self, addr: &BrokerAddress, e: &ReplaceError) -> ConnError {
+        warn!(connection = self.connection_id, broker = %addr, "closing the client: {e}");
+        ConnError::Fatal(ChainError::Internal(e.to_string()))
     }
 
     /// Checks that the open connection behind `target` was opened for this

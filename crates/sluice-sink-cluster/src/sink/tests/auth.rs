@@ -284,3 +284,41 @@ async fn a_client_without_authentication_is_served_as_before() {
     let answer = within("produce", sink.recv(&ctx)).await.unwrap();
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
 }
+
+#[tokio::test]
+async fn a_replacement_while_the_previous_one_still_drains_closes_the_client() {
+    let broker = SaslBroker::start(300).await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build(&ctx());
+    let ctx = ctx();
+    plain_login(&mut sink, &ctx).await;
+    within("send", sink.send(metadata(4), &ctx)).await.unwrap();
+    within("metadata", sink.recv(&ctx)).await.unwrap();
+
+    broker.hold.send_replace(true);
+    // r5 is held on connection A; A's session runs out; r6 goes to its
+    // replacement B (and is held there too); then B's session runs out while
+    // A still owes r5.
+    within("send", sink.send(produce(5, -1), &ctx))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    within("send", sink.send(produce(6, -1), &ctx))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let error = within("send", sink.send(produce(7, -1), &ctx))
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("cannot replace the connection") && text.contains("still owes 1"),
+        "{text}"
+    );
+    assert_eq!(
+        broker.seen(|s| s.logins.len()),
+        2,
+        "no connection is opened only to be thrown away"
+    );
+    broker.hold.send_replace(false);
+}
