@@ -158,8 +158,10 @@ impl Connections {
                     session_lifetime,
                 )),
                 Login::Token(_) => {
-                    self.retired
-                        .push(KafkaConnection::general(conn, opened_at, None));
+                    let old = KafkaConnection::general(conn, opened_at, None);
+                    if owes(&old) {
+                        self.retired.push(old);
+                    }
                     None
                 }
             };
