@@ -84,6 +84,29 @@ pub fn listed_brokers(addr: &str) -> Vec<String> {
         .collect()
 }
 
+/// `topic`'s partitions as a Metadata request to `addr` shows them:
+/// partition -> (leader, replicas); `None` when `addr` does not know the topic.
+pub fn topic_replicas(addr: &str, topic: &str) -> Option<BTreeMap<i32, (i32, Vec<i32>)>> {
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(
+                sluice_codec::kafka_protocol::protocol::StrBytes::from_string(topic.to_owned())
+                    .into(),
+            )),
+    ]));
+    let m = metadata(addr, request);
+    let t = m.topics.first().filter(|t| t.error_code == 0)?;
+    Some(
+        t.partitions
+            .iter()
+            .map(|p| {
+                let replicas = p.replica_nodes.iter().map(|r| r.0).collect();
+                (p.partition_index, (p.leader_id.0, replicas))
+            })
+            .collect(),
+    )
+}
+
 /// A Metadata v12 answer of `addr`.
 pub fn metadata(
     addr: &str,
@@ -141,4 +164,104 @@ pub fn offsets(cluster: &Cluster, bootstrap: &str, topic: &str, time: &str) -> B
             Some((partition, offset))
         })
         .collect()
+}
+
+/// A file holding `contents` (a tool's JSON input), removed when dropped.
+pub fn temp_file(contents: &str) -> tempfile::NamedTempFile {
+    use std::io::Write;
+    let mut file = tempfile::Builder::new()
+        .prefix("sluice-it-")
+        .suffix(".json")
+        .tempfile()
+        .expect("temp file");
+    file.write_all(contents.as_bytes())
+        .expect("write temp file");
+    file.flush().expect("flush temp file");
+    file
+}
+
+/// Partition reassignment JSON: partition `i` of `topic` gets `replicas[i]`
+/// (real broker ids).
+pub fn reassignment_json(topic: &str, replicas: &[Vec<i32>]) -> String {
+    let partitions: Vec<String> = replicas
+        .iter()
+        .enumerate()
+        .map(|(p, r)| {
+            let ids: Vec<String> = r.iter().map(i32::to_string).collect();
+            format!(
+                "{{\"topic\":\"{topic}\",\"partition\":{p},\"replicas\":[{}]}}",
+                ids.join(",")
+            )
+        })
+        .collect();
+    format!(
+        "{{\"version\":1,\"partitions\":[{}]}}",
+        partitions.join(",")
+    )
+}
+
+/// Kafka's partition reassignment tool class.
+pub const REASSIGN_PARTITIONS: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+
+/// Reassigns `topic`'s partitions to `replicas` directly on `cluster` (real
+/// broker ids, which clients of Sluice never see) and waits until the
+/// reassignment is complete.
+pub fn reassign_directly(cluster: &Cluster, topic: &str, replicas: &[Vec<i32>]) {
+    let file = temp_file(&reassignment_json(topic, replicas));
+    let path = file.path().display().to_string();
+    let direct = cluster.bootstrap("PLAINTEXT");
+    let run = |action: &str| {
+        cluster.tool(
+            REASSIGN_PARTITIONS,
+            &[
+                "--bootstrap-server",
+                &direct,
+                action,
+                "--reassignment-json-file",
+                &path,
+            ],
+            Duration::from_secs(60),
+        )
+    };
+    run("--execute").assert_success("reassign partitions");
+    wait::until(
+        Duration::from_secs(60),
+        &format!("the reassignment of {topic} to complete"),
+        || {
+            let out = run("--verify");
+            let done = out.stdout.matches("is completed").count();
+            if out.code == Some(0) && done == replicas.len() {
+                Ok(())
+            } else {
+                Err(format!("{}{}", out.stdout, out.stderr))
+            }
+        },
+    );
+}
+
+/// A preferred leader election of partitions `0..partitions` of `topic`
+/// through `bootstrap` (ElectLeaders names no broker: Sluice forwards it).
+pub fn elect_preferred(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    partitions: u32,
+) -> crate::clients::ClientOutput {
+    let list: Vec<String> = (0..partitions)
+        .map(|p| format!("{{\"topic\":\"{topic}\",\"partition\":{p}}}"))
+        .collect();
+    let file = temp_file(&format!("{{\"partitions\":[{}]}}", list.join(",")));
+    let path = file.path().display().to_string();
+    cluster.tool(
+        crate::nodes::LEADER_ELECTION_COMMAND,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--election-type",
+            "PREFERRED",
+            "--path-to-json-file",
+            &path,
+        ],
+        Duration::from_secs(60),
+    )
 }

@@ -1,0 +1,465 @@
+//! Admin operations through KafkaSinkCluster against the real 3-node cluster
+//! (`trio`, PLAINTEXT: the principal is ANONYMOUS, a super user), with Kafka's
+//! own Java tools pointed at one Sluice node.
+//!
+//! What works as against Kafka: topics, topic configs and broker default
+//! configs, ACLs, partition increases, log dirs (DescribeLogDirs sent to every
+//! broker and merged), delete records, consumer groups (describe, reset,
+//! delete offsets, delete), listing and cancelling partition reassignments.
+//!
+//! What topology hiding changes, pinned here so that a change is noticed:
+//! - Topic descriptions show Sluice node ids: with one Sluice node every
+//!   leader is 0 and the replica list is `[0]` (replication factor 1).
+//! - Tools that check broker ids against DescribeCluster refuse real ids:
+//!   `kafka-reassign-partitions --execute` with a JSON of real broker ids
+//!   fails client-side with "Unknown broker id". A reassignment started with
+//!   real ids elsewhere is listed through Sluice (with those real ids: ids are
+//!   not addresses) and can be cancelled through it.
+//! - A BROKER config resource named by a Sluice id reaches a real broker with
+//!   another id, which refuses it ("Unexpected broker id").
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_testkit::clients::{self, ClientOutput, java_produce};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::fronted::{self, REASSIGN_PARTITIONS, create_spread_topic, temp_file};
+use sluice_testkit::{unique, wait};
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// Runs Java tool `class` with `--bootstrap-server bootstrap` and `args`.
+fn tool(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> ClientOutput {
+    let mut all = vec!["--bootstrap-server", bootstrap];
+    all.extend_from_slice(args);
+    cluster.tool(class, &all, Duration::from_secs(90))
+}
+
+/// Like [`tool`], and panics unless it succeeded; returns stdout.
+fn ok(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> String {
+    let out = tool(cluster, class, bootstrap, args);
+    out.assert_success(&format!("{class} {args:?}"));
+    out.stdout
+}
+
+const CONFIGS: &str = "kafka.admin.ConfigCommand";
+const ACLS: &str = "org.apache.kafka.tools.AclCommand";
+const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+
+fn keyed(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
+}
+
+const KEYED: [&str; 4] = [
+    "--property",
+    "parse.key=true",
+    "--property",
+    "key.separator=:",
+];
+
+#[test]
+fn topics_configs_and_partitions() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("admin-topic");
+    let topics = |args: &[&str]| ok(&cluster, clients::TOPIC_COMMAND, &listen, args);
+    let create = [
+        "--create",
+        "--topic",
+        &topic,
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--config",
+        "cleanup.policy=compact",
+    ];
+    topics(&create);
+    let described = topics(&["--describe", "--topic", &topic]);
+    assert!(described.contains("PartitionCount: 3"), "{described}");
+    assert!(
+        described.contains("ReplicationFactor: 1"),
+        "one Sluice node stands for all three replicas\n{described}"
+    );
+    assert_eq!(
+        described.matches("Leader: 0\tReplicas: 0\tIsr: 0").count(),
+        3,
+        "{described}"
+    );
+    assert_eq!(
+        cluster.partition_leaders(&topic).len(),
+        3,
+        "the real topic exists"
+    );
+
+    let entity = ["--entity-type", "topics", "--entity-name", topic.as_str()];
+    let configs = |extra: &[&str]| {
+        let mut args = entity.to_vec();
+        args.extend_from_slice(extra);
+        ok(&cluster, CONFIGS, &listen, &args)
+    };
+    configs(&[
+        "--alter",
+        "--add-config",
+        "retention.ms=1234567,max.message.bytes=65536",
+    ]);
+    configs(&["--alter", "--delete-config", "cleanup.policy"]);
+    let shown = configs(&["--describe"]);
+    assert!(shown.contains("retention.ms=1234567"), "{shown}");
+    assert!(shown.contains("max.message.bytes=65536"), "{shown}");
+    assert!(!shown.contains("cleanup.policy"), "{shown}");
+
+    let defaults = ok(
+        &cluster,
+        CONFIGS,
+        &listen,
+        &["--entity-type", "brokers", "--entity-default", "--describe"],
+    );
+    assert!(
+        defaults.contains("Default configs for brokers"),
+        "{defaults}"
+    );
+    let one_broker = tool(
+        &cluster,
+        CONFIGS,
+        &listen,
+        &[
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "0",
+            "--describe",
+        ],
+    );
+    assert!(
+        format!("{}{}", one_broker.stdout, one_broker.stderr).contains("Unexpected broker id"),
+        "known limit: a Sluice id names no real broker\n{one_broker:?}"
+    );
+
+    topics(&["--alter", "--topic", &topic, "--partitions", "6"]);
+    let partitions = fronted::topic_replicas(&listen, &topic).expect("listed");
+    assert_eq!(partitions.len(), 6, "{partitions:?}");
+    java_produce(&cluster, &listen, &topic, &keyed("admin", 120), &KEYED);
+    let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
+    assert_eq!(offsets.len(), 6, "{offsets:?}");
+    assert_eq!(offsets.values().sum::<u64>(), 120);
+    assert!(
+        offsets.values().all(|o| *o > 0),
+        "the new partitions took writes at once: {offsets:?}"
+    );
+
+    topics(&["--delete", "--topic", &topic]);
+    wait::until(
+        Duration::from_secs(30),
+        "the topic to be gone",
+        || match fronted::topic_replicas(&listen, &topic) {
+            None => Ok(()),
+            Some(partitions) => Err(format!("still listed: {partitions:?}")),
+        },
+    );
+}
+
+#[test]
+fn acls_create_describe_delete() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("admin-acl");
+    let principal = format!("User:{}", unique("alice"));
+    let acl = [
+        "--allow-principal",
+        principal.as_str(),
+        "--operation",
+        "Read",
+        "--operation",
+        "Describe",
+        "--topic",
+        topic.as_str(),
+    ];
+    let mut add = vec!["--add"];
+    add.extend_from_slice(&acl);
+    ok(&cluster, ACLS, &listen, &add);
+    let list = || ok(&cluster, ACLS, &listen, &["--list", "--topic", &topic]);
+    // Every broker applies ACLs from the metadata log on its own time, and
+    // Sluice may ask any of them.
+    wait::until(Duration::from_secs(30), "both ACLs to be listed", || {
+        let listed = list();
+        let ours = listed.lines().filter(|l| l.contains(&principal)).count();
+        if ours == 2 && listed.contains("operation=READ") && listed.contains("operation=DESCRIBE") {
+            Ok(())
+        } else {
+            Err(listed)
+        }
+    });
+    let mut remove = vec!["--remove", "--force"];
+    remove.extend_from_slice(&acl);
+    ok(&cluster, ACLS, &listen, &remove);
+    wait::until(Duration::from_secs(30), "the ACLs to be gone", || {
+        let listed = list();
+        if listed.contains(&principal) {
+            Err(listed)
+        } else {
+            Ok(())
+        }
+    });
+}
+
+#[test]
+fn log_dirs_and_delete_records() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("admin-records");
+    create_spread_topic(&cluster, &topic, 6);
+    java_produce(&cluster, &listen, &topic, &keyed("rec", 300), &KEYED);
+    let ends = fronted::offsets(&cluster, &listen, &topic, "-1");
+    assert_eq!(ends.values().sum::<u64>(), 300, "{ends:?}");
+
+    // DescribeLogDirs goes to every broker; the client, which only knows
+    // Sluice node 0, sees one broker holding every replica.
+    let dirs = ok(
+        &cluster,
+        "org.apache.kafka.tools.LogDirsCommand",
+        &listen,
+        &["--describe", "--topic-list", &topic],
+    );
+    let json = dirs
+        .lines()
+        .find(|l| l.starts_with("{\"brokers\""))
+        .unwrap_or_else(|| panic!("no log dirs JSON\n{dirs}"));
+    assert_eq!(json.matches("\"broker\":").count(), 1, "{json}");
+    assert!(json.contains("\"broker\":0"), "{json}");
+    for p in 0..6 {
+        let replica = format!("\"partition\":\"{topic}-{p}\"");
+        assert_eq!(json.matches(&replica).count(), 3, "RF 3 of {p}: {json}");
+    }
+    assert!(
+        json.matches("\"logDir\":").count() >= 3,
+        "a log dir per real broker: {json}"
+    );
+
+    // Delete the first half of every partition.
+    let cut: Vec<(u32, u64)> = ends.iter().map(|(p, end)| (*p, end / 2)).collect();
+    let partitions: Vec<String> = cut
+        .iter()
+        .map(|(p, o)| format!("{{\"topic\":\"{topic}\",\"partition\":{p},\"offset\":{o}}}"))
+        .collect();
+    let file = temp_file(&format!(
+        "{{\"version\":1,\"partitions\":[{}]}}",
+        partitions.join(",")
+    ));
+    let deleted = ok(
+        &cluster,
+        "org.apache.kafka.tools.DeleteRecordsCommand",
+        &listen,
+        &["--offset-json-file", &file.path().display().to_string()],
+    );
+    for (p, o) in &cut {
+        let line = format!("partition: {topic}-{p}\tlow_watermark: {o}");
+        assert!(deleted.contains(&line), "{line}\n{deleted}");
+    }
+    let starts = fronted::offsets(&cluster, &listen, &topic, "-2");
+    assert_eq!(
+        starts.into_iter().collect::<Vec<_>>(),
+        cut,
+        "low watermarks moved"
+    );
+}
+
+/// `(partition, current offset)` rows of `topic` in a group description.
+fn committed(described: &str, topic: &str) -> Vec<(u32, u64)> {
+    let mut rows: Vec<(u32, u64)> = described
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.get(1) == Some(&topic)).then_some(())?;
+            Some((cols.get(2)?.parse().ok()?, cols.get(3)?.parse().ok()?))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn consumer_groups_describe_reset_and_delete() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("admin-group");
+    let group = unique("admin-group");
+    create_spread_topic(&cluster, &topic, 6);
+    java_produce(&cluster, &listen, &topic, &keyed("grp", 120), &KEYED);
+    let out = clients::run(
+        clients::java(
+            &cluster,
+            clients::CONSOLE_CONSUMER,
+            &[
+                "--bootstrap-server",
+                &listen,
+                "--topic",
+                &topic,
+                "--group",
+                &group,
+                "--consumer-property",
+                "auto.offset.reset=earliest",
+                "--max-messages",
+                "120",
+                "--timeout-ms",
+                "60000",
+            ],
+        ),
+        None,
+        Duration::from_secs(120),
+        "java console consumer in a group",
+    );
+    out.assert_success("java console consumer in a group");
+    let ends = fronted::offsets(&cluster, &listen, &topic, "-1");
+
+    let groups = |args: &[&str]| ok(&cluster, GROUPS, &listen, args);
+    let describe = || groups(&["--describe", "--group", &group]);
+    assert_eq!(
+        committed(&describe(), &topic),
+        ends.clone().into_iter().collect::<Vec<_>>(),
+        "the group committed every end offset"
+    );
+
+    let reset = groups(&[
+        "--reset-offsets",
+        "--group",
+        &group,
+        "--topic",
+        &topic,
+        "--to-earliest",
+        "--execute",
+    ]);
+    assert!(reset.contains(&group), "{reset}");
+    let zeros: Vec<(u32, u64)> = (0..6).map(|p| (p, 0)).collect();
+    assert_eq!(committed(&describe(), &topic), zeros, "reset to earliest");
+
+    let deleted = groups(&[
+        "--delete-offsets",
+        "--group",
+        &group,
+        "--topic",
+        &format!("{topic}:0"),
+    ]);
+    assert!(deleted.contains("Successful"), "{deleted}");
+    let left: Vec<u32> = committed(&describe(), &topic)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(left, [1, 2, 3, 4, 5], "partition 0's offset was deleted");
+
+    let gone = groups(&["--delete", "--group", &group]);
+    assert!(gone.contains("was successful"), "{gone}");
+    assert!(
+        !groups(&["--list"]).lines().any(|l| l.trim() == group),
+        "the group is gone"
+    );
+}
+
+#[test]
+fn partition_reassignments_take_real_broker_ids() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let direct = cluster.bootstrap("PLAINTEXT");
+    let topic = unique("admin-reassign");
+    // One partition on brokers 1 and 2, with 2 MB to copy to a new replica.
+    ok(
+        &cluster,
+        clients::TOPIC_COMMAND,
+        &direct,
+        &["--create", "--topic", &topic, "--replica-assignment", "1:2"],
+    );
+    let perf = cluster.tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            &topic,
+            "--num-records",
+            "2000",
+            "--record-size",
+            "1000",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={listen}"),
+            "acks=all",
+        ],
+        Duration::from_secs(120),
+    );
+    perf.assert_success("ProducerPerformance through Sluice");
+    let reassign =
+        |bootstrap: &str, args: &[&str]| tool(&cluster, REASSIGN_PARTITIONS, bootstrap, args);
+    let listed = || {
+        let out = reassign(&listen, &["--list"]);
+        out.assert_success("list reassignments through Sluice");
+        out.stdout
+    };
+
+    let file = temp_file(&fronted::reassignment_json(&topic, &[vec![1, 2, 3]]));
+    let json = file.path().display().to_string();
+    let refused = reassign(&listen, &["--execute", "--reassignment-json-file", &json]);
+    assert_ne!(refused.code, Some(0));
+    assert!(
+        refused.stdout.contains("Unknown broker id")
+            || refused.stderr.contains("Unknown broker id"),
+        "the tool checks real ids against the Sluice nodes it sees\n{refused:?}"
+    );
+
+    // Started with real ids, throttled to 1 B/s so that it stays in progress.
+    let started = reassign(
+        &direct,
+        &[
+            "--execute",
+            "--reassignment-json-file",
+            &json,
+            "--throttle",
+            "1",
+        ],
+    );
+    started.assert_success("reassignment started directly");
+    let ongoing = listed();
+    assert!(
+        ongoing.contains(&format!("{topic}-0: replicas: 1,2,3. adding: 3.")),
+        "{ongoing}"
+    );
+    let cancelled = reassign(
+        &listen,
+        &[
+            "--cancel",
+            "--preserve-throttles",
+            "--reassignment-json-file",
+            &json,
+        ],
+    );
+    cancelled.assert_success("cancel through Sluice");
+    assert!(
+        cancelled.stdout.contains(&format!(
+            "Successfully cancelled partition reassignment for: {topic}-0"
+        )),
+        "{cancelled:?}"
+    );
+    assert!(
+        cancelled
+            .stdout
+            .contains("None of the specified partition moves are active"),
+        "the tool's own listing after the cancel\n{cancelled:?}"
+    );
+    // The direct `--verify` also clears the throttles `--execute` set.
+    let verified = reassign(&direct, &["--verify", "--reassignment-json-file", &json]);
+    assert!(
+        verified.stdout.contains("Clearing topic-level throttles"),
+        "{verified:?}"
+    );
+    let first = direct.split(',').next().unwrap();
+    wait::until(
+        Duration::from_secs(30),
+        "the replicas to be 1,2 again",
+        || match fronted::topic_replicas(first, &topic) {
+            Some(p) if p.get(&0).is_some_and(|(_, r)| r == &[1, 2]) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+}
