@@ -16,8 +16,10 @@
 //! broker is never silently ignored.** Whatever ends the connection (EOF,
 //! reset, TLS error, undecodable bytes, a correlation mismatch, a read
 //! timeout, a write error, or the owner dropping it), the reader logs it once
-//! with the broker's id and address, counts it in `BROKER_RECEIVE_ERRORS`,
-//! and completes every in-flight request with the error; the writer completes
+//! with the broker's id and address, counts it (in `BROKER_RECEIVE_ERRORS`
+//! when requests were owed a response, in `BROKER_CONNECTIONS_IDLE_CLOSED`
+//! when the connection ended idle), and completes every in-flight request
+//! with the error; the writer completes
 //! every queued one with [`BrokerError::NotSent`]. Each response sender is
 //! also wrapped so that dropping it completes it with an error, so no code
 //! path can lose a request without telling its owner.

@@ -40,8 +40,17 @@ pub mod names {
     /// token was about to expire or was superseded; `session`: its SASL
     /// session (KIP-368) was about to end; `closed`: it had closed).
     pub const BROKER_CONNECTIONS_RECREATED: &str = "sluice_broker_connections_recreated_total";
-    /// Counter: broker connection receive errors. Labels: `broker`, `kind`.
+    /// Counter: broker connections that ended (other than by Sluice closing
+    /// them) while requests on them were still owed a response: each one
+    /// failed those requests. Labels: `broker`, `kind`. Idle ends are counted
+    /// in [`BROKER_CONNECTIONS_IDLE_CLOSED`] instead, so that an alert on
+    /// this counter does not fire on routine idle timeouts.
     pub const BROKER_RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
+    /// Counter: broker connections that ended (closed by the broker, reset,
+    /// ...) while they owed nothing: normal idle closes
+    /// (`connections.max.idle.ms`, a middlebox). Nothing failed; the next
+    /// request reopens the connection. Labels: `broker`, `kind`.
+    pub const BROKER_CONNECTIONS_IDLE_CLOSED: &str = "sluice_broker_connections_idle_closed_total";
     /// Counter: error responses synthesized for requests a broker never answered.
     /// Labels: `api`.
     pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";

@@ -45,6 +45,8 @@ const PARTITIONS: u32 = 6;
 const OPENED: &str = "sluice_broker_connections_opened_total";
 const RECREATED: &str = "sluice_broker_connections_recreated_total";
 const RECEIVE_ERRORS: &str = "sluice_broker_receive_errors_total";
+/// Idle broker connections that ended (counted apart from receive errors).
+const IDLE_CLOSED: &str = "sluice_broker_connections_idle_closed_total";
 const SYNTHESIZED: &str = "sluice_synthesized_error_responses_total";
 const CLOSED_ON_ERROR: &str = "sluice_client_connections_closed_on_error_total";
 const OPEN_CLIENTS: &str = "sluice_client_connections_open";
@@ -392,6 +394,7 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
 
     let opened_before = sluice.metric(OPENED, &[]);
     let reopened_before = sluice.metric(RECREATED, &["reason=\"closed\""]);
+    let errors_before = sluice.metric(RECEIVE_ERRORS, &[]);
     let log_mark = sluice.log().len();
     let supported = match std::env::var_os("SLUICE_TEST_NO_SOCKET_DESTROY") {
         Some(_) => Err("SLUICE_TEST_NO_SOCKET_DESTROY is set".to_owned()),
@@ -400,7 +403,7 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
     // How many of Sluice's broker connections ended.
     let ended = match supported {
         Ok(()) => {
-            let resets_before = sluice.metric(RECEIVE_ERRORS, &["kind=\"reset\""]);
+            let resets_before = sluice.metric(IDLE_CLOSED, &["kind=\"reset\""]);
             let pid = sluice.pid().expect("sluice runs");
             let mut reset = 0;
             for id in 1..=3 {
@@ -409,7 +412,7 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
             }
             assert!(reset >= 3, "one connection per broker at least: {reset}");
             wait::until(Duration::from_secs(10), "Sluice to see every reset", || {
-                let seen = sluice.metric(RECEIVE_ERRORS, &["kind=\"reset\""]) - resets_before;
+                let seen = sluice.metric(IDLE_CLOSED, &["kind=\"reset\""]) - resets_before;
                 if seen >= reset as f64 {
                     Ok(())
                 } else {
@@ -421,13 +424,13 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
         Err(why) => {
             eprintln!("ss -K cannot reset sockets here ({why}); killing a broker instead");
             let victim = 3;
-            let ended_before = broker_metric(&sluice, &cluster, RECEIVE_ERRORS, victim);
+            let ended_before = broker_metric(&sluice, &cluster, IDLE_CLOSED, victim);
             let killed = cluster.kill_node(victim);
             wait::until(
                 Duration::from_secs(10),
                 "Sluice to see its idle connection end",
                 || {
-                    let ended = broker_metric(&sluice, &cluster, RECEIVE_ERRORS, victim);
+                    let ended = broker_metric(&sluice, &cluster, IDLE_CLOSED, victim);
                     if ended > ended_before {
                         Ok(())
                     } else {
@@ -475,6 +478,11 @@ fn idle_broker_connections_reset_without_a_client_visible_error_or_warning() {
     );
     assert_eq!(sluice.metric(SYNTHESIZED, &[]), 0.0, "no synthesized error");
     assert_eq!(sluice.metric(CLOSED_ON_ERROR, &[]), 0.0);
+    assert_eq!(
+        sluice.metric(RECEIVE_ERRORS, &[]),
+        errors_before,
+        "an idle connection ending is not a receive error"
+    );
     let log = sluice.log();
     let after_reset = warnings(&log[log_mark.min(log.len())..]);
     assert!(

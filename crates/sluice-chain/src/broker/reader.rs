@@ -67,24 +67,32 @@ impl Reader {
         }
     }
 
-    /// Logs and counts the end of the connection, once.
+    /// Logs and counts the end of the connection, once: a connection that
+    /// owed responses failed them (`BROKER_RECEIVE_ERRORS`, WARN); one that
+    /// owed nothing ended idle, which is routine
+    /// (`BROKER_CONNECTIONS_IDLE_CLOSED`, DEBUG).
     fn report(&self, error: &BrokerError) {
         let broker = &self.shared.broker;
         if matches!(error, BrokerError::Shutdown { .. }) {
             debug!(broker = %broker, in_flight = self.in_flight.len(), "broker connection closed by sluice");
             return;
         }
-        metrics::counter!(
-            names::BROKER_RECEIVE_ERRORS,
-            "broker" => broker.metric_label(),
-            "kind" => error.kind(),
-        )
-        .increment(1);
         // Includes requests still queued in the writer.
         let outstanding = self
             .shared
             .outstanding
             .load(std::sync::atomic::Ordering::Acquire);
+        let counter = if outstanding > 0 {
+            names::BROKER_RECEIVE_ERRORS
+        } else {
+            names::BROKER_CONNECTIONS_IDLE_CLOSED
+        };
+        metrics::counter!(
+            counter,
+            "broker" => broker.metric_label(),
+            "kind" => error.kind(),
+        )
+        .increment(1);
         if outstanding > 0 {
             warn!(
                 broker = %broker,

@@ -414,9 +414,15 @@ async fn an_idle_close_by_the_broker_is_logged_at_debug_and_counted() {
         "{lines:#?}"
     );
     let label = broker.address().metric_label();
-    let names = sluice_metrics::names::BROKER_RECEIVE_ERRORS;
+    let idle = sluice_metrics::names::BROKER_CONNECTIONS_IDLE_CLOSED;
     assert_eq!(
-        counters.get(names, &[("broker", &label), ("kind", "eof")]),
+        counters.get(idle, &[("broker", &label), ("kind", "eof")]),
         1
+    );
+    // An idle close is routine: it is not a receive error.
+    let errors = sluice_metrics::names::BROKER_RECEIVE_ERRORS;
+    assert_eq!(
+        counters.get(errors, &[("broker", &label), ("kind", "eof")]),
+        0
     );
 }
