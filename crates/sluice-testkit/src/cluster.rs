@@ -78,6 +78,12 @@ impl Cluster {
             as u16
     }
 
+    /// The `server.log` of node `id` (1-based).
+    pub fn node_log(&self, id: usize) -> PathBuf {
+        let log = self.info["nodes"][id - 1]["log"].as_str();
+        PathBuf::from(log.unwrap_or_else(|| panic!("cluster {} node {id} has no log", self.name)))
+    }
+
     /// Directory of the generated certificates.
     pub fn certs_dir(&self) -> PathBuf {
         PathBuf::from(self.str("certs_dir"))

@@ -310,6 +310,32 @@ pub fn start_consumer(cluster: &Cluster, bootstrap: &str, topic: &str, group: &s
     )
 }
 
+/// Starts a `VerifiableConsumer` like [`start_consumer`], with `extra`
+/// arguments (e.g. `--consumer.config <file>` to authenticate).
+pub fn start_consumer_with(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    extra: &[&str],
+) -> ToolProcess {
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group-id",
+        group,
+        "--reset-policy",
+        "earliest",
+    ];
+    args.extend_from_slice(extra);
+    ToolProcess::spawn(
+        java_with_network_log(cluster, VERIFIABLE_CONSUMER, &args),
+        "VerifiableConsumer",
+    )
+}
+
 /// One acknowledged send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Acked {
@@ -447,6 +473,16 @@ pub fn disconnects(stderr: &str) -> Vec<String> {
         .lines()
         .filter(|l| l.contains("Node ") && l.contains(" disconnected."))
         .map(str::to_owned)
+        .collect()
+}
+
+/// The consumer's `offsets_committed` events that did not succeed, as JSON.
+pub fn failed_commits(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["name"].as_str() == Some("offsets_committed"))
+        .filter(|e| e["success"].as_bool() != Some(true))
+        .map(Value::to_string)
         .collect()
 }
 

@@ -14,6 +14,8 @@
 //! - [`clients`]: Kafka's Java tools and the librdkafka client scripts.
 //! - [`raw`]: a minimal Kafka protocol client for tests that break the protocol.
 //! - [`requests`]: the request bodies tests send with the raw client.
+//! - [`scram`]: Sluice with SCRAM over mTLS, clients' SCRAM settings, and
+//!   the brokers' own log of expired SASL sessions.
 //! - [`nodes`]: killing and restarting brokers, resetting their connections.
 //! - [`delivery`]: VerifiableProducer/VerifiableConsumer in the background,
 //!   and the proof that every acknowledged record was consumed.
@@ -28,6 +30,7 @@ pub mod fronted;
 pub mod nodes;
 pub mod raw;
 pub mod requests;
+pub mod scram;
 pub mod sluice;
 pub mod wait;
 
