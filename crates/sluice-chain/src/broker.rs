@@ -34,7 +34,7 @@ mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustls_pki_types::ServerName;
@@ -107,7 +107,7 @@ pub struct BrokerConnection {
 impl fmt::Debug for BrokerConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BrokerConnection")
-            .field("broker", &self.shared.broker)
+            .field("broker", self.shared.broker())
             .field("closed", &self.is_closed())
             .field("outstanding", &self.outstanding())
             .finish()
@@ -132,7 +132,8 @@ impl BrokerConnection {
 
         let cancel = CancellationToken::new();
         let shared = Arc::new(Shared {
-            broker: addr,
+            opened_as: addr,
+            identified: OnceLock::new(),
             closed: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
             failure: Mutex::new(None),
@@ -199,9 +200,26 @@ impl BrokerConnection {
         self.shared.outstanding.load(Ordering::Acquire)
     }
 
-    /// The broker this connection talks to.
+    /// The broker this connection talks to (with its id once known: see
+    /// [`BrokerConnection::set_broker_id`]).
     pub fn address(&self) -> &BrokerAddress {
-        &self.shared.broker
+        self.shared.broker()
+    }
+
+    /// Names the broker behind a connection opened without its id (to a
+    /// first contact point) once a Metadata answer says which broker it is:
+    /// from then on its logs, errors and metric labels (receive errors, idle
+    /// closes) carry the id. Returns `false`, changing nothing, when the
+    /// connection already names a different broker id.
+    pub fn set_broker_id(&self, id: i32) -> bool {
+        let shared = &self.shared;
+        if let Some(known) = shared.broker().id {
+            return known == id;
+        }
+        let named = shared
+            .identified
+            .get_or_init(|| shared.opened_as.clone().with_id(id));
+        named.id == Some(id)
     }
 }
 
@@ -244,7 +262,10 @@ async fn open(
 
 /// State shared by the handle and both tasks.
 struct Shared {
-    broker: BrokerAddress,
+    /// The address the connection was opened to.
+    opened_as: BrokerAddress,
+    /// The same with the broker id, when it was learned after connecting.
+    identified: OnceLock<BrokerAddress>,
     closed: AtomicBool,
     /// Requests whose [`Reply`] has not been completed yet.
     outstanding: AtomicUsize,
@@ -255,6 +276,11 @@ struct Shared {
 }
 
 impl Shared {
+    /// The broker, with its id when known: for logs, errors and metrics.
+    fn broker(&self) -> &BrokerAddress {
+        self.identified.get().unwrap_or(&self.opened_as)
+    }
+
     /// Records `error` as the reason the connection ended (unless one was
     /// recorded already), closes the connection and stops both tasks.
     /// Returns the recorded reason.
@@ -279,7 +305,7 @@ impl Shared {
     fn failure_or_shutdown(&self) -> BrokerError {
         self.recorded_failure()
             .unwrap_or_else(|| BrokerError::Shutdown {
-                broker: self.broker.clone(),
+                broker: self.broker().clone(),
             })
     }
 }

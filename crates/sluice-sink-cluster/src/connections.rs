@@ -7,7 +7,9 @@
 //! `first_contact_points` entry (the starting entry rotates between client
 //! connections to spread them). Once a Metadata answer names the broker
 //! behind it, the bootstrap connection is adopted as that broker's connection
-//! instead of opening a second one.
+//! instead of opening a second one, and named with the broker's id
+//! ([`BrokerConnection::set_broker_id`]) so that its logs and metric labels
+//! say which broker it is.
 //!
 //! # Authentication
 //!
@@ -517,6 +519,13 @@ impl Connections {
             && self.get(Target::Broker(id)).is_none()
             && let Some(conn) = self.bootstrap.take()
         {
+            // From now on its logs, errors and metric labels name broker `id`.
+            if let Some(old) = conn.old_connection() {
+                old.set_broker_id(id.0);
+            }
+            if !conn.connection().set_broker_id(id.0) {
+                debug!(broker = %addr, broker_id = id.0, "the bootstrap connection already names another broker id");
+            }
             debug!(broker = %addr, broker_id = id.0, "the bootstrap connection serves broker {}", id.0);
             self.retire(Target::Broker(id));
             self.brokers.insert(id, conn);

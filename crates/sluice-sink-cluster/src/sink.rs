@@ -315,15 +315,22 @@ impl KafkaSinkClusterBuilder {
 
 impl SinkBuilder for KafkaSinkClusterBuilder {
     fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink> {
+        Box::new(self.build_cluster(ctx))
+    }
+}
+
+impl KafkaSinkClusterBuilder {
+    /// The sink for one client connection, unboxed.
+    fn build_cluster(&self, ctx: &ConnectionContext) -> KafkaSinkCluster {
         self.start_peers();
-        Box::new(KafkaSinkCluster {
+        KafkaSinkCluster {
             shared: self.shared.clone(),
             connection_id: ctx.connection_id,
             connections: Connections::new(self.shared.clone(), ctx.connection_id),
             pending: VecDeque::new(),
             auth: ClientAuth::new(self.shared.tokens.is_some()),
             sasl_in_flight: 0,
-        })
+        }
     }
 }
 

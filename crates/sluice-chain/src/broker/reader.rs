@@ -72,7 +72,7 @@ impl Reader {
     /// owed nothing ended idle, which is routine
     /// (`BROKER_CONNECTIONS_IDLE_CLOSED`, DEBUG).
     fn report(&self, error: &BrokerError) {
-        let broker = &self.shared.broker;
+        let broker = self.shared.broker();
         if matches!(error, BrokerError::Shutdown { .. }) {
             debug!(broker = %broker, in_flight = self.in_flight.len(), "broker connection closed by sluice");
             return;
@@ -127,7 +127,7 @@ impl Reader {
                         Some(Ok(frame)) => self.deliver(frame),
                         Some(Err(e)) => Err(self.codec_error(e)),
                         None => Err(BrokerError::ClosedByBroker {
-                            broker: self.shared.broker.clone(),
+                            broker: self.shared.broker().clone(),
                         }),
                     };
                     if let Err(e) = delivered {
@@ -140,7 +140,7 @@ impl Reader {
                 },
                 () = &mut timer, if deadline.is_some() => {
                     return BrokerError::ReadTimeout {
-                        broker: self.shared.broker.clone(),
+                        broker: self.shared.broker().clone(),
                         timeout: self.read_timeout.unwrap_or_default(),
                     };
                 }
@@ -202,14 +202,14 @@ impl Reader {
 
     fn codec_error(&self, e: CodecError) -> BrokerError {
         match e {
-            CodecError::Io(io) => BrokerError::io(&self.shared.broker, "receive", &io),
+            CodecError::Io(io) => BrokerError::io(self.shared.broker(), "receive", &io),
             other => self.protocol(other.to_string()),
         }
     }
 
     fn protocol(&self, reason: String) -> BrokerError {
         BrokerError::Protocol {
-            broker: self.shared.broker.clone(),
+            broker: self.shared.broker().clone(),
             reason,
         }
     }

@@ -426,3 +426,41 @@ async fn an_idle_close_by_the_broker_is_logged_at_debug_and_counted() {
         0
     );
 }
+
+#[tokio::test]
+async fn a_connection_named_after_connecting_reports_with_its_broker_id() {
+    let logs = Logs::global();
+    let counters = Counters::default();
+    let _metrics = metrics::set_default_local_recorder(&counters);
+
+    let broker = FakeBroker::start().await;
+    let (conn, fake) = connected(&broker, &options()).await;
+    assert_eq!(conn.address().id, None, "opened to a contact point");
+    assert!(conn.set_broker_id(41));
+    assert!(conn.set_broker_id(41), "the same id again is fine");
+    assert!(!conn.set_broker_id(42), "a connection names one broker");
+    let named = broker.address().with_id(41);
+    assert_eq!(conn.address(), &named);
+
+    drop(fake);
+    within("the connection to close", async {
+        while !conn.is_closed() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let lines = logs.lines_with(&named.to_string());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("idle broker connection ended")),
+        "the log names broker 41: {lines:#?}"
+    );
+    let idle = sluice_metrics::names::BROKER_CONNECTIONS_IDLE_CLOSED;
+    assert_eq!(counters.get(idle, &[("broker", "41"), ("kind", "eof")]), 1);
+    assert_eq!(
+        conn.failure().map(|e| e.broker().clone()),
+        Some(named),
+        "errors name it too"
+    );
+}

@@ -51,7 +51,7 @@ impl Writer {
     pub(super) async fn run(mut self) {
         let ended = match self.serve().await {
             Ok(()) => BrokerError::Shutdown {
-                broker: self.shared.broker.clone(),
+                broker: self.shared.broker().clone(),
             },
             Err(e) => e,
         };
@@ -68,7 +68,7 @@ impl Writer {
             // acks=0 requests have no response to carry the error; the
             // failure itself is logged once, by the reader.
             debug!(
-                broker = %self.shared.broker,
+                broker = %self.shared.broker(),
                 count = unanswerable,
                 "dropped queued acks=0 produce requests: {cause}"
             );
@@ -112,13 +112,13 @@ impl Writer {
         if let Err(e) = request.encode(&mut self.buf) {
             self.buf.truncate(mark);
             let error = BrokerError::Encode {
-                broker: self.shared.broker.clone(),
+                broker: self.shared.broker().clone(),
                 reason: e.to_string(),
             };
             match reply {
                 Some(reply) => reply.complete(Err(error)),
                 None => {
-                    warn!(broker = %self.shared.broker, "dropped an acks=0 produce request: {error}")
+                    warn!(broker = %self.shared.broker(), "dropped an acks=0 produce request: {error}")
                 }
             }
             return Ok(());
@@ -193,6 +193,6 @@ impl Writer {
             () = shared.cancel.cancelled() => return Err(shared.failure_or_shutdown()),
             result = write => result,
         };
-        result.map_err(|e| BrokerError::io(&self.shared.broker, "send", &e))
+        result.map_err(|e| BrokerError::io(self.shared.broker(), "send", &e))
     }
 }

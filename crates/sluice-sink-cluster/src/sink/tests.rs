@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sluice_chain::{ConnectionContext, SinkBuilder};
+use sluice_chain::{ConnectionContext, Sink, SinkBuilder};
 use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersion;
 use sluice_codec::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -334,4 +334,21 @@ async fn an_unreachable_cluster_answers_metadata_by_closing() {
     let error = within("failure", sink.recv(&ctx)).await.unwrap_err();
     assert!(error.to_string().contains("cannot connect"), "{error}");
     assert_eq!(sink.pending(), 0);
+}
+
+#[tokio::test]
+async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
+    let broker = FakeBroker::start().await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build_cluster(&ctx());
+    let ctx = ctx();
+    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
+    within("metadata", sink.recv(&ctx)).await.unwrap();
+    let target = crate::connections::Target::Broker(crate::topology::BrokerId(1));
+    let conn = sink
+        .connections
+        .get(target)
+        .expect("the bootstrap connection serves broker 1");
+    assert_eq!(conn.address().id, Some(1), "{}", conn.address());
+    assert_eq!(conn.address().metric_label(), "1");
 }
