@@ -166,12 +166,12 @@ pub fn offsets(cluster: &Cluster, bootstrap: &str, topic: &str, time: &str) -> B
         .collect()
 }
 
-/// A file holding `contents` (a tool's JSON input), removed when dropped.
+/// A file holding `contents` (a tool's JSON input or properties), removed
+/// when dropped.
 pub fn temp_file(contents: &str) -> tempfile::NamedTempFile {
     use std::io::Write;
     let mut file = tempfile::Builder::new()
         .prefix("sluice-it-")
-        .suffix(".json")
         .tempfile()
         .expect("temp file");
     file.write_all(contents.as_bytes())

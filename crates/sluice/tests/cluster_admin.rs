@@ -14,7 +14,8 @@
 //!   `kafka-reassign-partitions --execute` with a JSON of real broker ids
 //!   fails client-side with "Unknown broker id". A reassignment started with
 //!   real ids elsewhere is listed through Sluice (with those real ids: ids are
-//!   not addresses) and can be cancelled through it.
+//!   not addresses) and can be cancelled through it, but `--verify` through
+//!   Sluice compares real ids with Sluice ids and never reports it complete.
 //! - A BROKER config resource named by a Sluice id reaches a real broker with
 //!   another id, which refuses it ("Unexpected broker id").
 
@@ -446,6 +447,29 @@ fn partition_reassignments_take_real_broker_ids() {
             .stdout
             .contains("None of the specified partition moves are active"),
         "the tool's own listing after the cancel\n{cancelled:?}"
+    );
+    // `--verify` compares the target (real ids) with the replicas it is shown
+    // (Sluice ids), so through Sluice it never sees a finished move; then it
+    // clears throttles on "brokers" 0..3 by id, and the client, which knows
+    // only node 0, cannot reach the others (given 5 s here instead of 60 s).
+    let short = temp_file("default.api.timeout.ms=5000\nrequest.timeout.ms=5000\n");
+    let short = short.path().display().to_string();
+    let misread = reassign(
+        &listen,
+        &[
+            "--verify",
+            "--reassignment-json-file",
+            &json,
+            "--command-config",
+            &short,
+        ],
+    );
+    assert_ne!(misread.code, Some(0), "{misread:?}");
+    assert!(
+        misread.stdout.contains(&format!(
+            "partition {topic}-0, but replica set is 0 rather than 1,2,3"
+        )),
+        "{misread:?}"
     );
     // The direct `--verify` also clears the throttles `--execute` set.
     let verified = reassign(&direct, &["--verify", "--reassignment-json-file", &json]);

@@ -17,7 +17,16 @@
 //!   CreatePartitions manual assignments, AlterPartitionReassignments,
 //!   AlterReplicaLogDirs, DescribeConfigs/IncrementalAlterConfigs of a BROKER
 //!   resource) are forwarded as sent; a client that only knows Sluice node ids
-//!   can only use them with ids it learned elsewhere.
+//!   can only use them with ids it learned elsewhere. Seen with Kafka's tools
+//!   (`crates/sluice/tests/cluster_admin.rs`): `kafka-reassign-partitions
+//!   --execute` refuses real ids before sending anything ("Unknown broker
+//!   id", checked against DescribeCluster); `--list` and `--cancel` work;
+//!   `--verify` compares the target's real ids with the Sluice ids Metadata
+//!   shows and never reports the move complete, then times out clearing
+//!   throttles on brokers it cannot reach; `kafka-configs --entity-type
+//!   brokers --entity-name <sluice id>` reaches a broker with another id,
+//!   which refuses it ("Unexpected broker id"), while `--entity-default`
+//!   works.
 //! - **Not for clients** ([`not_for_clients`]): inter-broker and controller
 //!   APIs, and the ones that expose the real topology
 //!   ([`crate::rewrite::is_client_facing`]), are answered by Sluice with
