@@ -48,7 +48,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::debug;
 
 pub use address::{AddressParseError, BrokerAddress};
-pub use error::BrokerError;
+pub use error::{BrokerError, UnsentRequest};
 
 /// Receives the response to one request, or the error that prevented it.
 pub type ResponseReceiver = oneshot::Receiver<Result<Response, BrokerError>>;
@@ -164,12 +164,16 @@ impl BrokerConnection {
     /// expects no response (Produce with `acks=0`). Waits only while the
     /// queue is full.
     ///
-    /// Fails with [`BrokerError::NotSent`] when the connection is closed.
-    /// Dropping the returned future while it waits for queue space drops the
-    /// request unsent (the caller, having cancelled, knows it was not sent).
+    /// Fails with [`BrokerError::NotSent`] when the connection is closed;
+    /// the error hands the request back ([`BrokerError::unsent_request`]),
+    /// as does the `NotSent` a request still queued when the connection
+    /// fails is completed with. Dropping the returned future while it waits
+    /// for queue space drops the request unsent (the caller, having
+    /// cancelled, knows it was not sent).
     pub async fn send(&self, request: Request) -> Result<Option<ResponseReceiver>, BrokerError> {
         if self.is_closed() {
-            return Err(BrokerError::not_sent(&self.shared.failure_or_shutdown()));
+            let cause = self.shared.failure_or_shutdown();
+            return Err(BrokerError::not_sent_returning(&cause, request));
         }
         let (reply, receiver) = if request.expects_response() {
             let (tx, rx) = oneshot::channel();
@@ -180,7 +184,10 @@ impl BrokerConnection {
         self.requests
             .send(Outgoing { request, reply })
             .await
-            .map_err(|_| BrokerError::not_sent(&self.shared.failure_or_shutdown()))?;
+            .map_err(|unsent| {
+                let cause = self.shared.failure_or_shutdown();
+                BrokerError::not_sent_returning(&cause, unsent.0.request)
+            })?;
         Ok(receiver)
     }
 

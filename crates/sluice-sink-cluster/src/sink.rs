@@ -14,7 +14,8 @@
 //! has no known leader, FindCoordinator when a coordinator is unknown) are
 //! sent and awaited there, before the client's request goes out. `recv` waits
 //! for the oldest entry's parts, combines them and post-processes the answer
-//! (`finish.rs`).
+//! (`finish.rs`); a part its connection never wrote (the connection failed
+//! first) is sent once more, in place, on a reopened connection first.
 //!
 //! Every client request ends in exactly one of three ways: a broker answer, a
 //! synthesized Kafka error (a failed broker's part is answered with a
@@ -330,6 +331,7 @@ impl KafkaSinkClusterBuilder {
             pending: VecDeque::new(),
             auth: ClientAuth::new(self.shared.tokens.is_some()),
             sasl_in_flight: 0,
+            head_resent: Vec::new(),
         }
     }
 }
@@ -344,6 +346,9 @@ pub struct KafkaSinkCluster {
     auth: ClientAuth,
     /// SASL requests whose answers are not settled yet.
     sasl_in_flight: usize,
+    /// The parts (by index) of the oldest pending entry already sent again
+    /// after failing unsent; each is sent again at most once.
+    head_resent: Vec<usize>,
 }
 
 impl std::fmt::Debug for KafkaSinkCluster {
@@ -382,12 +387,13 @@ impl Sink for KafkaSinkCluster {
             };
             // Cancel-safe: each part keeps its receiver until its result is stored.
             head.wait_parts().await;
-            if self.retry_head_elsewhere().await? {
+            if self.resend_unsent_parts().await? || self.retry_head_elsewhere().await? {
                 continue;
             }
             let Some(entry) = self.pending.pop_front() else {
                 continue;
             };
+            self.head_resent.clear();
             return self.finish(entry);
         }
     }

@@ -6,8 +6,12 @@
 //! The error is `Clone` because one connection failure completes every
 //! request that was in flight on it.
 
+use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
+
+use sluice_codec::Request;
 
 use super::BrokerAddress;
 use crate::error::{ErrorClass, ErrorSide};
@@ -70,7 +74,28 @@ pub enum BrokerError {
     /// The connection had failed before this request was written, so the
     /// broker never saw it: retrying it cannot apply it twice.
     #[error("{cause}; the request was not sent")]
-    NotSent { cause: Box<BrokerError> },
+    NotSent {
+        cause: Box<BrokerError>,
+        /// The request, handed back when the connection still had it, so
+        /// that the owner can send it again (see [`BrokerError::unsent_request`]).
+        request: Option<UnsentRequest>,
+    },
+}
+
+/// A request a broker connection never wrote, handed back inside
+/// [`BrokerError::NotSent`] (shared, because the error is `Clone`).
+#[derive(Clone)]
+pub struct UnsentRequest(Arc<Request>);
+
+impl fmt::Debug for UnsentRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "UnsentRequest({:?} v{})",
+            self.0.api_key(),
+            self.0.api_version()
+        )
+    }
 }
 
 impl BrokerError {
@@ -86,7 +111,7 @@ impl BrokerError {
             BrokerError::Protocol { .. } => "protocol",
             BrokerError::Encode { .. } => "encode",
             BrokerError::Shutdown { .. } => "shutdown",
-            BrokerError::NotSent { cause } => cause.kind(),
+            BrokerError::NotSent { cause, .. } => cause.kind(),
         }
     }
 
@@ -102,7 +127,7 @@ impl BrokerError {
             | BrokerError::Protocol { broker, .. }
             | BrokerError::Encode { broker, .. }
             | BrokerError::Shutdown { broker } => broker,
-            BrokerError::NotSent { cause } => cause.broker(),
+            BrokerError::NotSent { cause, .. } => cause.broker(),
         }
     }
 
@@ -120,13 +145,42 @@ impl BrokerError {
         )
     }
 
+    /// A request the broker certainly never saw, handed back by the
+    /// connection (with the client's correlation id) so that it can be sent
+    /// again, on a new connection, without any risk of applying it twice.
+    /// `None` for every other error.
+    pub fn unsent_request(&self) -> Option<Request> {
+        match self {
+            BrokerError::NotSent {
+                request: Some(UnsentRequest(request)),
+                ..
+            } => Some(Request::clone(request)),
+            _ => None,
+        }
+    }
+
     /// Wraps the error of a failed connection for a request it never wrote.
     pub(crate) fn not_sent(cause: &BrokerError) -> BrokerError {
         match cause {
-            BrokerError::NotSent { .. } => cause.clone(),
+            BrokerError::NotSent { cause, .. } => BrokerError::NotSent {
+                cause: cause.clone(),
+                request: None,
+            },
             other => BrokerError::NotSent {
                 cause: Box::new(other.clone()),
+                request: None,
             },
+        }
+    }
+
+    /// [`BrokerError::not_sent`], handing `request` back to the owner.
+    pub(crate) fn not_sent_returning(cause: &BrokerError, request: Request) -> BrokerError {
+        match BrokerError::not_sent(cause) {
+            BrokerError::NotSent { cause, .. } => BrokerError::NotSent {
+                cause,
+                request: Some(UnsentRequest(Arc::new(request))),
+            },
+            other => other,
         }
     }
 
@@ -158,7 +212,7 @@ impl ErrorClass for BrokerError {
     fn side(&self) -> ErrorSide {
         match self {
             BrokerError::Encode { .. } => ErrorSide::Internal,
-            BrokerError::NotSent { cause } => cause.side(),
+            BrokerError::NotSent { cause, .. } => cause.side(),
             _ => ErrorSide::Broker,
         }
     }
@@ -176,7 +230,7 @@ impl ErrorClass for BrokerError {
             | BrokerError::Encode { .. } => false,
             // The broker never saw it; whether another try can work depends
             // on why the connection failed.
-            BrokerError::NotSent { cause } => cause.retriable(),
+            BrokerError::NotSent { cause, .. } => cause.retriable(),
         }
     }
 }

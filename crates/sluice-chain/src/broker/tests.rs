@@ -168,7 +168,51 @@ async fn every_pending_request_fails_when_the_broker_closes() {
     let err = conn.send(api_versions(99)).await.unwrap_err();
     assert!(matches!(err, BrokerError::NotSent { .. }), "{err}");
     assert!(!err.request_may_have_been_sent());
+    let back = err.unsent_request().expect("the request is handed back");
+    assert_eq!(
+        (back.api_key(), back.correlation_id()),
+        (ApiKey::ApiVersions, 99)
+    );
     drop(fake);
+}
+
+#[tokio::test]
+async fn a_request_queued_behind_a_failed_write_is_handed_back_unsent() {
+    // Larger than loopback socket buffers: the writer stays in this write.
+    const BIG: usize = 32 * 1024 * 1024;
+    let broker = FakeBroker::start().await;
+    let (conn, mut fake) = connected(&broker, &options()).await;
+    let big = conn
+        .send(raw_request(ApiKey::ApiVersions, 0, 1, BIG))
+        .await
+        .unwrap()
+        .unwrap();
+    let queued = conn.send(api_versions(7)).await.unwrap().unwrap();
+    // The first bytes of the big request arrived: it is being written, and
+    // the small one waits in the queue behind it.
+    let mut head = [0u8; 16];
+    within(
+        "the big request to start",
+        fake.stream.read_exact(&mut head),
+    )
+    .await
+    .unwrap();
+    fake.reset();
+
+    let err = outcome(big).await.unwrap_err();
+    assert!(err.request_may_have_been_sent(), "{err}");
+    assert!(err.unsent_request().is_none(), "{err}");
+    let err = outcome(queued).await.unwrap_err();
+    assert!(matches!(err, BrokerError::NotSent { .. }), "{err}");
+    assert!(err.retriable(), "{err}");
+    let back = err
+        .unsent_request()
+        .expect("the queued request is handed back");
+    assert_eq!(
+        (back.api_key(), back.correlation_id()),
+        (ApiKey::ApiVersions, 7),
+        "with the client's correlation id"
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use sluice_codec::Request;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -60,7 +61,10 @@ impl Writer {
         let mut unanswerable = 0usize;
         while let Ok(out) = self.requests.try_recv() {
             match out.reply {
-                Some(reply) => reply.complete(Err(BrokerError::not_sent(&cause))),
+                Some(reply) => {
+                    let error = BrokerError::not_sent_returning(&cause, out.request);
+                    reply.complete(Err(error));
+                }
                 None => unanswerable += 1,
             }
         }
@@ -135,19 +139,29 @@ impl Writer {
             broker_wait,
             reply,
         };
-        self.register(entry, mark).await
+        // Kept until registered: a request that cannot be registered was
+        // never written, and goes back to its owner.
+        request.set_correlation_id(client_correlation_id);
+        self.register(entry, request, mark).await
     }
 
     /// Hands `entry` to the reader. When the reader is full, first writes the
     /// buffer up to `mark` (the requests registered before this one) so that
-    /// the broker can answer them and make room.
-    async fn register(&mut self, entry: InFlight, mark: usize) -> Result<(), BrokerError> {
+    /// the broker can answer them and make room. On failure, `request` (its
+    /// bytes never written) is handed back in the [`BrokerError::NotSent`].
+    async fn register(
+        &mut self,
+        entry: InFlight,
+        request: Request,
+        mark: usize,
+    ) -> Result<(), BrokerError> {
         let entry = match self.in_flight.try_send(entry) {
             Ok(()) => return Ok(()),
             Err(mpsc::error::TrySendError::Full(entry)) => entry,
             Err(mpsc::error::TrySendError::Closed(entry)) => {
                 let cause = self.shared.failure_or_shutdown();
-                entry.reply.complete(Err(BrokerError::not_sent(&cause)));
+                let error = BrokerError::not_sent_returning(&cause, request);
+                entry.reply.complete(Err(error));
                 return Err(cause);
             }
         };
@@ -170,7 +184,8 @@ impl Writer {
                     Err(e) => self.shared.fail(e),
                     Ok(()) => self.shared.failure_or_shutdown(),
                 };
-                entry.reply.complete(Err(BrokerError::not_sent(&cause)));
+                let error = BrokerError::not_sent_returning(&cause, request);
+                entry.reply.complete(Err(error));
                 Err(cause)
             }
         }

@@ -10,17 +10,22 @@
 //!   part's answer passes through undecoded (Fetch: unless the header walk
 //!   finds a partition error). Leader hints are rewritten only when the answer
 //!   carries a partition error; staleness is recorded from the error codes.
+//! - A part that failed before its connection wrote it (the broker never saw
+//!   it: [`BrokerError::NotSent`]) is sent once more on a reopened connection
+//!   to the same broker, awaited in place (the oldest entry stays at the
+//!   front, so answers keep request order); see
+//!   [`KafkaSinkCluster::resend_unsent_parts`].
 //! - A failed part is logged with its broker, its connection is dropped (it
 //!   closed), and it is answered with the API's retriable error, counted in
 //!   `sluice_synthesized_error_responses_total`. Where the API has no place
 //!   for an error, the broker error is returned and the client connection
 //!   closes with it as the logged reason.
 
-use sluice_chain::ChainError;
 use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_chain::{ChainError, ErrorClass};
 use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Response, ResponseKind};
+use sluice_codec::{ApiKey, Request, Response, ResponseKind};
 use sluice_metrics::names;
 use tracing::{debug, warn};
 
@@ -35,6 +40,88 @@ use crate::split::dispatch::merge_responses;
 use crate::topology::{Staleness, staleness};
 
 impl KafkaSinkCluster {
+    /// Sends again, once each, the parts of the oldest entry that failed
+    /// before their connection wrote them (the connection had failed: the
+    /// broker never saw them, so sending them again cannot apply them
+    /// twice), on a reopened connection to the same broker. Returns true when
+    /// one was sent again (the caller waits again). Authentication requests
+    /// are never sent again: they belong to their connection. Cancel-safe:
+    /// a part is replaced only once its new request is queued, and recorded
+    /// as resent then. `Err`: the client cannot be served any more.
+    pub(super) async fn resend_unsent_parts(&mut self) -> Result<bool, ChainError> {
+        let Some(head) = self.pending.front() else {
+            return Ok(false);
+        };
+        if matches!(
+            head.api_key,
+            ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+        ) {
+            return Ok(false);
+        }
+        let unsent: Vec<(usize, Target, Request)> = head
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(index, part)| {
+                part.target != Target::Auth && !self.head_resent.contains(index)
+            })
+            .filter_map(|(index, part)| {
+                let error = part.error()?;
+                let resendable = !error.request_may_have_been_sent() && error.retriable();
+                let request = error.unsent_request().filter(|_| resendable)?;
+                Some((index, part.target, request))
+            })
+            .collect();
+        if unsent.is_empty() {
+            return Ok(false);
+        }
+        for (index, target, request) in unsent {
+            let part = self.resend(target, request).await?;
+            if let Some(slot) = self
+                .pending
+                .front_mut()
+                .and_then(|head| head.parts.get_mut(index))
+            {
+                *slot = part;
+            }
+            self.head_resent.push(index);
+        }
+        Ok(true)
+    }
+
+    /// Sends `request`, which its connection to `target` never wrote, on a
+    /// reopened connection there (for the bootstrap connection, which serves
+    /// requests any broker can serve: on any connection).
+    async fn resend(&mut self, target: Target, request: Request) -> Result<Part, ChainError> {
+        let api = request.api_key();
+        self.connections.discard(target);
+        let connection = match target {
+            Target::Broker(id) => self.connections.broker(id).await.map(|c| (target, c)),
+            Target::Bootstrap | Target::Auth => self.connections.any(None).await,
+        };
+        let (target, conn) = match connection {
+            Ok(found) => found,
+            Err(ConnError::Broker(e)) => return Ok(Part::failed(target, e)),
+            Err(ConnError::Fatal(e)) => {
+                warn!(connection = self.connection_id, api = ?api, "closing the client: {e}");
+                return Err(e);
+            }
+        };
+        let broker = conn.address().clone();
+        debug!(
+            connection = self.connection_id,
+            broker = %broker,
+            api = ?api,
+            "sending again a request its failed broker connection never wrote"
+        );
+        Ok(match conn.send(request).await {
+            Ok(Some(receiver)) => Part::sent(target, broker, receiver),
+            // A request that expects no answer is never pending.
+            Ok(None) => Part::failed(target, BrokerError::Shutdown { broker }),
+            Err(e) => Part::failed(target, e),
+        })
+    }
+
     /// If the oldest entry is a read whose broker failed and that was not
     /// retried yet, sends it once more to another broker and returns true
     /// (the caller waits again). Cancel-safe: the entry changes only once the

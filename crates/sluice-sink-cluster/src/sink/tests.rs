@@ -26,6 +26,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{FrameCodec, Request, Response, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio_util::codec::Decoder;
 
 use super::KafkaSinkClusterBuilder;
@@ -46,6 +47,17 @@ async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
 struct FakeBroker {
     addr: SocketAddr,
     fail_produce: Arc<AtomicBool>,
+    stall: Arc<Stall>,
+}
+
+/// Makes the broker stop reading a connection the next time bytes arrive
+/// (`next`), say so (`stalled`), and drop it, unread bytes and all (a
+/// reset), once `release`d.
+#[derive(Default)]
+struct Stall {
+    next: AtomicBool,
+    stalled: Notify,
+    release: Notify,
 }
 
 impl FakeBroker {
@@ -53,18 +65,28 @@ impl FakeBroker {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let fail_produce = Arc::new(AtomicBool::new(false));
-        let fail = fail_produce.clone();
+        let stall = Arc::new(Stall::default());
+        let (fail, stall_too) = (fail_produce.clone(), stall.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, addr, fail.clone()));
+                tokio::spawn(serve(stream, addr, fail.clone(), stall_too.clone()));
             }
         });
-        Self { addr, fail_produce }
+        Self {
+            addr,
+            fail_produce,
+            stall,
+        }
     }
 }
 
-async fn serve(mut stream: TcpStream, addr: SocketAddr, fail_produce: Arc<AtomicBool>) {
-    let mut codec = FrameCodec::default();
+async fn serve(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    fail_produce: Arc<AtomicBool>,
+    stall: Arc<Stall>,
+) {
+    let mut codec = FrameCodec::new(64 * 1024 * 1024);
     let mut buf = BytesMut::new();
     loop {
         let frame = loop {
@@ -72,6 +94,11 @@ async fn serve(mut stream: TcpStream, addr: SocketAddr, fail_produce: Arc<Atomic
                 break frame;
             }
             if stream.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if stall.next.swap(false, Ordering::SeqCst) {
+                stall.stalled.notify_one();
+                stall.release.notified().await;
                 return;
             }
         };
@@ -219,11 +246,15 @@ fn client_request(api: ApiKey, version: i16, id: i32, body: RequestKind) -> Requ
 }
 
 fn produce(id: i32, acks: i16) -> Request {
+    produce_records(id, acks, bytes::Bytes::from_static(b"not-really-records"))
+}
+
+fn produce_records(id: i32, acks: i16, records: bytes::Bytes) -> Request {
     let partitions = (0..2)
         .map(|i| {
             PartitionProduceData::default()
                 .with_index(i)
-                .with_records(Some(bytes::Bytes::from_static(b"not-really-records")))
+                .with_records(Some(records.clone()))
         })
         .collect();
     let body = ProduceRequest::default()
@@ -351,4 +382,48 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
         .expect("the bootstrap connection serves broker 1");
     assert_eq!(conn.address().id, Some(1), "{}", conn.address());
     assert_eq!(conn.address().metric_label(), "1");
+}
+
+#[tokio::test]
+async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
+    let broker = FakeBroker::start().await;
+    let builder = builder(broker.addr);
+    let mut sink = builder.build(&ctx());
+    let ctx = ctx();
+    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
+    within("metadata", sink.recv(&ctx)).await.unwrap();
+
+    // A produce larger than the socket buffers: the connection is still
+    // writing it when the broker resets the connection, and the next
+    // produce waits in the connection's queue, never written.
+    broker.stall.next.store(true, Ordering::SeqCst);
+    let big = bytes::Bytes::from(vec![0u8; 16 * 1024 * 1024]);
+    within("send big", sink.send(produce_records(2, -1, big), &ctx))
+        .await
+        .unwrap();
+    within(
+        "the broker to stop reading",
+        broker.stall.stalled.notified(),
+    )
+    .await;
+    within("send queued", sink.send(produce(3, -1), &ctx))
+        .await
+        .unwrap();
+    broker.stall.release.notify_one();
+
+    let first = within("the big produce", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(first.correlation_id(), 2);
+    assert_eq!(
+        produce_codes(first),
+        [(0, 6), (1, 6)],
+        "the broker may have seen part of it: a retriable error"
+    );
+    let second = within("the queued produce", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(second.correlation_id(), 3);
+    assert_eq!(
+        produce_codes(second),
+        [(0, 0), (1, 0)],
+        "never written: sent again on a new connection and answered by the broker"
+    );
+    assert_eq!(sink.pending(), 0);
 }
