@@ -39,6 +39,7 @@
 
 mod auth;
 mod error;
+mod failures;
 mod finish;
 mod internal;
 mod send;
@@ -101,6 +102,8 @@ pub struct Shared {
     /// The token task, with `authorize_scram_over_mtls`: one per sink,
     /// shared by all of its client connections.
     pub(crate) tokens: Option<TokenTaskHandle>,
+    /// When each broker's failed requests were last logged at WARN.
+    failures: failures::FailureLog,
 }
 
 impl std::fmt::Debug for Shared {
@@ -273,6 +276,7 @@ impl KafkaSinkClusterBuilder {
                 api_versions_attempts: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 tokens,
+                failures: failures::FailureLog::default(),
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
             peers_started: Once::new(),

@@ -27,9 +27,11 @@ use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, Response, ResponseKind};
 use sluice_metrics::names;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
+use super::failures::Verdict;
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::rewrite::{RewriteError, Rewriter, may_carry_leader_hints};
@@ -141,12 +143,8 @@ impl KafkaSinkCluster {
             return Ok(false);
         }
         let failed = part.target;
-        warn!(
-            connection = self.connection_id,
-            broker = %part.broker,
-            api = ?head.api_key,
-            "broker failed a request any broker can serve, retrying it on another broker: {error}"
-        );
+        let what = "broker failed a request any broker can serve, retrying it on another broker";
+        self.log_failure(&part.broker, head.api_key, what, error);
         let request = whole.original.clone();
         self.connections.discard(failed);
         let part = match self.connections.any(Some(failed)).await {
@@ -339,7 +337,8 @@ impl KafkaSinkCluster {
         Ok(Response::from_body(api, version, correlation_id, merged))
     }
 
-    /// Logs a failed part and drops its (closed) connection.
+    /// Logs a failed part (rate-limited per broker) and drops its (closed)
+    /// connection.
     fn part_failed(
         &mut self,
         target: Target,
@@ -347,13 +346,33 @@ impl KafkaSinkCluster {
         api: ApiKey,
         e: &BrokerError,
     ) {
-        warn!(
-            connection = self.connection_id,
-            broker = %broker,
-            api = ?api,
-            "broker request failed, answering it with a retriable error: {e}"
-        );
+        let what = "broker request failed, answering it with a retriable error";
+        self.log_failure(broker, api, what, e);
         self.connections.discard(target);
+    }
+
+    /// Logs a failed request: at WARN at most once per broker per
+    /// `WARN_EVERY` (saying how many were logged at DEBUG in between), else
+    /// at DEBUG (see `sink/failures.rs`).
+    fn log_failure(&self, broker: &BrokerAddress, api: ApiKey, what: &str, e: &BrokerError) {
+        let verdict = self.shared.failures.record(broker, Instant::now());
+        let connection = self.connection_id;
+        match verdict {
+            Verdict::Warn { quieted: 0 } => {
+                warn!(connection, broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+            }
+            Verdict::Warn { quieted } => warn!(
+                connection,
+                broker = %broker,
+                broker_id = broker.id,
+                api = ?api,
+                quieted,
+                "{what}: {e} ({quieted} more failed request(s) to this broker since its last warning, logged at debug)"
+            ),
+            Verdict::Quiet => {
+                debug!(connection, broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+            }
+        }
     }
 
     /// Records staleness from a split API's answer and rewrites leader hints
