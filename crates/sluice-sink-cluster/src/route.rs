@@ -65,7 +65,12 @@ pub enum Family {
     FanOut,
     /// Any broker (KRaft brokers forward controller work themselves).
     Admin(Admin),
-    /// SaslHandshake and SaslAuthenticate: the bootstrap (or any) broker.
+    /// SaslHandshake and SaslAuthenticate that reach routing: only from a
+    /// client already taken to use no authentication (see [`crate::auth`]),
+    /// sent untouched to any broker; a broker failure closes the client. A
+    /// client's own authentication exchange never gets here: the gate sends
+    /// it to the client's auth connection (`sink/auth.rs`), and refuses
+    /// re-authentication after it succeeded.
     Sasl,
     /// An inter-broker or hidden API: answered by Sluice with an error.
     NotForClients,
