@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,57 +15,13 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients::{self, java_consume, java_produce};
 use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::fronted;
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, unique, wait};
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
-}
-
-/// The topology of Sluice node `local` of `nodes` (their listen addresses),
-/// in front of `trio`'s PLAINTEXT listeners.
-fn topology(cluster: &Cluster, nodes: &[String], local: usize) -> String {
-    let shotover_nodes: String = nodes
-        .iter()
-        .enumerate()
-        .map(|(id, addr)| {
-            format!(
-                "              - address_for_clients: \"{addr}\"\n                address_for_peers: \"{addr}\"\n                rack: \"rack0\"\n                broker_id: {id}\n"
-            )
-        })
-        .collect();
-    let contact_points = cluster
-        .bootstrap("PLAINTEXT")
-        .split(',')
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"sources:
-  - Kafka:
-      name: "kafka"
-      listen_addr: "{listen}"
-      chain:
-        - KafkaSinkCluster:
-            name: "kafka-sink-cluster"
-            shotover_nodes:
-{shotover_nodes}            local_shotover_broker_id: {local}
-            first_contact_points: [{contact_points}]
-            connect_timeout_ms: 3000
-            read_timeout: 60
-            check_shotover_peers_delay_ms: 1000
-"#,
-        listen = nodes[local],
-    )
-}
-
-/// One Sluice node in front of `trio`.
-fn start(cluster: &Cluster) -> (SluiceProcess, String) {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let nodes = [listen.clone()];
-    let sluice = SluiceProcess::start(sluice_bin(), &topology(cluster, &nodes, 0), &[&listen]);
-    (sluice, listen)
 }
 
 /// `key:value` lines, for a console producer with `parse.key=true`, so that
@@ -91,77 +46,20 @@ const KEYED: [&str; 4] = [
     "key.separator=:",
 ];
 
-/// Creates `topic` directly on the cluster (6 partitions, RF 3) and checks
-/// that its partition leaders are on all three brokers.
-fn create_spread_topic(cluster: &Cluster, topic: &str) {
-    cluster.create_topic(topic, 6, 3);
-    let direct = cluster.bootstrap("PLAINTEXT");
-    let first = direct.split(',').next().unwrap().to_owned();
-    let leaders = wait::until(Duration::from_secs(30), "leaders on three brokers", || {
-        let leaders = real_leaders(&first, topic);
-        if leaders.len() == 3 {
-            Ok(leaders)
-        } else {
-            Err(format!("{leaders:?}"))
-        }
-    });
-    assert_eq!(leaders.len(), 3);
-}
-
-/// The distinct leader ids of `topic`'s partitions, asked of `broker` directly.
-fn real_leaders(broker: &str, topic: &str) -> BTreeSet<i32> {
-    let mut client = RawClient::connect(broker);
-    let request = MetadataRequest::default().with_topics(Some(vec![
-        sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(StrBytes::from_string(topic.to_owned()).into())),
-    ]));
-    let ResponseKind::Metadata(m) =
-        client.request(ApiKey::Metadata, 12, RequestKind::Metadata(request))
-    else {
-        panic!("not a Metadata answer");
-    };
-    m.topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| p.leader_id.0)
-        .filter(|id| *id >= 0)
-        .collect()
-}
-
-/// Each partition's end offset of `topic`, read through `bootstrap`
-/// (ListOffsets, split by leader).
-fn end_offsets(cluster: &Cluster, bootstrap: &str, topic: &str) -> Vec<(u32, u64)> {
-    let out = cluster.tool(
-        "org.apache.kafka.tools.GetOffsetShell",
-        &["--bootstrap-server", bootstrap, "--topic", topic],
-        Duration::from_secs(60),
-    );
-    out.assert_success("GetOffsetShell");
-    out.stdout
-        .lines()
-        .filter_map(|l| {
-            let mut parts = l.rsplitn(3, ':');
-            let offset = parts.next()?.trim().parse().ok()?;
-            let partition = parts.next()?.trim().parse().ok()?;
-            Some((partition, offset))
-        })
-        .collect()
-}
-
 #[test]
 fn java_round_trip_over_partitions_led_by_three_brokers() {
     let cluster = Cluster::get(TRIO);
-    let (sluice, listen) = start(&cluster);
+    let (sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("java-cluster");
-    create_spread_topic(&cluster, &topic);
+    fronted::create_spread_topic(&cluster, &topic, 6);
 
     let sent = keyed("java", 300);
     java_produce(&cluster, &listen, &topic, &sent, &KEYED);
-    let offsets = end_offsets(&cluster, &listen, &topic);
+    let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert_eq!(offsets.len(), 6, "every partition listed: {offsets:?}");
-    assert_eq!(offsets.iter().map(|(_, o)| o).sum::<u64>(), 300);
+    assert_eq!(offsets.values().sum::<u64>(), 300);
     assert!(
-        offsets.iter().all(|(_, o)| *o > 0),
+        offsets.values().all(|o| *o > 0),
         "keys spread records over every partition, so every broker took writes: {offsets:?}"
     );
     let got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
@@ -181,9 +79,9 @@ fn java_round_trip_over_partitions_led_by_three_brokers() {
 #[test]
 fn librdkafka_round_trip() {
     let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = start(&cluster);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("rdkafka-cluster");
-    create_spread_topic(&cluster, &topic);
+    fronted::create_spread_topic(&cluster, &topic, 6);
     let out = clients::run_librdkafka(
         "produce_consume.py",
         &["--bootstrap", &listen, "--topic", &topic, "--count", "500"],
@@ -200,9 +98,9 @@ fn librdkafka_round_trip() {
 #[test]
 fn clients_only_learn_sluice_addresses() {
     let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = start(&cluster);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("hidden");
-    create_spread_topic(&cluster, &topic);
+    fronted::create_spread_topic(&cluster, &topic, 6);
     let port: i32 = listen.rsplit_once(':').unwrap().1.parse().unwrap();
     let real_ports: Vec<i32> = (1..=3)
         .map(|id| i32::from(cluster.port(id, "PLAINTEXT")))
@@ -306,7 +204,7 @@ fn consume_in_group(
 /// stored with the group coordinator and read back through Sluice.
 fn group_resumes(cluster: &Cluster, listen: &str, protocol: &[&str]) {
     let topic = unique("group-resume");
-    create_spread_topic(cluster, &topic);
+    fronted::create_spread_topic(cluster, &topic, 6);
     let group = unique("group");
     let first = keyed("first", 120);
     java_produce(cluster, listen, &topic, &first, &KEYED);
@@ -346,14 +244,14 @@ fn group_resumes(cluster: &Cluster, listen: &str, protocol: &[&str]) {
 #[test]
 fn classic_consumer_group_resumes_from_committed_offsets() {
     let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = start(&cluster);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     group_resumes(&cluster, &listen, &[]);
 }
 
 #[test]
 fn kip848_consumer_group_resumes_from_committed_offsets() {
     let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = start(&cluster);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     group_resumes(
         &cluster,
         &listen,
@@ -368,8 +266,16 @@ fn two_sluice_nodes_share_the_cluster() {
         format!("127.0.0.1:{}", free_port()),
         format!("127.0.0.1:{}", free_port()),
     ];
-    let _a = SluiceProcess::start(sluice_bin(), &topology(&cluster, &nodes, 0), &[&nodes[0]]);
-    let _b = SluiceProcess::start(sluice_bin(), &topology(&cluster, &nodes, 1), &[&nodes[1]]);
+    let _a = SluiceProcess::start(
+        sluice_bin(),
+        &fronted::topology(&cluster, &nodes, 0, 1000),
+        &[&nodes[0]],
+    );
+    let _b = SluiceProcess::start(
+        sluice_bin(),
+        &fronted::topology(&cluster, &nodes, 1, 1000),
+        &[&nodes[1]],
+    );
     // Node 0 checked node 1 before it listened: it shows node 1 once its
     // next health check (every second) finds it up.
     wait::until(Duration::from_secs(20), "node 0 to show both nodes", || {
@@ -400,7 +306,7 @@ fn two_sluice_nodes_share_the_cluster() {
 #[test]
 fn admin_operations_through_sluice() {
     let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = start(&cluster);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("admin");
     let topics = |args: &[&str]| {
         let mut all = vec!["--bootstrap-server", listen.as_str()];
@@ -443,9 +349,9 @@ fn admin_operations_through_sluice() {
     // The new partitions are routable at once.
     let sent = keyed("admin", 50);
     java_produce(&cluster, &listen, &topic, &sent, &KEYED);
-    let offsets = end_offsets(&cluster, &listen, &topic);
+    let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert_eq!(offsets.len(), 5, "{offsets:?}");
-    assert_eq!(offsets.iter().map(|(_, o)| o).sum::<u64>(), 50);
+    assert_eq!(offsets.values().sum::<u64>(), 50);
 
     topics(&["--delete", "--topic", &topic]);
     wait::until(Duration::from_secs(30), "the topic to be gone", || {
