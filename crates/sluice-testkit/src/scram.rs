@@ -35,13 +35,29 @@ pub const EXPIRED_CHANNEL: &str = "Disconnecting expired channel";
 /// connection: shows that DEBUG is on.
 pub const NEW_CONNECTION: &str = "listening to new connection from";
 
-/// A one-node KafkaSinkCluster topology with SCRAM over mTLS in front of
-/// `cluster`'s `SASL_PLAINTEXT` listeners, listening on `listen`, with
-/// delegation tokens of `token_lifetime_secs` and the given `read_timeout`.
+/// One Sluice node on `listen` in front of `cluster`'s SASL listeners, with
+/// SCRAM over mTLS and tokens of `token_lifetime_secs`.
 pub fn topology(
     cluster: &Cluster,
     listen: &str,
     token_lifetime_secs: u64,
+    read_timeout_secs: u64,
+) -> String {
+    sasl_topology(
+        cluster,
+        listen,
+        Some(token_lifetime_secs),
+        read_timeout_secs,
+    )
+}
+
+/// One Sluice node on `listen` in front of `cluster`'s SASL listeners; with
+/// SCRAM over mTLS and tokens of this lifetime in seconds, or without it
+/// (`None`: clients may then use SASL PLAIN only).
+pub fn sasl_topology(
+    cluster: &Cluster,
+    listen: &str,
+    token_lifetime_secs: Option<u64>,
     read_timeout_secs: u64,
 ) -> String {
     let ports = |listener: &str| {
@@ -49,6 +65,23 @@ pub fn topology(
             .map(|id| format!("\"127.0.0.1:{}\"", cluster.port(id, listener)))
             .collect::<Vec<_>>()
             .join(", ")
+    };
+    let scram = match token_lifetime_secs {
+        None => String::new(),
+        Some(lifetime) => format!(
+            r#"            authorize_scram_over_mtls:
+              mtls_port_contact_points: [{mtls}]
+              delegation_token_lifetime_seconds: {lifetime}
+              tls:
+                certificate_authority_path: "{ca}"
+                certificate_path: "{cert}"
+                private_key_path: "{key}"
+"#,
+            mtls = ports("SSL"),
+            ca = cluster.cert("ca.pem"),
+            cert = cluster.cert("sluice-admin.pem"),
+            key = cluster.cert("sluice-admin-key.pem"),
+        ),
     };
     format!(
         r#"sources:
@@ -67,19 +100,8 @@ pub fn topology(
             first_contact_points: [{sasl}]
             connect_timeout_ms: 3000
             read_timeout: {read_timeout_secs}
-            authorize_scram_over_mtls:
-              mtls_port_contact_points: [{mtls}]
-              delegation_token_lifetime_seconds: {token_lifetime_secs}
-              tls:
-                certificate_authority_path: "{ca}"
-                certificate_path: "{cert}"
-                private_key_path: "{key}"
-"#,
+{scram}"#,
         sasl = ports("SASL_PLAINTEXT"),
-        mtls = ports("SSL"),
-        ca = cluster.cert("ca.pem"),
-        cert = cluster.cert("sluice-admin.pem"),
-        key = cluster.cert("sluice-admin-key.pem"),
     )
 }
 

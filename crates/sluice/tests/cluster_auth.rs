@@ -30,48 +30,7 @@ fn start(cluster: &Cluster) -> (SluiceProcess, String) {
 /// and tokens of this lifetime in seconds, or without SCRAM over mTLS.
 fn start_with(cluster: &Cluster, token_lifetime_secs: Option<u64>) -> (SluiceProcess, String) {
     let listen = format!("127.0.0.1:{}", free_port());
-    let ports = |listener: &str| {
-        (1..=cluster.node_count())
-            .map(|id| format!("\"127.0.0.1:{}\"", cluster.port(id, listener)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let scram = match token_lifetime_secs {
-        None => String::new(),
-        Some(lifetime) => format!(
-            r#"            authorize_scram_over_mtls:
-              mtls_port_contact_points: [{mtls}]
-              delegation_token_lifetime_seconds: {lifetime}
-              tls:
-                certificate_authority_path: "{ca}"
-                certificate_path: "{cert}"
-                private_key_path: "{key}"
-"#,
-            mtls = ports("SSL"),
-            ca = cluster.cert("ca.pem"),
-            cert = cluster.cert("sluice-admin.pem"),
-            key = cluster.cert("sluice-admin-key.pem"),
-        ),
-    };
-    let topology = format!(
-        r#"sources:
-  - Kafka:
-      name: "kafka"
-      listen_addr: "{listen}"
-      chain:
-        - KafkaSinkCluster:
-            shotover_nodes:
-              - address_for_clients: "{listen}"
-                address_for_peers: "{listen}"
-                rack: "rack0"
-                broker_id: 0
-            local_shotover_broker_id: 0
-            first_contact_points: [{sasl}]
-            connect_timeout_ms: 3000
-            read_timeout: 60
-{scram}"#,
-        sasl = ports("SASL_PLAINTEXT"),
-    );
+    let topology = sluice_testkit::scram::sasl_topology(cluster, &listen, token_lifetime_secs, 60);
     let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
     (sluice, listen)
 }
