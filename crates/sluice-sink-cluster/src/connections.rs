@@ -230,6 +230,7 @@ impl Connections {
             .brokers
             .iter()
             .filter(|(id, c)| !c.connection().is_closed() && avoid != Some(Target::Broker(**id)))
+            .filter(|(_, c)| !self.shared.is_suspect(c.connection().address()))
             .min_by_key(|(_, c)| c.connection().outstanding())
             .map(|(id, _)| Target::Broker(*id));
         if let Some(target) = open {
@@ -270,15 +271,24 @@ impl Connections {
         })))
     }
 
-    /// The known brokers, starting at the view's round-robin pick.
+    /// The known brokers, starting at the view's round-robin pick, with the
+    /// suspect ones (a request to them failed recently) last.
     fn known_brokers(&self) -> Vec<BrokerId> {
-        let view = self.shared.view.read();
-        let mut ids: Vec<BrokerId> = view.brokers().map(|b| b.id).collect();
-        if let Some(first) = view.any_broker()
-            && let Some(at) = ids.iter().position(|id| *id == first)
-        {
-            ids.rotate_left(at);
-        }
+        let mut ids: Vec<BrokerId> = {
+            let view = self.shared.view.read();
+            let mut ids: Vec<BrokerId> = view.brokers().map(|b| b.id).collect();
+            if let Some(first) = view.any_broker()
+                && let Some(at) = ids.iter().position(|id| *id == first)
+            {
+                ids.rotate_left(at);
+            }
+            ids
+        };
+        // A stable sort keeps the round-robin order within each group.
+        ids.sort_by_key(|id| {
+            self.address_of(*id)
+                .is_ok_and(|addr| self.shared.is_suspect(&addr))
+        });
         ids
     }
 

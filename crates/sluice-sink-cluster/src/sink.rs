@@ -118,6 +118,12 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Whether a request to `broker` failed recently (see `sink/failures.rs`).
+    pub(crate) fn is_suspect(&self, broker: &BrokerAddress) -> bool {
+        self.failures
+            .is_suspect(broker, tokio::time::Instant::now())
+    }
+
     /// The connect options for `addr` (TLS verifies the broker's own name).
     pub(crate) fn options_for(
         &self,

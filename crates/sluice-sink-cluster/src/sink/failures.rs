@@ -10,6 +10,11 @@
 //! quieted. Every failed request is still counted in
 //! `sluice_synthesized_error_responses_total`. The window is shared by all
 //! client connections of the sink.
+//!
+//! The same record marks a broker *suspect* for [`SUSPECT_FOR`] after each
+//! failure: requests that any broker can serve (Metadata, ApiVersions,
+//! admin) then go to another broker while one is reachable, instead of
+//! paying a failed connect first.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,6 +25,9 @@ use tokio::time::Instant;
 
 /// At most one WARN per broker this often.
 pub(crate) const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a broker stays suspect after a failed request.
+pub(crate) const SUSPECT_FOR: Duration = Duration::from_secs(10);
 
 /// How to log one failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +48,7 @@ pub(crate) struct FailureLog {
 #[derive(Debug)]
 struct Window {
     warned_at: Instant,
+    failed_at: Instant,
     quieted: u64,
 }
 
@@ -50,12 +59,14 @@ impl FailureLog {
         let mut brokers = self.brokers.lock().unwrap_or_else(|p| p.into_inner());
         match brokers.get_mut(&key) {
             Some(window) if now.duration_since(window.warned_at) < WARN_EVERY => {
+                window.failed_at = now;
                 window.quieted += 1;
                 Verdict::Quiet
             }
             Some(window) => {
                 let quieted = std::mem::take(&mut window.quieted);
                 window.warned_at = now;
+                window.failed_at = now;
                 Verdict::Warn { quieted }
             }
             None => {
@@ -63,12 +74,22 @@ impl FailureLog {
                     key,
                     Window {
                         warned_at: now,
+                        failed_at: now,
                         quieted: 0,
                     },
                 );
                 Verdict::Warn { quieted: 0 }
             }
         }
+    }
+
+    /// Whether a request to `broker` failed less than [`SUSPECT_FOR`] before `now`.
+    pub(crate) fn is_suspect(&self, broker: &BrokerAddress, now: Instant) -> bool {
+        let key = broker.host_port().to_string();
+        let brokers = self.brokers.lock().unwrap_or_else(|p| p.into_inner());
+        brokers
+            .get(&key)
+            .is_some_and(|w| now.saturating_duration_since(w.failed_at) < SUSPECT_FOR)
     }
 }
 
@@ -98,5 +119,21 @@ mod tests {
         assert_eq!(log.record(&one, after), Verdict::Quiet);
         let later = after + WARN_EVERY * 3;
         assert_eq!(log.record(&one, later), Verdict::Warn { quieted: 1 });
+    }
+
+    #[test]
+    fn a_broker_is_suspect_for_a_while_after_each_failure() {
+        let log = FailureLog::default();
+        let one = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
+        let two = BrokerAddress::new("127.0.0.1", 9093).with_id(2);
+        let t0 = Instant::now();
+        assert!(!log.is_suspect(&one, t0), "no failure yet");
+        log.record(&one, t0);
+        assert!(log.is_suspect(&one, t0 + SUSPECT_FOR - Duration::from_millis(1)));
+        assert!(!log.is_suspect(&two, t0), "only the failed broker");
+        // A quieted failure extends the suspicion.
+        log.record(&one, t0 + Duration::from_secs(5));
+        assert!(log.is_suspect(&one, t0 + SUSPECT_FOR + Duration::from_secs(1)));
+        assert!(!log.is_suspect(&one, t0 + Duration::from_secs(5) + SUSPECT_FOR));
     }
 }
