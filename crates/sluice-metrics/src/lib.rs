@@ -51,6 +51,12 @@ pub mod names {
     /// (`connections.max.idle.ms`, a middlebox). Nothing failed; the next
     /// request reopens the connection. Labels: `broker`, `kind`.
     pub const BROKER_CONNECTIONS_IDLE_CLOSED: &str = "sluice_broker_connections_idle_closed_total";
+    /// Counter: client requests (or parts of split ones) sent to a broker in
+    /// another rack than the local Sluice node's, when both racks are known.
+    /// Consumer fetches stay in the rack where an in-sync replica is there;
+    /// everything else goes where Kafka requires (leader, coordinator).
+    /// Labels: `api`.
+    pub const OUT_OF_RACK_REQUESTS: &str = "sluice_out_of_rack_requests_total";
     /// Counter: error responses synthesized for requests a broker never answered.
     /// Labels: `api`.
     pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";

@@ -209,8 +209,8 @@ impl Connections {
     /// Some connection for a request any broker can serve, avoiding `avoid`
     /// (the one that just failed): the auth connection until the client's
     /// authentication is decided; then the open connection with the fewest
-    /// requests outstanding, else a new one to a known broker, else the
-    /// bootstrap connection.
+    /// requests outstanding (in the local rack first), else a new one to a
+    /// known broker (in the rack first), else the bootstrap connection.
     pub async fn any(
         &mut self,
         avoid: Option<Target>,
@@ -231,7 +231,7 @@ impl Connections {
             .iter()
             .filter(|(id, c)| !c.connection().is_closed() && avoid != Some(Target::Broker(**id)))
             .filter(|(_, c)| !self.shared.is_suspect(c.connection().address()))
-            .min_by_key(|(_, c)| c.connection().outstanding())
+            .min_by_key(|(id, c)| (self.out_of_rack(**id), c.connection().outstanding()))
             .map(|(id, _)| Target::Broker(*id));
         if let Some(target) = open {
             match self.ensure(target).await {
@@ -286,10 +286,26 @@ impl Connections {
         };
         // A stable sort keeps the round-robin order within each group.
         ids.sort_by_key(|id| {
-            self.address_of(*id)
-                .is_ok_and(|addr| self.shared.is_suspect(&addr))
+            let suspect = self
+                .address_of(*id)
+                .is_ok_and(|addr| self.shared.is_suspect(&addr));
+            (suspect, self.out_of_rack(*id))
         });
         ids
+    }
+
+    /// Whether broker `id` is known to sit outside the local Sluice node's
+    /// rack (false when either rack is unknown): requests any broker can
+    /// serve prefer the brokers in the rack.
+    fn out_of_rack(&self, id: BrokerId) -> bool {
+        let local = self.shared.nodes.local_rack();
+        !local.is_empty()
+            && self
+                .shared
+                .view
+                .read()
+                .broker_rack(id)
+                .is_some_and(|rack| &**rack != local)
     }
 
     /// Makes the connection behind `target` usable: opens it if there is

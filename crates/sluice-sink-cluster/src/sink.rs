@@ -41,6 +41,7 @@ mod auth;
 mod error;
 mod failures;
 mod finish;
+mod follower;
 mod internal;
 mod send;
 

@@ -63,6 +63,13 @@ use self::order::Order;
 pub trait PartitionLeaders {
     /// The broker leading `partition` of `topic`, if known.
     fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId>;
+
+    /// The broker that serves a consumer's fetch (v11+) of `partition`: the
+    /// leader, unless a rack-aware router knows an in-rack follower
+    /// ([`RackRouting`]).
+    fn fetch_replica(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        self.leader(topic, partition)
+    }
 }
 
 /// Who coordinates a group or transactional id. [`ClusterView`] implements it
@@ -97,6 +104,44 @@ impl Routing for ClusterView {
     /// Every known broker, by id.
     fn brokers(&self) -> Vec<BrokerId> {
         ClusterView::brokers(self).map(|broker| broker.id).collect()
+    }
+}
+
+/// The sink's routing: its [`ClusterView`], plus the local Sluice node's rack
+/// so that consumer fetches go to an in-rack replica where there is one (see
+/// [`ClusterView::fetch_replica`]). Everything but fetches routes like the
+/// view.
+pub struct RackRouting<'a, U> {
+    /// The view (hold its read guard for the split).
+    pub view: &'a ClusterView,
+    /// The local Sluice node's rack; empty for none.
+    pub rack: &'a str,
+    /// The time fences are checked against.
+    pub now: tokio::time::Instant,
+    /// Whether a follower may serve fetches now (e.g. it is not suspect).
+    pub usable: U,
+}
+
+impl<U: Fn(BrokerId) -> bool> PartitionLeaders for RackRouting<'_, U> {
+    fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        self.view.leader(topic, partition)
+    }
+
+    fn fetch_replica(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        self.view
+            .fetch_replica(topic, partition, Some(self.rack), self.now, &self.usable)
+    }
+}
+
+impl<U> Coordinators for RackRouting<'_, U> {
+    fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
+        self.view.coordinator(key_type, key)
+    }
+}
+
+impl<U: Fn(BrokerId) -> bool> Routing for RackRouting<'_, U> {
+    fn brokers(&self) -> Vec<BrokerId> {
+        Routing::brokers(self.view)
     }
 }
 

@@ -25,8 +25,8 @@ pub use nodes::{Address, ShotoverNode, SluiceNodes};
 pub use shared::SharedClusterView;
 pub use stale::{Staleness, error_means_stale_metadata, staleness};
 pub use view::{
-    Broker, ClusterView, CoordinatorKeyType, MetadataApplied, PartitionInfo, TopicId, TopicInfo,
-    TopicRef,
+    Broker, ClusterView, CoordinatorKeyType, FOLLOWER_FENCE, FOLLOWER_FETCH_VERSION,
+    MetadataApplied, PartitionInfo, TopicId, TopicInfo, TopicRef,
 };
 
 /// Re-exported so that callers name broker ids the way `kafka-protocol` does.

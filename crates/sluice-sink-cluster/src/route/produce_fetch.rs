@@ -4,10 +4,15 @@
 //! The split module cuts each request by leader and merges the answers; this
 //! module holds what the driver decides around that:
 //!
-//! - **Fetch's `rack_id`** (v11+) is cleared in every part. Sluice always
-//!   fetches from the leader by its own view; a broker with a
-//!   `replica.selector` would otherwise answer "read from follower N" (a real
-//!   broker id, and a follower Sluice never routes to) with no records.
+//! - **Fetch's `rack_id`** (v11+) is cleared in every part. Sluice chooses
+//!   the replica itself (the leader, or an in-rack follower: see
+//!   `topology/view/replica.rs`); a leader with a `replica.selector` would
+//!   otherwise answer "read from follower N" (a real broker id) with no
+//!   records.
+//! - **Follower answers**: a partition error from a follower fences the
+//!   partition's fetches onto its leader for a while, and a follower's
+//!   OFFSET_OUT_OF_RANGE reaches the client as NOT_LEADER_OR_FOLLOWER
+//!   ([`follower_errors`], [`soften_follower_errors`]).
 //! - **Leader hints** (KIP-951 `current_leader`/`node_endpoints`, KIP-392
 //!   `preferred_read_replica`) name real brokers and must be rewritten, but
 //!   brokers only fill them in for partitions with an error. Rewriting means
@@ -29,7 +34,12 @@ use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, Res
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{Stale, partition_staleness};
+use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::order::TopicEntry;
+use crate::topology::{BrokerId, TopicRef};
+
+/// OFFSET_OUT_OF_RANGE.
+pub const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 /// Whether a Fetch request asks for a rack-aware replica (v11+ `rack_id`).
 pub fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
@@ -54,6 +64,75 @@ pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
                 || p.preferred_read_replica.0 >= 0
                 || p.current_leader.leader_id.0 >= 0
         })
+}
+
+/// A partition of a consumer fetch that a follower answered with an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerError {
+    /// The topic, as the answer names it.
+    pub topic: TopicRef,
+    /// The partition index.
+    pub partition: i32,
+    /// The follower's error code.
+    pub error_code: i16,
+}
+
+/// The partitions of a Fetch answer from `answered_by` that carry an error
+/// while `leader` says another broker leads them: answers from an in-rack
+/// follower (see `topology/view/replica.rs`). Their fetches go back to the
+/// leader for a while, and their OFFSET_OUT_OF_RANGE is softened
+/// ([`soften_follower_errors`]).
+pub fn follower_errors(
+    resp: &FetchResponse,
+    version: i16,
+    answered_by: BrokerId,
+    leader: impl Fn(&TopicRef, i32) -> Option<BrokerId>,
+) -> Vec<FollowerError> {
+    let mut out = Vec::new();
+    for topic in &resp.responses {
+        let key = topic.topic_ref(version);
+        for p in topic.partitions.iter().filter(|p| p.error_code != 0) {
+            let led_elsewhere = leader(&key, p.partition_index).is_some_and(|l| l != answered_by);
+            if led_elsewhere {
+                out.push(FollowerError {
+                    topic: key.clone(),
+                    partition: p.partition_index,
+                    error_code: p.error_code,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Turns a follower's OFFSET_OUT_OF_RANGE into NOT_LEADER_OR_FOLLOWER, for
+/// the partitions in `errors`; returns whether anything changed.
+///
+/// A client resets its position on OFFSET_OUT_OF_RANGE (and may skip or
+/// replay records). From a follower that lags it may be untrue, and a
+/// client fetching from a follower itself (KIP-392) would ask the leader
+/// before believing it. Behind Sluice the client cannot tell, so Sluice
+/// answers "retry after a metadata refresh", and the next fetch goes to the
+/// leader (the partition is fenced), whose answer is authoritative.
+pub fn soften_follower_errors(
+    resp: &mut FetchResponse,
+    version: i16,
+    errors: &[FollowerError],
+) -> bool {
+    let mut changed = false;
+    for topic in &mut resp.responses {
+        let key = topic.topic_ref(version);
+        for p in &mut topic.partitions {
+            let listed = errors
+                .iter()
+                .any(|e| e.topic == key && e.partition == p.partition_index);
+            if listed && p.error_code == OFFSET_OUT_OF_RANGE {
+                p.error_code = NOT_LEADER_OR_FOLLOWER;
+                changed = true;
+            }
+        }
+    }
+    changed
 }
 
 /// The partitions a leader-API answer says Sluice routed by a stale view.
@@ -222,4 +301,100 @@ fn scan_partition(s: &mut Scan<'_>, version: i16) -> Option<bool> {
         s.tagged()?;
     }
     Some(error_code != 0 || preferred >= 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use sluice_codec::kafka_protocol::messages::TopicName;
+    use sluice_codec::kafka_protocol::messages::fetch_response::{
+        FetchableTopicResponse, PartitionData,
+    };
+    use sluice_codec::kafka_protocol::protocol::StrBytes;
+    use sluice_codec::{ApiKey, Response};
+
+    use super::*;
+    use crate::topology::fixtures::through_wire;
+
+    fn answer(errors: &[(i32, i16)]) -> FetchResponse {
+        let partitions = errors
+            .iter()
+            .map(|(p, code)| {
+                PartitionData::default()
+                    .with_partition_index(*p)
+                    .with_error_code(*code)
+            })
+            .collect();
+        FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(partitions),
+        ])
+    }
+
+    fn topic() -> TopicRef {
+        TopicRef::Name(TopicName(StrBytes::from_static_str("t")))
+    }
+
+    #[test]
+    fn only_errors_from_a_broker_that_does_not_lead_are_follower_errors() {
+        // Broker 2 answered; it leads partition 1 only.
+        let resp = answer(&[(0, OFFSET_OUT_OF_RANGE), (1, 6), (2, 0), (3, 74)]);
+        let leader = |_: &TopicRef, p: i32| match p {
+            1 => Some(BrokerId(2)),
+            3 => None,
+            _ => Some(BrokerId(1)),
+        };
+        let errors = follower_errors(&resp, 12, BrokerId(2), leader);
+        assert_eq!(
+            errors,
+            vec![FollowerError {
+                topic: topic(),
+                partition: 0,
+                error_code: OFFSET_OUT_OF_RANGE
+            }]
+        );
+    }
+
+    #[test]
+    fn a_follower_out_of_range_becomes_not_leader_and_others_stay() {
+        let mut resp = answer(&[(0, OFFSET_OUT_OF_RANGE), (1, OFFSET_OUT_OF_RANGE), (2, 74)]);
+        let errors = vec![
+            FollowerError {
+                topic: topic(),
+                partition: 0,
+                error_code: OFFSET_OUT_OF_RANGE,
+            },
+            FollowerError {
+                topic: topic(),
+                partition: 2,
+                error_code: 74,
+            },
+        ];
+        assert!(soften_follower_errors(&mut resp, 12, &errors));
+        let codes: Vec<i16> = resp.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.error_code)
+            .collect();
+        // Partition 1 came from its leader: its OFFSET_OUT_OF_RANGE is true.
+        assert_eq!(codes, vec![NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, 74]);
+        assert!(!soften_follower_errors(&mut resp, 12, &errors[1..]));
+    }
+
+    #[test]
+    fn the_softened_answer_survives_the_wire() {
+        let mut resp = answer(&[(0, OFFSET_OUT_OF_RANGE)]);
+        let errors = follower_errors(&resp, 12, BrokerId(3), |_, _| Some(BrokerId(1)));
+        soften_follower_errors(&mut resp, 12, &errors);
+        let mut wire: Response = through_wire(ApiKey::Fetch, 12, ResponseKind::Fetch(resp));
+        let ResponseKind::Fetch(back) = wire.body().unwrap() else {
+            panic!("not a fetch answer");
+        };
+        assert_eq!(
+            back.responses[0].partitions[0].error_code,
+            NOT_LEADER_OR_FOLLOWER
+        );
+    }
 }

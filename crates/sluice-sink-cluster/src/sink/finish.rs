@@ -389,6 +389,10 @@ impl KafkaSinkCluster {
             return Ok(());
         }
         let decode_error = |e: sluice_codec::CodecError| protocol_error(broker, api, e.to_string());
+        if api == ApiKey::Fetch {
+            self.post_follower_fetch(response, broker)
+                .map_err(decode_error)?;
+        }
         let (stale, needs_rewrite) = match api {
             ApiKey::Produce
             | ApiKey::Fetch

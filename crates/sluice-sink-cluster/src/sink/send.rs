@@ -13,14 +13,15 @@ use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use sluice_metrics::names;
 use tracing::{debug, warn};
 
-use super::{InternalRequestError, KafkaSinkCluster};
+use super::{InternalRequestError, KafkaSinkCluster, Shared};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::route::{self, Family, Meta, OnFailure};
-use crate::split::Unroutable;
 use crate::split::dispatch::{SplitRequest, split_request};
+use crate::split::{RackRouting, Unroutable};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 use sluice_chain::ChainError;
+use sluice_chain::broker::BrokerAddress;
 
 /// Where a whole request goes.
 #[derive(Debug, Clone, Copy)]
@@ -115,6 +116,7 @@ impl KafkaSinkCluster {
             }
         };
         let broker = conn.address().clone();
+        count_out_of_rack(&self.shared, target, request.api_key());
         Ok(match conn.send(request).await {
             Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver)),
             Ok(None) => None,
@@ -432,9 +434,43 @@ impl KafkaSinkCluster {
 
     fn split_now(&self, body: &RequestKind, version: i16) -> Result<SplitRequest, ChainError> {
         let view = self.shared.view.read();
-        split_request(body, version, &*view).ok_or_else(|| {
+        let now = tokio::time::Instant::now();
+        let routing = RackRouting {
+            view: &view,
+            rack: self.shared.nodes.local_rack(),
+            now,
+            usable: |id: BrokerId| {
+                view.broker_address(id).is_some_and(|a| {
+                    let port = u16::try_from(a.port).unwrap_or(0);
+                    !self
+                        .shared
+                        .is_suspect(&BrokerAddress::new(a.host.as_str(), port))
+                })
+            },
+        };
+        split_request(body, version, &routing).ok_or_else(|| {
             ChainError::Internal("a request routed as split cannot be split".to_owned())
         })
+    }
+}
+
+/// Counts a client request (or part) sent to a broker outside the local
+/// Sluice node's rack, when both racks are known.
+fn count_out_of_rack(shared: &Shared, target: Target, api: ApiKey) {
+    let Target::Broker(id) = target else {
+        return;
+    };
+    let local = shared.nodes.local_rack();
+    if local.is_empty() {
+        return;
+    }
+    let out = shared
+        .view
+        .read()
+        .broker_rack(id)
+        .is_some_and(|rack| &**rack != local);
+    if out {
+        metrics::counter!(names::OUT_OF_RACK_REQUESTS, "api" => format!("{api:?}")).increment(1);
     }
 }
 

@@ -17,6 +17,11 @@
 //! gave it) is served the partitions it listed, sessionless; the response's
 //! `session_id = 0` makes it start over with full fetches.
 //!
+//! **Which replica.** A consumer's fetch (`replica_id` -1) of v11+ goes, per
+//! partition, to [`PartitionLeaders::fetch_replica`]: the leader, or an
+//! in-rack follower when Sluice is rack-aware (see `topology/view/replica.rs`).
+//! Older versions and fetches from replicas always go to the leader.
+//!
 //! Every part keeps the request's `replica_id` / `replica_state`,
 //! `cluster_id`, `max_wait_ms`, `min_bytes`, `max_bytes` (per part, as is:
 //! each broker may return up to it), `isolation_level` and `rack_id`.
@@ -40,8 +45,10 @@ use sluice_codec::kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::order::{Order, dedup_by_key, topic_entry};
 use super::{
-    PartResult, Plan, Routing, Split, SplitApi, SplitError, first_error, max_throttle, route,
+    BrokerId, PartResult, PartitionLeaders, Plan, Routing, Split, SplitApi, SplitError, TopicRef,
+    first_error, max_throttle, route,
 };
+use crate::topology::FOLLOWER_FETCH_VERSION;
 
 /// `session_id` of a sessionless fetch.
 pub const NO_SESSION_ID: i32 = 0;
@@ -71,13 +78,33 @@ fn is_sessionless(request: &FetchRequest) -> bool {
         && request.forgotten_topics_data.is_empty()
 }
 
+/// Whether `request` is a consumer's fetch a follower may serve (KIP-392).
+fn is_consumer_fetch(request: &FetchRequest, version: i16) -> bool {
+    version >= FOLLOWER_FETCH_VERSION
+        && request.replica_id.0 < 0
+        && request.replica_state.replica_id.0 < 0
+}
+
+/// Routes each partition to its [`PartitionLeaders::fetch_replica`].
+struct Replicas<'a, R: ?Sized>(&'a R);
+
+impl<R: PartitionLeaders + ?Sized> PartitionLeaders for Replicas<'_, R> {
+    fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        self.0.fetch_replica(topic, partition)
+    }
+}
+
 impl SplitApi for FetchRequest {
     type Response = FetchResponse;
     const API_KEY: ApiKey = ApiKey::Fetch;
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topics, version, routing);
+        let (pieces, order) = if is_consumer_fetch(self, version) {
+            route::by_leader(&self.topics, version, &Replicas(routing))
+        } else {
+            route::by_leader(&self.topics, version, routing)
+        };
         let plan = Plan::new(version, Order::Partitions(order), !is_sessionless(self));
         let base = FetchRequest::default()
             .with_cluster_id(self.cluster_id.clone())

@@ -163,6 +163,11 @@ impl SluiceNodes {
         self.inner.nodes[self.inner.local].broker_id
     }
 
+    /// The local node's rack (empty when none is configured).
+    pub fn local_rack(&self) -> &str {
+        &self.inner.nodes[self.inner.local].rack
+    }
+
     /// The local node (always up).
     pub fn local(&self) -> ShotoverNode {
         let mut node = self.inner.nodes[self.inner.local].clone();

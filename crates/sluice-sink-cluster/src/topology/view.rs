@@ -22,8 +22,13 @@ use sluice_codec::kafka_protocol::messages::metadata_response::{
 };
 use sluice_codec::kafka_protocol::messages::{BrokerId, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
 
 use super::Address;
+
+mod replica;
+
+pub use replica::{FOLLOWER_FENCE, FOLLOWER_FETCH_VERSION};
 
 /// A topic id. Kept as the `u128` of the UUID (`uuid.as_u128()`), since this
 /// crate does not depend on `uuid` itself.
@@ -186,6 +191,9 @@ pub struct ClusterView {
     coordinators: [HashMap<StrBytes, BrokerId>; 3],
     /// Spreads [`ClusterView::any_broker`] over the brokers.
     next_any: AtomicUsize,
+    /// Partitions whose consumer fetches go to the leader only, until the
+    /// instant given (see [`replica`]).
+    follower_fences: HashMap<(TopicName, i32), Instant>,
 }
 
 impl Clone for ClusterView {
@@ -198,6 +206,7 @@ impl Clone for ClusterView {
             names_by_id: self.names_by_id.clone(),
             coordinators: self.coordinators.clone(),
             next_any: AtomicUsize::new(self.next_any.load(Ordering::Relaxed)),
+            follower_fences: self.follower_fences.clone(),
         }
     }
 }

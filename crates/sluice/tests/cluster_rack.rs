@@ -1,0 +1,128 @@
+//! Rack-aware routing against the real 3-node cluster (`trio`, whose brokers
+//! 1, 2, 3 sit in racks az-1, az-2, az-3): a Sluice node in az-2 serves
+//! consumer fetches from broker 2's in-sync replicas even for partitions led
+//! in other racks, so that no fetch leaves its rack; writes still go to the
+//! leaders (and are counted as out-of-rack requests). A Sluice node in a rack
+//! without brokers counts its fetches as out-of-rack. Java and librdkafka
+//! consumers read every record.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_testkit::clients::{java_consume, java_produce, run_librdkafka};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::fronted;
+use sluice_testkit::sluice::SluiceProcess;
+use sluice_testkit::unique;
+
+const OUT_OF_RACK: &str = "sluice_out_of_rack_requests_total";
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// One Sluice node in `rack` in front of `cluster`; returns it and its address.
+fn start_in_rack(cluster: &Cluster, rack: &str) -> (SluiceProcess, String) {
+    let nodes = fronted::listen_addrs(1);
+    let topology = fronted::topology(cluster, &nodes, 0, 1000)
+        .replace("rack: \"rack0\"", &format!("rack: \"{rack}\""));
+    assert!(topology.contains(rack), "the rack was set: {topology}");
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&nodes[0]]);
+    (sluice, nodes[0].clone())
+}
+
+fn keyed(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
+}
+
+fn sorted_values(lines: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_once(':').map_or(l.as_str(), |(_, v)| v).to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn consumer_fetches_stay_in_the_sluice_nodes_rack() {
+    let cluster = Cluster::get(TRIO);
+    let topic = unique("rack-fetch");
+    fronted::create_spread_topic(&cluster, &topic, 6);
+    let (sluice, listen) = start_in_rack(&cluster, "az-2");
+
+    let sent = keyed("rack", 300);
+    let keyed_args = [
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+    ];
+    java_produce(&cluster, &listen, &topic, &sent, &keyed_args);
+    let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
+    assert!(
+        offsets.len() == 6 && offsets.values().all(|o| *o > 0),
+        "records on every partition, so on leaders in every rack: {offsets:?}"
+    );
+    assert!(
+        sluice.metric(OUT_OF_RACK, &["api=\"Produce\""]) >= 1.0,
+        "writes to leaders in az-1 and az-3 are out-of-rack requests"
+    );
+
+    let got = java_consume(&cluster, &listen, &topic, sent.len(), &keyed_args[..2]);
+    assert_eq!(sorted_values(&got), sorted_values(&sent), "java read every record");
+    let out = run_librdkafka(
+        "produce_consume.py",
+        &[
+            "--bootstrap",
+            &listen,
+            "--topic",
+            &topic,
+            "--count",
+            "300",
+            "--skip-produce",
+            "--group",
+            &unique("rack-rdkafka"),
+        ],
+        Duration::from_secs(120),
+    );
+    out.assert_success("librdkafka consumer");
+    assert!(
+        out.stdout.contains("\"consumed\": 300"),
+        "librdkafka read every record: {}",
+        out.stdout
+    );
+
+    assert!(
+        sluice.metric("sluice_requests_total", &["api=\"Fetch\""]) >= 2.0,
+        "the consumers fetched through Sluice"
+    );
+    assert_eq!(
+        sluice.metric(OUT_OF_RACK, &["api=\"Fetch\""]),
+        0.0,
+        "every fetch went to broker 2 (az-2), the leader or an in-sync follower"
+    );
+    assert_eq!(
+        sluice.metric("sluice_synthesized_error_responses_total", &[]),
+        0.0,
+        "no broker failed"
+    );
+}
+
+#[test]
+fn fetches_from_a_rack_without_brokers_are_counted_out_of_rack() {
+    let cluster = Cluster::get(TRIO);
+    let topic = unique("rack-elsewhere");
+    fronted::create_spread_topic(&cluster, &topic, 3);
+    let (sluice, listen) = start_in_rack(&cluster, "az-9");
+    let sent = keyed("elsewhere", 30);
+    java_produce(&cluster, &listen, &topic, &sent, &[]);
+    let got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
+    assert_eq!(got.len(), sent.len(), "read every record");
+    assert!(
+        sluice.metric(OUT_OF_RACK, &["api=\"Fetch\""]) >= 1.0,
+        "no replica is in az-9: fetches go to the leaders, out of the rack"
+    );
+}
