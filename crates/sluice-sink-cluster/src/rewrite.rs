@@ -19,6 +19,10 @@
 //!   ([`Rewriter::produce`], [`Rewriter::fetch`]).
 //! - ApiVersions: the versions every broker and Sluice support, without the
 //!   inter-broker APIs ([`intersect_api_versions`], [`is_client_facing`]).
+//! - ListGroups, ListTransactions and DescribeLogDirs (fan-out): each real
+//!   broker's answer is cut down to the groups, transactions and partitions
+//!   that the rewrites above show on the local node, so that a client asking
+//!   every Sluice node sees each entry once ([`Rewriter::fan_out`]).
 //!
 //! Checked and left alone, because they name no broker:
 //! - DescribeGroups (v0–6): per group `error_code`, `group_id`, `group_state`,
@@ -36,10 +40,12 @@
 mod api_versions;
 mod choose;
 mod coordinator;
+mod fan_out;
 mod leader_hints;
 mod metadata;
 
 pub use api_versions::{codec_versions, intersect_api_versions, is_client_facing};
+pub use fan_out::filters_fan_out;
 
 use sluice_chain::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;

@@ -20,7 +20,9 @@
 //!
 //! Fan-out (ListGroups, ListTransactions, DescribeLogDirs) needs no module of
 //! its own: the split module sends the request to every known broker and
-//! merges the answers.
+//! merges the answers, once each broker's answer has been cut down to what
+//! the local Sluice node is shown to own (`rewrite::fan_out`), since the
+//! client asks every Sluice node the same question.
 
 pub mod admin;
 pub mod groups;

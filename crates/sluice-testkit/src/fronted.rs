@@ -265,3 +265,33 @@ pub fn elect_preferred(
         Duration::from_secs(60),
     )
 }
+
+/// `n` Sluice nodes in front of `cluster` (broker ids 0..n, one process
+/// each, peers checked every second), returned once every node shows all `n`
+/// (a node that checked a peer before it listened shows it after its next
+/// check); and their addresses.
+pub fn start_nodes(
+    binary: &Path,
+    cluster: &Cluster,
+    n: usize,
+) -> (Vec<SluiceProcess>, Vec<String>) {
+    let nodes = listen_addrs(n);
+    let processes = (0..n)
+        .map(|i| SluiceProcess::start(binary, &topology(cluster, &nodes, i, 1000), &[&nodes[i]]))
+        .collect();
+    for node in &nodes {
+        wait::until(
+            Duration::from_secs(30),
+            &format!("Sluice node {node} to show all {n} nodes"),
+            || {
+                let shown = listed_brokers(node);
+                if shown == nodes {
+                    Ok(())
+                } else {
+                    Err(format!("{shown:?}"))
+                }
+            },
+        );
+    }
+    (processes, nodes)
+}

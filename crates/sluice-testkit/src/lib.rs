@@ -12,6 +12,8 @@
 //! - [`fronted`]: KafkaSinkCluster nodes in front of a test cluster, and the
 //!   real cluster's view behind them (leaders, offsets).
 //! - [`clients`]: Kafka's Java tools and the librdkafka client scripts.
+//! - [`listings`]: groups, transactions and log dirs as clients list them
+//!   through Sluice (tools and raw requests), and making them directly.
 //! - [`raw`]: a minimal Kafka protocol client for tests that break the protocol.
 //! - [`requests`]: the request bodies tests send with the raw client.
 //! - [`scram`]: Sluice with SCRAM over mTLS, clients' SCRAM settings, and
@@ -27,6 +29,7 @@ pub mod clients;
 pub mod cluster;
 pub mod delivery;
 pub mod fronted;
+pub mod listings;
 pub mod nodes;
 pub mod raw;
 pub mod requests;

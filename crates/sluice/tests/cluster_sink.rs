@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients::{self, java_consume, java_produce};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted;
+use sluice_testkit::listings;
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, unique, wait};
@@ -362,4 +364,125 @@ fn admin_operations_through_sluice() {
             Ok(())
         }
     });
+}
+
+/// Which of `nodes` (by index) listed each of `wanted`, from `listed(node)`.
+fn listed_by(
+    nodes: &[String],
+    wanted: &[String],
+    listed: impl Fn(&str) -> Vec<String>,
+) -> BTreeMap<String, Vec<i32>> {
+    let mut by: BTreeMap<String, Vec<i32>> =
+        wanted.iter().map(|w| (w.clone(), Vec::new())).collect();
+    for (i, node) in nodes.iter().enumerate() {
+        for entry in listed(node) {
+            if let Some(on) = by.get_mut(&entry) {
+                on.push(i as i32);
+            }
+        }
+    }
+    by
+}
+
+/// A Java admin client lists groups and transactions by asking every node it
+/// knows, i.e. every Sluice node, and each Sluice node asks every broker:
+/// each node must list only the entries it is shown to coordinate, so that
+/// every group and transaction comes back exactly once, from the node that
+/// FindCoordinator names for it.
+#[test]
+fn three_sluice_nodes_list_each_group_and_transaction_once() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 3);
+    let topic = unique("fan-out-list");
+    fronted::create_spread_topic(&cluster, &topic, 3);
+    let groups: Vec<String> = (0..9).map(|i| format!("{topic}-g{i}")).collect();
+    listings::create_groups_directly(&cluster, &topic, &groups);
+    let transactions: Vec<String> = (0..3).map(|i| format!("{topic}-t{i}")).collect();
+    for id in &transactions {
+        listings::commit_transaction_directly(&cluster, &topic, id);
+    }
+
+    let by_node = listed_by(&nodes, &groups, listings::raw_groups);
+    for (group, on) in &by_node {
+        assert_eq!(on.len(), 1, "{group} listed by nodes {on:?}: {by_node:?}");
+        let found = listings::coordinator_of(&nodes[0], 0, group);
+        assert_eq!(found, on[0], "{group} is found on the node that listed it");
+    }
+    let listed = listings::tool_groups(&cluster, &nodes[0]);
+    for group in &groups {
+        let times = listed.iter().filter(|l| *l == group).count();
+        assert_eq!(
+            times, 1,
+            "kafka-consumer-groups --list: {group}: {listed:?}"
+        );
+    }
+
+    let by_node = listed_by(&nodes, &transactions, listings::raw_transactions);
+    for (id, on) in &by_node {
+        assert_eq!(on.len(), 1, "{id} listed by nodes {on:?}: {by_node:?}");
+        let found = listings::coordinator_of(&nodes[0], 1, id);
+        assert_eq!(found, on[0], "{id} is found on the node that listed it");
+    }
+    let listed = listings::tool_transactions(&cluster, &nodes[0]);
+    for id in &transactions {
+        let on: Vec<i32> = listed
+            .iter()
+            .filter(|(t, _)| t == id)
+            .map(|(_, c)| *c)
+            .collect();
+        assert_eq!(on, by_node[id], "kafka-transactions list: {id}: {listed:?}");
+    }
+}
+
+/// Every replica reports its partitions in DescribeLogDirs, and the admin
+/// client asks every Sluice node: each partition must come back exactly once,
+/// from the Sluice node shown as its leader. `known` is in every node's view
+/// (each answered a Metadata request for it); `unseen` is in none until the
+/// tool asks, so its partitions are placed without a known leader.
+#[test]
+fn three_sluice_nodes_describe_each_partition_log_once() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 3);
+    let known = unique("fan-out-dirs");
+    let unseen = unique("fan-out-unseen");
+    fronted::create_spread_topic(&cluster, &known, 6);
+    fronted::create_spread_topic(&cluster, &unseen, 3);
+    let shown = fronted::topic_replicas(&nodes[0], &known).expect("node 0 knows the topic");
+    for node in &nodes[1..] {
+        let theirs = fronted::topic_replicas(node, &known).expect("the node knows the topic");
+        assert_eq!(theirs, shown, "every node shows the same leaders");
+    }
+
+    let logs = listings::tool_log_dirs(&cluster, &nodes[0], &[&known, &unseen]);
+    let mut by_partition: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for log in logs.iter().filter(|l| !l.is_future) {
+        by_partition
+            .entry(log.partition.clone())
+            .or_default()
+            .push(log.broker);
+    }
+    let expected: Vec<String> = (0..6)
+        .map(|p| format!("{known}-{p}"))
+        .chain((0..3).map(|p| format!("{unseen}-{p}")))
+        .collect();
+    let mut got: Vec<String> = by_partition.keys().cloned().collect();
+    got.sort();
+    let mut want = expected.clone();
+    want.sort();
+    assert_eq!(got, want, "every partition is described: {logs:?}");
+    for (partition, on) in &by_partition {
+        assert_eq!(
+            on.len(),
+            1,
+            "{partition} described by nodes {on:?}: {logs:?}"
+        );
+    }
+    for (p, (leader, _)) in &shown {
+        let on = &by_partition[&format!("{known}-{p}")];
+        assert_eq!(
+            on,
+            &vec![*leader],
+            "{known}-{p} comes from its shown leader"
+        );
+    }
 }

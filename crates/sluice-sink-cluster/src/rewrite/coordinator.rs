@@ -40,7 +40,10 @@ impl Rewriter<'_> {
         }
     }
 
-    fn coordinator_node(&self, real: BrokerId, key: Option<&[u8]>) -> &ShotoverNode {
+    /// The Sluice node shown as the coordinator of `key` whose real
+    /// coordinator is `real`: also the node that lists `key` in ListGroups
+    /// and ListTransactions (see `fan_out`).
+    pub(super) fn coordinator_node(&self, real: BrokerId, key: Option<&[u8]>) -> &ShotoverNode {
         let hash = match key {
             Some(key) => stable_hash(&[b"coordinator", key]),
             None => stable_hash(&[b"coordinator-broker", &real.0.to_be_bytes()]),

@@ -10,6 +10,9 @@
 //!   part's answer passes through undecoded (Fetch: unless the header walk
 //!   finds a partition error). Leader hints are rewritten only when the answer
 //!   carries a partition error; staleness is recorded from the error codes.
+//!   Fan-out answers (ListGroups, ListTransactions, DescribeLogDirs) are
+//!   always decoded: each broker's is first cut down to what the local node
+//!   is shown to own (`rewrite/fan_out.rs`), then merged.
 //! - A part that failed before its connection wrote it (the broker never saw
 //!   it: [`BrokerError::NotSent`]) is sent once more on a reopened connection
 //!   to the same broker, awaited in place (the oldest entry stays at the
@@ -34,12 +37,12 @@ use super::KafkaSinkCluster;
 use super::failures::Verdict;
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
-use crate::rewrite::{RewriteError, Rewriter, may_carry_leader_hints};
+use crate::rewrite::{RewriteError, Rewriter, filters_fan_out, may_carry_leader_hints};
 use crate::route::keyed::KeyedResult;
 use crate::route::{self, OnFailure, Stale, produce_fetch};
 use crate::split::PartResult;
 use crate::split::dispatch::merge_responses;
-use crate::topology::{Staleness, staleness};
+use crate::topology::{BrokerId, Staleness, staleness};
 
 impl KafkaSinkCluster {
     /// Sends again, once each, the parts of the oldest entry that failed
@@ -249,7 +252,8 @@ impl KafkaSinkCluster {
         mut parts: Vec<Part>,
     ) -> Result<Response, ChainError> {
         let SplitCombine { plan, single } = split;
-        if single && parts.len() == 1 && parts.iter().all(|p| p.error().is_none()) {
+        let filtered = filters_fan_out(api);
+        if single && !filtered && parts.len() == 1 && parts.iter().all(|p| p.error().is_none()) {
             let part = parts.first_mut();
             if let Some(Some(Ok(mut response))) = part.map(Part::take_result) {
                 let broker = parts.first().map(|p| p.broker.clone());
@@ -262,6 +266,7 @@ impl KafkaSinkCluster {
             _ => route::REQUEST_TIMED_OUT,
         };
         let mut results = Vec::with_capacity(parts.len());
+        let brokers: Vec<BrokerId> = parts.iter().map(part_broker).collect();
         for mut part in parts {
             let result = match part.take_result() {
                 Some(Ok(response)) => match response.into_body() {
@@ -280,6 +285,9 @@ impl KafkaSinkCluster {
                 None => PartResult::Failed { error_code: code },
             };
             results.push(result);
+        }
+        if filtered {
+            self.filter_fan_out(api, &brokers, &mut results)?;
         }
         let merged =
             merge_responses(plan, results).map_err(|e| ChainError::Internal(e.to_string()))?;
@@ -425,6 +433,21 @@ impl KafkaSinkCluster {
         Ok(())
     }
 
+    /// Cuts each broker's fan-out answer down to what the local node is
+    /// shown to own (see `rewrite/fan_out.rs`): `results[i]` is `brokers[i]`'s.
+    fn filter_fan_out(
+        &self,
+        api: ApiKey,
+        brokers: &[BrokerId],
+        results: &mut [PartResult<ResponseKind>],
+    ) -> Result<(), ChainError> {
+        let nodes = self.shared.nodes.snapshot();
+        let view = self.shared.view.read();
+        let rewriter = Rewriter::new(&view, &nodes).map_err(|e| rewrite_error(None, api, e))?;
+        rewriter.fan_out(self.shared.nodes.local_id(), brokers, results);
+        Ok(())
+    }
+
     /// Post-processes a whole request's answer.
     fn post_process(
         &mut self,
@@ -541,6 +564,14 @@ impl KafkaSinkCluster {
                 forgotten, "forgot stale routing entries"
             );
         }
+    }
+}
+
+/// The broker a split part went to (-1, which no view names, if unknown).
+fn part_broker(part: &Part) -> BrokerId {
+    match part.target {
+        Target::Broker(id) => id,
+        Target::Bootstrap | Target::Auth => BrokerId(part.broker.id.unwrap_or(-1)),
     }
 }
 

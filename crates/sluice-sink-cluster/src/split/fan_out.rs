@@ -2,13 +2,24 @@
 //! (v0–v2) and DescribeLogDirs (v1–v4).
 //!
 //! A client asks each node it knows; behind Sluice the answer must cover every
-//! broker, so the request goes unchanged to all of them ([`Routing::brokers`])
-//! and the merge concatenates the answers, in broker order:
+//! broker, so the request goes unchanged to all of them ([`Routing::brokers`]).
+//! Since the client asks every Sluice node too, the sink first cuts each
+//! broker's answer down to what the local Sluice node is shown to own (the
+//! coordinator of a group or transactional id, the leader of a partition; see
+//! `rewrite::fan_out`), so that each entry is listed by one Sluice node only.
+//! The merge then concatenates the answers, in broker order:
 //! - ListGroups: groups deduplicated by group id, the first non-zero error code;
 //! - ListTransactions: transactions deduplicated by transactional id,
 //!   `unknown_state_filters` as a union, the first non-zero error code;
 //! - DescribeLogDirs: results concatenated (log dir names may repeat across
 //!   brokers), the first non-zero top-level error code (v3+).
+//!
+//! A DescribeLogDirs request that names its topics reports, as
+//! [`Unroutable::Partition`], the named partitions whose leader the view does
+//! not know: the sink then refreshes their metadata before sending, so that
+//! the filter knows which broker's copy to keep. They are still asked of every
+//! broker, and the merge answers nothing for them (DescribeLogDirs has no
+//! per-partition error): the filter places what is still unknown on its own.
 //!
 //! Throttle time is the largest. A failed broker makes the merged response
 //! carry its error code, so that the client retries rather than trusting a
@@ -26,7 +37,10 @@ use super::error_codes::{
 };
 use super::order::dedup_by_key;
 use super::route;
-use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, first_error, max_throttle};
+use super::{
+    PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, Unroutable, first_error,
+    max_throttle,
+};
 
 /// The first DescribeLogDirs version with a top-level error code.
 const LOG_DIRS_ERROR_CODE_VERSION: i16 = 3;
@@ -101,8 +115,23 @@ impl SplitApi for DescribeLogDirsRequest {
     const API_KEY: ApiKey = ApiKey::DescribeLogDirs;
     const UNAVAILABLE_ERROR: i16 = NETWORK_EXCEPTION;
 
+    /// To every broker; named partitions without a known leader are also
+    /// reported as unroutable, so that the sink refreshes them first.
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        route::to_all(self, version, routing.brokers())
+        let mut split = route::to_all(self, version, routing.brokers());
+        let named = self.topics.iter().flatten();
+        for topic in named {
+            let topic_ref = TopicRef::Name(topic.topic.clone());
+            for &partition in &topic.partitions {
+                if routing.leader(&topic_ref, partition).is_none() {
+                    split.unroutable.push(Unroutable::Partition {
+                        topic: topic_ref.clone(),
+                        partition,
+                    });
+                }
+            }
+        }
+        split
     }
 
     fn merge(
@@ -128,5 +157,54 @@ impl SplitApi for DescribeLogDirsRequest {
         } else {
             response
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use sluice_codec::kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+
+    use super::super::tests::{FakeCluster, name};
+    use super::*;
+
+    #[test]
+    fn named_log_dir_partitions_without_a_leader_ask_for_a_refresh() {
+        let topic = |t: &'static str, partitions: Vec<i32>| {
+            DescribableLogDirTopic::default()
+                .with_topic(name(t))
+                .with_partitions(partitions)
+        };
+        // alpha 0–2 have leaders; gamma 0 has none; delta is unknown.
+        let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            topic("alpha", vec![0, 2]),
+            topic("gamma", vec![0]),
+            topic("delta", vec![3]),
+        ]));
+        let split = request.split(4, &FakeCluster::three_brokers());
+        let brokers: Vec<i32> = split.parts.iter().map(|(b, _)| b.0).collect();
+        assert_eq!(brokers, [1, 2, 3], "still asked of every broker");
+        assert!(split.parts.iter().all(|(_, part)| *part == request));
+        let unroutable = |t: &'static str, partition| Unroutable::Partition {
+            topic: TopicRef::Name(name(t)),
+            partition,
+        };
+        assert_eq!(
+            split.unroutable,
+            vec![unroutable("gamma", 0), unroutable("delta", 3)]
+        );
+        // The merge answers nothing for them: DescribeLogDirs has no place.
+        let results = vec![PartResult::Response(DescribeLogDirsResponse::default()); 3];
+        let merged = DescribeLogDirsRequest::merge(split.plan, results).unwrap();
+        assert_eq!(merged, DescribeLogDirsResponse::default());
+
+        // Every topic (null): nothing to refresh by name.
+        let all = DescribeLogDirsRequest::default().with_topics(None);
+        assert!(
+            all.split(4, &FakeCluster::three_brokers())
+                .unroutable
+                .is_empty()
+        );
     }
 }
