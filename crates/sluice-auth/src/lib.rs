@@ -30,17 +30,3 @@ pub use token::{
     CreatedToken, DelegationToken, TokenCreator, TokenReceiver, TokenSettings, TokenTask,
     TokenTaskHandle,
 };
-
-/// Names of the metrics recorded by this crate (to move into
-/// `sluice_metrics::names`).
-pub mod names {
-    /// Histogram: seconds to create a delegation token and see it on every
-    /// broker (successful creations only).
-    pub const DELEGATION_TOKEN_CREATE_SECONDS: &str = "sluice_delegation_token_create_seconds";
-    /// Gauge: users with a delegation token held by a token task.
-    pub const DELEGATION_TOKENS_CACHED: &str = "sluice_delegation_tokens_cached";
-    /// Counter: delegation tokens created.
-    pub const DELEGATION_TOKEN_CREATIONS: &str = "sluice_delegation_token_creations_total";
-    /// Counter: failed delegation token creations (first ones and rotations).
-    pub const DELEGATION_TOKEN_FAILURES: &str = "sluice_delegation_token_failures_total";
-}

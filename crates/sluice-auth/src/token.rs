@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::AuthError;
-use crate::names;
+use sluice_metrics::names;
 use crate::scram::{ScramClient, ScramError, ScramMechanism};
 
 /// A delegation token, as published to connections.

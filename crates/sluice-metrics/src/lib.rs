@@ -57,6 +57,15 @@ pub mod names {
     /// everything else goes where Kafka requires (leader, coordinator).
     /// Labels: `api`.
     pub const OUT_OF_RACK_REQUESTS: &str = "sluice_out_of_rack_requests_total";
+    /// Histogram: seconds to create a delegation token and see it on every
+    /// broker (successful creations only).
+    pub const DELEGATION_TOKEN_CREATE_SECONDS: &str = "sluice_delegation_token_create_seconds";
+    /// Gauge: users with a delegation token held by a token task.
+    pub const DELEGATION_TOKENS_CACHED: &str = "sluice_delegation_tokens_cached";
+    /// Counter: delegation tokens created.
+    pub const DELEGATION_TOKEN_CREATIONS: &str = "sluice_delegation_token_creations_total";
+    /// Counter: failed delegation token creations (first ones and rotations).
+    pub const DELEGATION_TOKEN_FAILURES: &str = "sluice_delegation_token_failures_total";
     /// Counter: error responses synthesized for requests a broker never answered.
     /// Labels: `api`.
     pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";
