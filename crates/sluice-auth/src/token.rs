@@ -41,13 +41,13 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use sluice_config::AuthorizeScramOverMtlsConfig;
+use sluice_metrics::names;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::AuthError;
-use sluice_metrics::names;
 use crate::scram::{ScramClient, ScramError, ScramMechanism};
 
 /// A delegation token, as published to connections.
