@@ -14,6 +14,14 @@
 //!   replicas, controller ([`Rewriter::metadata`]).
 //! - FindCoordinator (v0–3 single, v4+ batched) ([`Rewriter::find_coordinator`]).
 //! - DescribeCluster ([`Rewriter::describe_cluster`]).
+//! - DescribeTopicPartitions (v0): partitions exactly as in Metadata, plus
+//!   the eligible leader replicas and last known ELR
+//!   ([`Rewriter::describe_topic_partitions`]).
+//! - DescribeConfigs, AlterConfigs, IncrementalAlterConfigs answers to
+//!   requests whose BROKER or BROKER_LOGGER resources named a Sluice node:
+//!   the real broker's id back to the node's, refused resources merged in
+//!   request order ([`rewrite_configs_answer`]; the routing half is
+//!   [`crate::route::admin::configs`]).
 //! - Produce (v10+) and Fetch (v11+) leader hints: `current_leader`,
 //!   `node_endpoints` (KIP-951) and Fetch's `preferred_read_replica`
 //!   ([`Rewriter::produce`], [`Rewriter::fetch`]).
@@ -35,16 +43,21 @@
 //!   assignments name topics and partitions only.
 //!
 //! APIs that do name brokers but are not rewritten are hidden from clients by
-//! [`is_client_facing`] (DescribeTopicPartitions, DescribeQuorum, ...).
+//! [`is_client_facing`] (DescribeQuorum, UnregisterBroker, ...), except the
+//! operator APIs that take real broker ids and are forwarded as sent (see
+//! [`crate::route::admin`]'s known limits).
 
 mod api_versions;
 mod choose;
+mod configs;
 mod coordinator;
 mod fan_out;
 mod leader_hints;
 mod metadata;
+mod topic_partitions;
 
 pub use api_versions::{codec_versions, intersect_api_versions, is_client_facing};
+pub use configs::{refused_answer, rewrite_configs_answer};
 pub use fan_out::filters_fan_out;
 
 use sluice_chain::{ErrorClass, ErrorSide};
@@ -82,11 +95,15 @@ impl ErrorClass for RewriteError {
 }
 
 /// Whether responses of `api` always name brokers and must go through
-/// [`Rewriter::rewrite_response`]: Metadata, FindCoordinator, DescribeCluster.
+/// [`Rewriter::rewrite_response`]: Metadata, FindCoordinator,
+/// DescribeCluster, DescribeTopicPartitions.
 pub fn always_rewritten(api: ApiKey) -> bool {
     matches!(
         api,
-        ApiKey::Metadata | ApiKey::FindCoordinator | ApiKey::DescribeCluster
+        ApiKey::Metadata
+            | ApiKey::FindCoordinator
+            | ApiKey::DescribeCluster
+            | ApiKey::DescribeTopicPartitions
     )
 }
 
@@ -119,9 +136,9 @@ impl<'a> Rewriter<'a> {
         Ok(Self { view, chooser })
     }
 
-    /// Rewrites a Metadata, FindCoordinator or DescribeCluster response in
-    /// place and returns true; any other response is left untouched (and
-    /// undecoded) and false is returned.
+    /// Rewrites a Metadata, FindCoordinator, DescribeCluster or
+    /// DescribeTopicPartitions response in place and returns true; any other
+    /// response is left untouched (and undecoded) and false is returned.
     ///
     /// `find_coordinator_key` is the key of the FindCoordinator request; v0–3
     /// responses do not repeat it, and it decides which Sluice node stands in
@@ -141,6 +158,7 @@ impl<'a> Rewriter<'a> {
                 self.find_coordinator(f, version, find_coordinator_key);
             }
             ResponseKind::DescribeCluster(d) => self.describe_cluster(d),
+            ResponseKind::DescribeTopicPartitions(d) => self.describe_topic_partitions(d),
             _ => return Ok(false),
         }
         Ok(true)

@@ -34,17 +34,18 @@ use sluice_codec::kafka_protocol::protocol::VersionRange;
 /// - admin APIs about the controller quorum and broker membership, which
 ///   expose or change exactly the topology Sluice hides: DescribeQuorum (lists
 ///   voters with their hosts and ports), AddRaftVoter, RemoveRaftVoter,
-///   UnregisterBroker (takes a real broker id);
-/// - DescribeTopicPartitions: names leaders and replicas by real broker id
-///   and Sluice does not rewrite it; without it, Java's Admin falls back to
-///   Metadata, which Sluice does rewrite.
+///   UnregisterBroker (takes a real broker id).
 ///
 /// Shown (true): every other API, including GetTelemetrySubscriptions and
-/// PushTelemetry (KIP-714: client metrics, served by any broker, naming none)
-/// and the client-side share-group APIs. Operator APIs that take or return
-/// real broker ids (ElectLeaders, Alter/ListPartitionReassignments,
-/// DescribeLogDirs, AlterReplicaLogDirs, DescribeConfigs of a broker) are
-/// shown; they carry ids, never addresses, and only make sense with real ids.
+/// PushTelemetry (KIP-714: client metrics, served by any broker, naming none),
+/// the client-side share-group APIs, and DescribeTopicPartitions (its
+/// partitions are rewritten like Metadata's; Java's Admin describes topics
+/// with it when offered). Config APIs naming a broker resource are shown:
+/// Sluice maps a Sluice node id to a real broker (see
+/// [`crate::route::admin::configs`]). Operator APIs that take or return real
+/// broker ids (ElectLeaders, Alter/ListPartitionReassignments,
+/// AlterReplicaLogDirs) are shown; they carry ids, never addresses, and only
+/// make sense with real ids.
 pub fn is_client_facing(api: ApiKey) -> bool {
     use ApiKey as K;
     !matches!(
@@ -71,7 +72,6 @@ pub fn is_client_facing(api: ApiKey) -> bool {
             | K::AddRaftVoter
             | K::RemoveRaftVoter
             | K::UnregisterBroker
-            | K::DescribeTopicPartitions
     )
 }
 

@@ -10,6 +10,14 @@
 //!   real list had (at most the number of up nodes). ISR: a prefix of that
 //!   list as long as the real ISR; offline replicas: a suffix as long as the
 //!   real list, disjoint from the ISR.
+//! - Eligible leader replicas and last known ELR (KIP-966, only in
+//!   DescribeTopicPartitions, see `topic_partitions.rs`): as long as the real
+//!   lists (at most the rewritten replica count), taken from the rewritten
+//!   replicas: the ELR from the replicas after the ISR prefix (wrapping into
+//!   the ISR only when too few are left), the last known ELR as a suffix like
+//!   the offline replicas. Both stay disjoint from the ISR whenever the
+//!   lengths allow, as in Kafka; null stays null. They are placeholders of
+//!   the right size: which real replica is eligible is not shown.
 //! - Controller: a Sluice node in the real controller's rack; -1 stays -1.
 //! - Everything else (cluster id, topic ids, leader epochs, errors) is kept:
 //!   epochs must stay real, since brokers check the ones clients send.
@@ -26,6 +34,26 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use super::Rewriter;
 use super::choose::partition_hash;
 use crate::topology::TopicId;
+
+/// The fields of one partition that name brokers, borrowed from either
+/// kafka-protocol partition struct (Metadata's or DescribeTopicPartitions').
+pub(super) struct PartitionNodes<'p> {
+    /// The partition index.
+    pub(super) index: i32,
+    /// The leader, -1 when there is none.
+    pub(super) leader: &'p mut BrokerId,
+    /// Every replica.
+    pub(super) replicas: &'p mut Vec<BrokerId>,
+    /// The in-sync replicas.
+    pub(super) isr: &'p mut Vec<BrokerId>,
+    /// The offline replicas.
+    pub(super) offline: &'p mut Vec<BrokerId>,
+    /// Eligible leader replicas (KIP-966; DescribeTopicPartitions only; null
+    /// stays null).
+    pub(super) elr: Option<&'p mut Vec<BrokerId>>,
+    /// Last known eligible leader replicas (as `elr`).
+    pub(super) last_known_elr: Option<&'p mut Vec<BrokerId>>,
+}
 
 impl Rewriter<'_> {
     /// Rewrites a Metadata response (any version) in place.
@@ -66,18 +94,55 @@ impl Rewriter<'_> {
         topic_key: &[u8],
         listed: &[(BrokerId, Option<StrBytes>)],
     ) {
-        let hash = partition_hash(topic_key, p.partition_index);
-        let leader = (p.leader_id.0 >= 0)
-            .then(|| self.chooser.pick(self.rack_of(p.leader_id, listed), hash));
+        let nodes = PartitionNodes {
+            index: p.partition_index,
+            leader: &mut p.leader_id,
+            replicas: &mut p.replica_nodes,
+            isr: &mut p.isr_nodes,
+            offline: &mut p.offline_replicas,
+            elr: None,
+            last_known_elr: None,
+        };
+        self.partition_nodes(nodes, topic_key, listed);
+    }
+
+    /// Rewrites the broker-naming fields of one partition (see the module
+    /// docs for the rule). Shared by Metadata and DescribeTopicPartitions, so
+    /// that both show the same leader and replicas for the same partition.
+    pub(super) fn partition_nodes(
+        &self,
+        p: PartitionNodes<'_>,
+        topic_key: &[u8],
+        listed: &[(BrokerId, Option<StrBytes>)],
+    ) {
+        let hash = partition_hash(topic_key, p.index);
+        let leader =
+            (p.leader.0 >= 0).then(|| self.chooser.pick(self.rack_of(*p.leader, listed), hash));
         if let Some(leader) = leader {
-            p.leader_id = leader.broker_id;
+            *p.leader = leader.broker_id;
         }
-        let replicas = self.chooser.replicas(leader, hash, p.replica_nodes.len());
-        let isr = p.isr_nodes.len().min(replicas.len());
-        let offline = p.offline_replicas.len().min(replicas.len() - isr);
-        p.isr_nodes = replicas[..isr].to_vec();
-        p.offline_replicas = replicas[replicas.len() - offline..].to_vec();
-        p.replica_nodes = replicas;
+        let replicas = self.chooser.replicas(leader, hash, p.replicas.len());
+        let isr = p.isr.len().min(replicas.len());
+        let offline = p.offline.len().min(replicas.len() - isr);
+        *p.isr = replicas[..isr].to_vec();
+        *p.offline = replicas[replicas.len() - offline..].to_vec();
+        if let Some(elr) = p.elr {
+            // Not in the ISR first (what an ELR member is), wrapping into it
+            // only when the real list is longer than what is left.
+            let count = elr.len().min(replicas.len());
+            *elr = replicas[isr..]
+                .iter()
+                .chain(&replicas[..isr])
+                .take(count)
+                .copied()
+                .collect();
+        }
+        if let Some(last_known) = p.last_known_elr {
+            // A suffix, like the offline replicas it usually names.
+            let count = last_known.len().min(replicas.len());
+            *last_known = replicas[replicas.len() - count..].to_vec();
+        }
+        *p.replicas = replicas;
     }
 
     /// Rewrites a DescribeCluster response (any version) in place. An error

@@ -28,7 +28,9 @@ use crate::topology::fixtures::{
 use crate::topology::{ClusterView, ShotoverNode, SluiceNodes};
 
 mod api_versions;
+mod configs;
 mod leader_hints;
+mod topic_partitions;
 
 const UP: [i32; 5] = [100, 101, 102, 103, 104];
 

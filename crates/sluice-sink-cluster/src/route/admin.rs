@@ -13,20 +13,26 @@
 //!   about them refreshes the metadata. (ElectLeaders for every partition
 //!   names no topic; the leaders it moves are found through
 //!   NOT_LEADER_OR_FOLLOWER answers instead.)
+//! - **Broker config resources** ([`configs`]): DescribeConfigs of a BROKER
+//!   or BROKER_LOGGER resource named by a Sluice node id goes to a real
+//!   broker standing for that node, renamed to its real id and back; the
+//!   alter APIs refuse such resources (a Sluice node stands for the whole
+//!   cluster) with INVALID_REQUEST and forward the rest of the request.
+//! - **DescribeTopicPartitions** is a read to any broker whose answer is
+//!   rewritten like Metadata's (`rewrite/topic_partitions.rs`).
 //! - **Known limits**: APIs that take real broker ids (CreateTopics and
 //!   CreatePartitions manual assignments, AlterPartitionReassignments,
-//!   AlterReplicaLogDirs, DescribeConfigs/IncrementalAlterConfigs of a BROKER
-//!   resource) are forwarded as sent; a client that only knows Sluice node ids
-//!   can only use them with ids it learned elsewhere. Seen with Kafka's tools
+//!   AlterReplicaLogDirs) are forwarded as sent, and ListPartitionReassignments
+//!   answers with real ids; a client that only knows Sluice node ids can only use them with
+//!   ids it learned elsewhere. Seen with Kafka's tools
 //!   (`crates/sluice/tests/cluster_admin.rs`): `kafka-reassign-partitions
 //!   --execute` refuses real ids before sending anything ("Unknown broker
 //!   id", checked against DescribeCluster); `--list` and `--cancel` work;
 //!   `--verify` compares the target's real ids with the Sluice ids Metadata
-//!   shows and never reports the move complete, then times out clearing
-//!   throttles on brokers it cannot reach; `kafka-configs --entity-type
-//!   brokers --entity-name <sluice id>` reaches a broker with another id,
-//!   which refuses it ("Unexpected broker id"), while `--entity-default`
-//!   works.
+//!   (and DescribeTopicPartitions) shows and never reports the move
+//!   complete, then times out clearing throttles on brokers it cannot reach.
+//!   Describing a Sluice node's broker configs shows one real broker's
+//!   values, `node.id` and listeners included.
 //! - **Not for clients** ([`not_for_clients`]): inter-broker and controller
 //!   APIs, and the ones that expose the real topology
 //!   ([`crate::rewrite::is_client_facing`]), are answered by Sluice with
@@ -43,8 +49,12 @@ use sluice_codec::kafka_protocol::messages::describe_configs_response::DescribeC
 use sluice_codec::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResourceResponse;
 use sluice_codec::kafka_protocol::messages::*;
 
+use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
+
 use super::Admin;
 use crate::topology::{TopicId, TopicRef};
+
+pub mod configs;
 
 /// Whether `api` changes the cluster, and whether it makes topics stale.
 pub fn kind(api: ApiKey) -> Admin {
@@ -245,6 +255,16 @@ fn per_item_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
                 IncrementalAlterConfigsResponse::default().with_responses(results.collect()),
             )
         }
+        RequestKind::DescribeTopicPartitions(r) => {
+            let topics = r.topics.iter().map(|t| {
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(t.name.clone()))
+                    .with_error_code(code)
+            });
+            ResponseKind::DescribeTopicPartitions(
+                DescribeTopicPartitionsResponse::default().with_topics(topics.collect()),
+            )
+        }
         RequestKind::CreateAcls(r) => {
             let results = r
                 .creations
@@ -317,8 +337,8 @@ pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<
 
 /// The answer to an API clients may not send through Sluice: UNSUPPORTED_VERSION
 /// at the top level where the response has one, else the empty response (for
-/// WriteTxnMarkers, DescribeTopicPartitions and the share-group state APIs,
-/// whose errors live in items the request named and which no client sends).
+/// WriteTxnMarkers and the share-group state APIs, whose errors live in items
+/// the request named and which no client sends).
 /// `None` for an API this list does not know (the client is then closed).
 pub fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
     let code = super::UNSUPPORTED_VERSION;
@@ -327,9 +347,6 @@ pub fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
     }
     Some(match api {
         ApiKey::WriteTxnMarkers => ResponseKind::WriteTxnMarkers(Default::default()),
-        ApiKey::DescribeTopicPartitions => {
-            ResponseKind::DescribeTopicPartitions(Default::default())
-        }
         ApiKey::InitializeShareGroupState => {
             ResponseKind::InitializeShareGroupState(Default::default())
         }

@@ -91,7 +91,6 @@ fn families() {
         (K::SaslAuthenticate, Family::Sasl),
         (K::WriteTxnMarkers, Family::NotForClients),
         (K::Vote, Family::NotForClients),
-        (K::DescribeTopicPartitions, Family::NotForClients),
         (K::DescribeQuorum, Family::NotForClients),
     ];
     for (api, want) in cases {
@@ -119,6 +118,18 @@ fn families() {
             marks_topics_stale: false
         })
     );
+    // A read to any broker, retried elsewhere; its answer is rewritten.
+    assert_eq!(
+        family(K::DescribeTopicPartitions),
+        Family::Admin(Admin {
+            write: false,
+            marks_topics_stale: false
+        })
+    );
+    assert_eq!(
+        on_failure(K::DescribeTopicPartitions),
+        OnFailure::RetryElsewhere(REQUEST_TIMED_OUT)
+    );
 }
 
 #[test]
@@ -145,12 +156,25 @@ fn offered_versions_clamp_to_what_sluice_decodes() {
         let range = offered_versions(api).unwrap_or_else(|| panic!("{api:?} not offered"));
         assert_eq!((range.min, range.max), (min, max), "{api:?}");
     }
+    // Admin APIs whose bodies Sluice decodes (to rewrite answers, or to
+    // route broker config resources): the codec's range is what both sides
+    // decode.
+    for api in [
+        ApiKey::DescribeTopicPartitions,
+        ApiKey::AlterConfigs,
+        ApiKey::IncrementalAlterConfigs,
+        ApiKey::DescribeConfigs,
+    ] {
+        let (min, max) = sluice_codec::guard::decodable_versions(api).unwrap();
+        let range = offered_versions(api).unwrap_or_else(|| panic!("{api:?} not offered"));
+        assert_eq!((range.min, range.max), (min, max), "{api:?}");
+    }
     // Not routable (share groups) or not for clients.
     for api in [
         ApiKey::ShareFetch,
         ApiKey::ShareGroupHeartbeat,
         ApiKey::WriteTxnMarkers,
-        ApiKey::DescribeTopicPartitions,
+        ApiKey::DescribeQuorum,
     ] {
         assert_eq!(offered_versions(api), None, "{api:?}");
     }
@@ -211,6 +235,7 @@ fn default_requests() -> Vec<(ApiKey, RequestKind)> {
         DescribeConfigs,
         AlterConfigs,
         IncrementalAlterConfigs,
+        DescribeTopicPartitions,
         CreateAcls,
         DeleteAcls,
         DescribeAcls,
@@ -331,7 +356,6 @@ fn apis_clients_may_not_send_get_an_answer() {
         K::AddRaftVoter,
         K::RemoveRaftVoter,
         K::UnregisterBroker,
-        K::DescribeTopicPartitions,
     ] {
         assert_eq!(family(api), Family::NotForClients, "{api:?}");
         let range = api.valid_versions();

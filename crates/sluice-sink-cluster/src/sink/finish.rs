@@ -208,7 +208,7 @@ impl KafkaSinkCluster {
         } = whole;
         let error = match part.take_result() {
             Some(Ok(mut response)) => {
-                self.post_process(&mut response, &post, &part.broker)?;
+                self.post_process(&mut response, &post, &part.broker, &mut original)?;
                 return Ok(response);
             }
             Some(Err(error)) => error,
@@ -448,12 +448,14 @@ impl KafkaSinkCluster {
         Ok(())
     }
 
-    /// Post-processes a whole request's answer.
+    /// Post-processes a whole request's answer (`original`: the client's
+    /// request, for admin answers merged with what Sluice refused).
     fn post_process(
         &mut self,
         response: &mut Response,
         post: &Post,
         broker: &BrokerAddress,
+        original: &mut Request,
     ) -> Result<(), ChainError> {
         let api = response.api_key();
         let decode_error =
@@ -508,7 +510,13 @@ impl KafkaSinkCluster {
                     stale.extend(route::top_level_staleness(code));
                 }
                 self.forget(&stale);
-                Ok(())
+                if crate::rewrite::always_rewritten(api) {
+                    return self.rewrite(response, None, broker);
+                }
+                let nodes = self.shared.nodes.snapshot();
+                crate::rewrite::rewrite_configs_answer(response, original, &nodes)
+                    .map(drop)
+                    .map_err(|e| rewrite_error(Some(broker), api, e))
             }
         }
     }

@@ -213,12 +213,19 @@ impl KafkaSinkCluster {
         Ok(())
     }
 
-    /// Admin APIs: any broker.
+    /// Admin APIs: any broker; config requests naming brokers by Sluice node
+    /// id go through [`Self::send_configs`].
     async fn send_admin(
         &mut self,
         mut request: Request,
         admin: route::Admin,
     ) -> Result<Option<PendingResponse>, ChainError> {
+        if route::admin::configs::may_name_brokers(request.api_key()) {
+            let nodes = self.shared.nodes.snapshot();
+            if let Some(plan) = route::admin::configs::plan(request.body()?, &nodes) {
+                return self.send_configs(request, plan, &nodes).await;
+            }
+        }
         let stale_topics = if admin.marks_topics_stale {
             route::admin::stale_topics(request.body()?)
         } else {
@@ -227,6 +234,66 @@ impl KafkaSinkCluster {
         let on_failure = route::on_failure(request.api_key());
         self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
             .await
+    }
+
+    /// A config request whose BROKER/BROKER_LOGGER resources name brokers
+    /// (see [`route::admin::configs`]): the refused resources stay behind, a
+    /// Sluice node's go to the real broker standing for it under that
+    /// broker's id (any broker when no node is named). The client's own
+    /// request is kept as the entry's original, to merge the answer in
+    /// request order (`rewrite/configs.rs`, from `finish.rs`) or to answer
+    /// REQUEST_TIMED_OUT; it is never sent elsewhere.
+    async fn send_configs(
+        &mut self,
+        mut request: Request,
+        plan: route::admin::configs::Plan,
+        nodes: &[crate::topology::ShotoverNode],
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let mut real = None;
+        if let Some(node) = plan.node {
+            if self.shared.view.read().brokers().next().is_none() {
+                fatal_only(self.refresh_metadata(None).await)?;
+            }
+            real = route::admin::configs::real_broker(&self.shared.view.read(), nodes, node);
+            if real.is_none() {
+                return Ok(Some(synthesized(&mut request, route::REQUEST_TIMED_OUT)?));
+            }
+        }
+        let (api, version) = (request.api_key(), request.api_version());
+        let correlation_id = request.correlation_id();
+        let body = request.body()?;
+        let Some(forwarded) = route::admin::configs::forwarded(body, &plan, real) else {
+            let answer = crate::rewrite::refused_answer(body, &plan).ok_or_else(|| {
+                ChainError::Internal(format!("{api:?}: no answer for refused config resources"))
+            })?;
+            return Ok(Some(ready(&request, answer)));
+        };
+        let client_id = request.header().client_id.clone();
+        let part = Request::from_body(api, version, correlation_id, client_id, forwarded);
+        let dest = real.map_or(Dest::Any, Dest::Broker);
+        if let Some(real) = real {
+            debug!(
+                connection = self.connection_id,
+                "{api:?}: a sluice node's broker resources go to broker {}", real.0
+            );
+        }
+        let Some(part) = self.send_part(dest, part).await? else {
+            return Ok(None);
+        };
+        Ok(Some(PendingResponse {
+            correlation_id,
+            api_key: api,
+            api_version: version,
+            parts: vec![part],
+            combine: Combine::Whole(Box::new(Whole {
+                post: Post::Admin {
+                    stale_topics: Vec::new(),
+                },
+                on_failure: OnFailure::Synthesize(route::REQUEST_TIMED_OUT),
+                original: request,
+                retried: false,
+            })),
+        }))
     }
 
     /// Group and transaction APIs: the coordinator of their key, looked up

@@ -154,6 +154,7 @@ fn client_facing_decisions() {
         ApiKey::PushTelemetry,
         ApiKey::DescribeCluster,
         ApiKey::UpdateFeatures,
+        ApiKey::DescribeTopicPartitions,
     ] {
         assert!(is_client_facing(key), "{key:?}");
     }
@@ -166,7 +167,6 @@ fn client_facing_decisions() {
         ApiKey::AllocateProducerIds,
         ApiKey::ReadShareGroupState,
         ApiKey::DescribeQuorum,
-        ApiKey::DescribeTopicPartitions,
     ] {
         assert!(!is_client_facing(key), "{key:?}");
     }
