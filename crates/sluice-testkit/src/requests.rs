@@ -1,6 +1,7 @@
 //! Request bodies for the raw client ([`crate::raw::RawClient`]) and the
 //! error codes of their answers: the few requests tests send by hand, at
-//! versions every Kafka 4 broker and Sluice accept (topic names, not ids).
+//! versions every Kafka 4 broker and Sluice accept (topic names, not ids),
+//! and the config resource types and error codes tests check in answers.
 
 use bytes::{Bytes, BytesMut};
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -8,7 +9,11 @@ use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTop
 use sluice_codec::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
-use sluice_codec::kafka_protocol::messages::{FetchRequest, MetadataRequest, ProduceRequest};
+use sluice_codec::kafka_protocol::messages::{
+    DescribeConfigsRequest, DescribeTopicPartitionsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, MetadataRequest, ProduceRequest, describe_configs_request,
+    describe_topic_partitions_request, incremental_alter_configs_request,
+};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
@@ -21,6 +26,23 @@ pub const PRODUCE_VERSION: i16 = 9;
 pub const FETCH_VERSION: i16 = 12;
 /// The Metadata version sent.
 pub const METADATA_VERSION: i16 = 12;
+
+/// The DescribeTopicPartitions version sent (the only one).
+pub const DESCRIBE_TOPIC_PARTITIONS_VERSION: i16 = 0;
+/// The DescribeConfigs version sent.
+pub const DESCRIBE_CONFIGS_VERSION: i16 = 4;
+/// The IncrementalAlterConfigs version sent.
+pub const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 1;
+
+/// The TOPIC config resource type.
+pub const TOPIC_RESOURCE: i8 = 2;
+/// The BROKER config resource type.
+pub const BROKER_RESOURCE: i8 = 4;
+/// The BROKER_LOGGER config resource type.
+pub const BROKER_LOGGER_RESOURCE: i8 = 8;
+
+/// INVALID_REQUEST.
+pub const INVALID_REQUEST: i16 = 42;
 
 /// NOT_LEADER_OR_FOLLOWER.
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
@@ -162,4 +184,65 @@ pub fn high_watermark(response: &ResponseKind, partition: i32) -> Option<i64> {
         .flat_map(|t| t.partitions.iter())
         .find(|p| p.partition_index == partition)
         .map(|p| p.high_watermark)
+}
+
+/// A DescribeTopicPartitions request for `topics` (Kafka's default page size).
+pub fn describe_topic_partitions(topics: &[&str]) -> RequestKind {
+    RequestKind::DescribeTopicPartitions(
+        DescribeTopicPartitionsRequest::default()
+            .with_response_partition_limit(2000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        describe_topic_partitions_request::TopicRequest::default()
+                            .with_name(StrBytes::from_string((*t).to_owned()).into())
+                    })
+                    .collect(),
+            ),
+    )
+}
+
+/// A DescribeConfigs request for `(resource type, name)` pairs.
+pub fn describe_configs(resources: &[(i8, &str)]) -> RequestKind {
+    RequestKind::DescribeConfigs(
+        DescribeConfigsRequest::default().with_resources(
+            resources
+                .iter()
+                .map(|(t, n)| {
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(*t)
+                        .with_resource_name(StrBytes::from_string((*n).to_owned()))
+                })
+                .collect(),
+        ),
+    )
+}
+
+/// An IncrementalAlterConfigs request setting `name=value` on each of the
+/// `(resource type, name)` pairs; `validate_only` asks brokers to check
+/// without applying.
+pub fn incremental_alter_configs(
+    resources: &[(i8, &str)],
+    (name, value): (&str, &str),
+    validate_only: bool,
+) -> RequestKind {
+    let config = incremental_alter_configs_request::AlterableConfig::default()
+        .with_name(StrBytes::from_string(name.to_owned()))
+        .with_value(Some(StrBytes::from_string(value.to_owned())));
+    RequestKind::IncrementalAlterConfigs(
+        IncrementalAlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(
+                resources
+                    .iter()
+                    .map(|(t, n)| {
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(*t)
+                            .with_resource_name(StrBytes::from_string((*n).to_owned()))
+                            .with_configs(vec![config.clone()])
+                    })
+                    .collect(),
+            ),
+    )
 }

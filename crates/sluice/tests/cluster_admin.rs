@@ -3,9 +3,10 @@
 //! own Java tools pointed at one Sluice node.
 //!
 //! What works as against Kafka: topics, topic configs and broker default
-//! configs, ACLs, partition increases, log dirs (DescribeLogDirs sent to every
-//! broker and merged), delete records, consumer groups (describe, reset,
-//! delete offsets, delete), listing and cancelling partition reassignments.
+//! configs, describing a broker's configs and loggers, ACLs, partition
+//! increases, log dirs (DescribeLogDirs sent to every broker and merged),
+//! delete records, consumer groups (describe, reset, delete offsets, delete),
+//! listing and cancelling partition reassignments.
 //!
 //! What topology hiding changes, pinned here so that a change is noticed:
 //! - Topic descriptions show Sluice node ids: with one Sluice node every
@@ -16,17 +17,26 @@
 //!   real ids elsewhere is listed through Sluice (with those real ids: ids are
 //!   not addresses) and can be cancelled through it, but `--verify` through
 //!   Sluice compares real ids with Sluice ids and never reports it complete.
-//! - A BROKER config resource named by a Sluice id reaches a real broker with
-//!   another id, which refuses it ("Unexpected broker id").
+//! - Topic descriptions go through DescribeTopicPartitions (Java's Admin
+//!   uses it when offered), rewritten like Metadata: only Sluice ids.
+//! - A BROKER or BROKER_LOGGER config resource named by a Sluice id is
+//!   described by a real broker standing for that node (its own config
+//!   values); altering one is refused with a message pointing at
+//!   `--entity-default`, which works.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::Duration;
 
+use sluice_codec::{ApiKey, ResponseKind};
 use sluice_testkit::clients::{self, ClientOutput, java_produce};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted::{self, REASSIGN_PARTITIONS, create_spread_topic, temp_file};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::requests::{
+    self, BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, INVALID_REQUEST, TOPIC_RESOURCE,
+};
 use sluice_testkit::{unique, wait};
 
 fn sluice_bin() -> &'static Path {
@@ -124,26 +134,20 @@ fn topics_configs_and_partitions() {
         defaults.contains("Default configs for brokers"),
         "{defaults}"
     );
-    let one_broker = tool(
-        &cluster,
-        CONFIGS,
-        &listen,
-        &[
-            "--entity-type",
-            "brokers",
-            "--entity-name",
-            "0",
-            "--describe",
-        ],
-    );
-    assert!(
-        format!("{}{}", one_broker.stdout, one_broker.stderr).contains("Unexpected broker id"),
-        "known limit: a Sluice id names no real broker\n{one_broker:?}"
-    );
+    // (A broker named by its Sluice id: `broker_configs_of_a_sluice_node`.)
 
     topics(&["--alter", "--topic", &topic, "--partitions", "6"]);
-    let partitions = fronted::topic_replicas(&listen, &topic).expect("listed");
-    assert_eq!(partitions.len(), 6, "{partitions:?}");
+    // Sluice forgets the topic after CreatePartitions, and the broker the next
+    // Metadata reaches may apply the new partitions a moment later (Kafka
+    // promises no more across brokers).
+    wait::until(
+        Duration::from_secs(30),
+        "6 partitions listed",
+        || match fronted::topic_replicas(&listen, &topic) {
+            Some(partitions) if partitions.len() == 6 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
     // (cluster_sink.rs produces to new partitions at once.)
 
     topics(&["--delete", "--topic", &topic]);
@@ -212,7 +216,8 @@ fn log_dirs_and_delete_records() {
     assert_eq!(ends.values().sum::<u64>(), 300, "{ends:?}");
 
     // DescribeLogDirs goes to every broker; the client, which only knows
-    // Sluice node 0, sees one broker holding every replica.
+    // Sluice node 0, sees one broker holding every partition once (each is
+    // kept from its real leader's answer only, see rewrite/fan_out.rs).
     let dirs = ok(
         &cluster,
         "org.apache.kafka.tools.LogDirsCommand",
@@ -227,7 +232,7 @@ fn log_dirs_and_delete_records() {
     assert!(json.contains("\"broker\":0"), "{json}");
     for p in 0..6 {
         let replica = format!("\"partition\":\"{topic}-{p}\"");
-        assert_eq!(json.matches(&replica).count(), 3, "RF 3 of {p}: {json}");
+        assert_eq!(json.matches(&replica).count(), 1, "{p} once: {json}");
     }
     assert!(
         json.matches("\"logDir\":").count() >= 3,
@@ -479,5 +484,278 @@ fn partition_reassignments_take_real_broker_ids() {
             Some(p) if p.get(&0).is_some_and(|(_, r)| r == &[1, 2]) => Ok(()),
             other => Err(format!("{other:?}")),
         },
+    );
+}
+
+#[test]
+fn describe_topics_shows_only_sluice_ids() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("admin-dtp");
+    create_spread_topic(&cluster, &topic, 6);
+
+    // Java's Admin describes topics with DescribeTopicPartitions when the
+    // node offers it (the `Elr:` columns come from its answer).
+    let described = ok(
+        &cluster,
+        clients::TOPIC_COMMAND,
+        &listen,
+        &["--describe", "--topic", &topic],
+    );
+    let partitions: Vec<&str> = described
+        .lines()
+        .filter(|l| l.contains("Partition: "))
+        .collect();
+    assert_eq!(partitions.len(), 6, "{described}");
+    for line in &partitions {
+        assert!(
+            line.contains("Leader: 0\tReplicas: 0\tIsr: 0\tElr: \tLastKnownElr: "),
+            "only Sluice node 0, no real id (1, 2, 3)\n{described}"
+        );
+    }
+
+    // The raw answer: every id it holds is node 0's.
+    let mut client = RawClient::connect(&listen);
+    let answer = client.request(
+        ApiKey::DescribeTopicPartitions,
+        requests::DESCRIBE_TOPIC_PARTITIONS_VERSION,
+        requests::describe_topic_partitions(&[&topic]),
+    );
+    let ResponseKind::DescribeTopicPartitions(answer) = answer else {
+        panic!("not a DescribeTopicPartitions answer: {answer:?}");
+    };
+    let [found] = answer.topics.as_slice() else {
+        panic!("one topic expected: {answer:?}");
+    };
+    assert_eq!(found.error_code, 0, "{found:?}");
+    assert_eq!(
+        found.name.as_ref().map(|n| n.as_str()),
+        Some(topic.as_str())
+    );
+    assert_eq!(found.partitions.len(), 6, "{found:?}");
+    for p in &found.partitions {
+        let ids: Vec<i32> = std::iter::once(p.leader_id)
+            .chain(p.replica_nodes.iter().copied())
+            .chain(p.isr_nodes.iter().copied())
+            .chain(p.offline_replicas.iter().copied())
+            .chain(p.eligible_leader_replicas.iter().flatten().copied())
+            .chain(p.last_known_elr.iter().flatten().copied())
+            .map(|id| id.0)
+            .collect();
+        assert!(ids.iter().all(|id| *id == 0), "{p:?}");
+        assert_eq!(p.replica_nodes.len(), 1, "one node stands for RF 3: {p:?}");
+    }
+    // Real leaders are on all three brokers behind it.
+    let real: std::collections::BTreeSet<i32> =
+        cluster.partition_leaders(&topic).into_values().collect();
+    assert_eq!(real.len(), 3, "{real:?}");
+}
+
+/// `kafka-configs` with `args` through `listen`, its stdout and stderr.
+fn configs_tool(cluster: &Cluster, listen: &str, args: &[&str]) -> ClientOutput {
+    tool(cluster, CONFIGS, listen, args)
+}
+
+#[test]
+fn broker_configs_of_a_sluice_node() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let broker = [
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "0",
+        "--describe",
+    ];
+    let all = ok(
+        &cluster,
+        CONFIGS,
+        &listen,
+        &[&broker[..], &["--all"]].concat(),
+    );
+    assert!(all.contains("All configs for broker 0 are:"), "{all}");
+    for config in ["log.cleaner.threads=", "num.io.threads=", "node.id="] {
+        assert!(all.contains(config), "{config}\n{all}");
+    }
+    let dynamic = ok(&cluster, CONFIGS, &listen, &broker);
+    assert!(
+        dynamic.contains("Dynamic configs for broker 0 are:"),
+        "{dynamic}"
+    );
+    let loggers = ok(
+        &cluster,
+        CONFIGS,
+        &listen,
+        &[
+            "--entity-type",
+            "broker-loggers",
+            "--entity-name",
+            "0",
+            "--describe",
+        ],
+    );
+    assert!(
+        loggers.contains("Dynamic configs for broker-logger 0 are:"),
+        "{loggers}"
+    );
+    assert!(loggers.contains("kafka.log.LogCleaner=INFO"), "{loggers}");
+
+    // Raw: an id that is no Sluice node is refused by Sluice, the rest of
+    // the request is answered, in request order.
+    let mut client = RawClient::connect(&listen);
+    let answer = client.request(
+        ApiKey::DescribeConfigs,
+        requests::DESCRIBE_CONFIGS_VERSION,
+        requests::describe_configs(&[
+            (BROKER_RESOURCE, "7"),
+            (BROKER_LOGGER_RESOURCE, "0"),
+            (BROKER_RESOURCE, ""),
+        ]),
+    );
+    let ResponseKind::DescribeConfigs(answer) = answer else {
+        panic!("not a DescribeConfigs answer: {answer:?}");
+    };
+    let results: Vec<(i8, &str, i16)> = answer
+        .results
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (BROKER_RESOURCE, "7", INVALID_REQUEST),
+            (BROKER_LOGGER_RESOURCE, "0", 0),
+            (BROKER_RESOURCE, "", 0),
+        ],
+        "{answer:?}"
+    );
+    let message = answer.results[0]
+        .error_message
+        .as_deref()
+        .unwrap_or_default();
+    assert!(message.contains("Unknown broker id 7"), "{message}");
+    assert!(!answer.results[1].configs.is_empty(), "logger levels");
+}
+
+/// Removes the cluster-wide `log.cleaner.threads` default, directly, when
+/// dropped (also when the test fails).
+struct ResetCleanerThreads<'a>(&'a Cluster);
+
+impl Drop for ResetCleanerThreads<'_> {
+    fn drop(&mut self) {
+        let direct = self.0.bootstrap("PLAINTEXT");
+        let out = configs_tool(
+            self.0,
+            &direct,
+            &[
+                "--alter",
+                "--entity-type",
+                "brokers",
+                "--entity-default",
+                "--delete-config",
+                "log.cleaner.threads",
+            ],
+        );
+        if out.code != Some(0) {
+            eprintln!("could not reset log.cleaner.threads: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn per_broker_alters_are_refused_cluster_defaults_work() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let set = ["--alter", "--add-config", "log.cleaner.threads=2"];
+    let refused = configs_tool(
+        &cluster,
+        &listen,
+        &[
+            &["--entity-type", "brokers", "--entity-name", "0"][..],
+            &set,
+        ]
+        .concat(),
+    );
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    let said = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(
+        said.contains("Per-broker configs cannot be altered through Sluice")
+            && said.contains("--entity-default"),
+        "{refused:?}"
+    );
+    let direct = cluster.bootstrap("PLAINTEXT");
+    for id in ["1", "2", "3"] {
+        let shown = ok(
+            &cluster,
+            CONFIGS,
+            &direct,
+            &[
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                id,
+                "--describe",
+            ],
+        );
+        assert!(
+            !shown.contains("log.cleaner.threads"),
+            "broker {id}: {shown}"
+        );
+    }
+
+    let _reset = ResetCleanerThreads(&cluster);
+    ok(
+        &cluster,
+        CONFIGS,
+        &listen,
+        &[&["--entity-type", "brokers", "--entity-default"][..], &set].concat(),
+    );
+    wait::until(
+        Duration::from_secs(30),
+        "the cluster default to be shown through Sluice",
+        || {
+            let shown = ok(
+                &cluster,
+                CONFIGS,
+                &listen,
+                &["--entity-type", "brokers", "--entity-default", "--describe"],
+            );
+            if shown.contains("log.cleaner.threads=2") {
+                Ok(())
+            } else {
+                Err(shown)
+            }
+        },
+    );
+
+    // Raw, validate only: the topic resource is checked by a broker, the
+    // broker resource refused by Sluice, both answered in request order.
+    let topic = unique("admin-alter");
+    cluster.create_topic(&topic, 1, 3);
+    let mut client = RawClient::connect(&listen);
+    let answer = client.request(
+        ApiKey::IncrementalAlterConfigs,
+        requests::INCREMENTAL_ALTER_CONFIGS_VERSION,
+        requests::incremental_alter_configs(
+            &[(BROKER_RESOURCE, "0"), (TOPIC_RESOURCE, &topic)],
+            ("retention.ms", "3600000"),
+            true,
+        ),
+    );
+    let ResponseKind::IncrementalAlterConfigs(answer) = answer else {
+        panic!("not an IncrementalAlterConfigs answer: {answer:?}");
+    };
+    let results: Vec<(i8, &str, i16)> = answer
+        .responses
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (BROKER_RESOURCE, "0", INVALID_REQUEST),
+            (TOPIC_RESOURCE, topic.as_str(), 0)
+        ],
+        "{answer:?}"
     );
 }
