@@ -24,12 +24,27 @@ use crate::{free_port, wait};
 /// listen addresses, broker ids 0..n), in front of `cluster`'s PLAINTEXT
 /// listeners, checking its peers every `peer_check_ms`.
 pub fn topology(cluster: &Cluster, nodes: &[String], local: usize, peer_check_ms: u64) -> String {
+    let racks = vec!["rack0"; nodes.len()];
+    topology_in_racks(cluster, nodes, &racks, local, peer_check_ms)
+}
+
+/// Like [`topology`], with node `i` in `racks[i]` (the brokers of the test
+/// clusters sit in racks `az-1`, `az-2`, ...; `rack0` matches none).
+pub fn topology_in_racks(
+    cluster: &Cluster,
+    nodes: &[String],
+    racks: &[&str],
+    local: usize,
+    peer_check_ms: u64,
+) -> String {
+    assert_eq!(nodes.len(), racks.len(), "one rack per node");
     let shotover_nodes: String = nodes
         .iter()
+        .zip(racks)
         .enumerate()
-        .map(|(id, addr)| {
+        .map(|(id, (addr, rack))| {
             format!(
-                "              - address_for_clients: \"{addr}\"\n                address_for_peers: \"{addr}\"\n                rack: \"rack0\"\n                broker_id: {id}\n"
+                "              - address_for_clients: \"{addr}\"\n                address_for_peers: \"{addr}\"\n                rack: \"{rack}\"\n                broker_id: {id}\n"
             )
         })
         .collect();
@@ -275,9 +290,22 @@ pub fn start_nodes(
     cluster: &Cluster,
     n: usize,
 ) -> (Vec<SluiceProcess>, Vec<String>) {
+    start_nodes_in_racks(binary, cluster, &vec!["rack0"; n])
+}
+
+/// Like [`start_nodes`], node `i` in `racks[i]`.
+pub fn start_nodes_in_racks(
+    binary: &Path,
+    cluster: &Cluster,
+    racks: &[&str],
+) -> (Vec<SluiceProcess>, Vec<String>) {
+    let n = racks.len();
     let nodes = listen_addrs(n);
     let processes = (0..n)
-        .map(|i| SluiceProcess::start(binary, &topology(cluster, &nodes, i, 1000), &[&nodes[i]]))
+        .map(|i| {
+            let topology = topology_in_racks(cluster, &nodes, racks, i, 1000);
+            SluiceProcess::start(binary, &topology, &[&nodes[i]])
+        })
         .collect();
     for node in &nodes {
         wait::until(

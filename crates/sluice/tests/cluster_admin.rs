@@ -488,6 +488,82 @@ fn partition_reassignments_take_real_broker_ids() {
 }
 
 #[test]
+fn a_reassignment_executes_through_sluice() {
+    use sluice_codec::RequestKind;
+    use sluice_codec::kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use sluice_codec::kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, BrokerId, TopicName,
+    };
+    use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let direct = cluster.bootstrap("PLAINTEXT");
+    let first = direct.split(',').next().unwrap();
+    let topic = unique("admin-move");
+    ok(
+        &cluster,
+        clients::TOPIC_COMMAND,
+        &direct,
+        &["--create", "--topic", &topic, "--replica-assignment", "1:2"],
+    );
+    // Kafka's Admin API takes the target replicas as real broker ids, which
+    // an operator knows; the tool refuses them client-side (see
+    // `partition_reassignments_take_real_broker_ids`), the API does not.
+    let move_to_2_3 = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                .with_partitions(vec![
+                    ReassignablePartition::default()
+                        .with_partition_index(0)
+                        .with_replicas(Some(vec![BrokerId(2), BrokerId(3)])),
+                ]),
+        ]);
+    let mut client = RawClient::connect(&listen);
+    let answer = client.request(
+        ApiKey::AlterPartitionReassignments,
+        0,
+        RequestKind::AlterPartitionReassignments(move_to_2_3),
+    );
+    let ResponseKind::AlterPartitionReassignments(answer) = answer else {
+        panic!("not an AlterPartitionReassignments answer: {answer:?}");
+    };
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    let codes: Vec<i16> = answer
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect();
+    assert_eq!(codes, vec![0], "{answer:?}");
+    wait::until(
+        Duration::from_secs(60),
+        "the reassignment to brokers 2,3 to complete",
+        || match fronted::topic_replicas(first, &topic) {
+            Some(p) if p.get(&0).is_some_and(|(_, r)| r == &[2, 3]) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let listed = tool(&cluster, REASSIGN_PARTITIONS, &listen, &["--list"]);
+    listed.assert_success("list reassignments through Sluice");
+    assert!(
+        !listed.stdout.contains(&topic),
+        "the move is finished\n{listed:?}"
+    );
+    let shown = fronted::topic_replicas(&listen, &topic).expect("topic through Sluice");
+    assert_eq!(
+        shown
+            .get(&0)
+            .map(|(leader, replicas)| (*leader, replicas.clone())),
+        Some((0, vec![0])),
+        "through Sluice the partition is on the one Sluice node"
+    );
+}
+
+#[test]
 fn describe_topics_shows_only_sluice_ids() {
     let cluster = Cluster::get(TRIO);
     let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);

@@ -2,9 +2,11 @@
 //! 1, 2, 3 sit in racks az-1, az-2, az-3): a Sluice node in az-2 serves
 //! consumer fetches from broker 2's in-sync replicas even for partitions led
 //! in other racks, so that no fetch leaves its rack; writes still go to the
-//! leaders (and are counted as out-of-rack requests). A Sluice node in a rack
-//! without brokers counts its fetches as out-of-rack. Java and librdkafka
-//! consumers read every record.
+//! leaders (and are counted as out-of-rack requests). With one Sluice node
+//! per broker rack, clients are shown each partition's leader in its real
+//! leader's rack, so nothing they produce or fetch leaves its rack. A Sluice
+//! node in a rack without brokers counts its fetches as out-of-rack. Java and
+//! librdkafka clients read every record.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,9 +28,7 @@ fn sluice_bin() -> &'static Path {
 /// One Sluice node in `rack` in front of `cluster`; returns it and its address.
 fn start_in_rack(cluster: &Cluster, rack: &str) -> (SluiceProcess, String) {
     let nodes = fronted::listen_addrs(1);
-    let topology = fronted::topology(cluster, &nodes, 0, 1000)
-        .replace("rack: \"rack0\"", &format!("rack: \"{rack}\""));
-    assert!(topology.contains(rack), "the rack was set: {topology}");
+    let topology = fronted::topology_in_racks(cluster, &nodes, &[rack], 0, 1000);
     let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&nodes[0]]);
     (sluice, nodes[0].clone())
 }
@@ -129,4 +129,65 @@ fn fetches_from_a_rack_without_brokers_are_counted_out_of_rack() {
         sluice.metric(OUT_OF_RACK, &["api=\"Fetch\""]) >= 1.0,
         "no replica is in az-9: fetches go to the leaders, out of the rack"
     );
+}
+
+#[test]
+fn one_sluice_node_per_rack_keeps_produce_and_fetch_in_their_racks() {
+    let cluster = Cluster::get(TRIO);
+    let topic = unique("rack-trio");
+    fronted::create_spread_topic(&cluster, &topic, 6);
+    let (nodes, addrs) =
+        fronted::start_nodes_in_racks(sluice_bin(), &cluster, &["az-1", "az-2", "az-3"]);
+    let bootstrap = addrs.join(",");
+    let sent = keyed("trio", 300);
+    let keyed_args = [
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+    ];
+    java_produce(&cluster, &bootstrap, &topic, &sent, &keyed_args);
+    let got = java_consume(&cluster, &bootstrap, &topic, sent.len(), &[]);
+    assert_eq!(
+        sorted_values(&got),
+        sorted_values(&sent),
+        "java read every record"
+    );
+    let out = run_librdkafka(
+        "produce_consume.py",
+        &[
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            &topic,
+            "--count",
+            "200",
+        ],
+        Duration::from_secs(120),
+    );
+    out.assert_success("librdkafka produce and consume");
+    assert!(
+        out.stdout.contains("\"delivered\": 200, \"consumed\": 200"),
+        "{}",
+        out.stdout
+    );
+
+    let sum = |api: &str| -> f64 {
+        let label = format!("api=\"{api}\"");
+        nodes.iter().map(|n| n.metric(OUT_OF_RACK, &[&label])).sum()
+    };
+    let served = |api: &str| -> Vec<f64> {
+        let label = format!("api=\"{api}\"");
+        nodes
+            .iter()
+            .map(|n| n.metric("sluice_requests_total", &[&label]))
+            .collect()
+    };
+    assert!(
+        served("Produce").iter().all(|n| *n >= 1.0),
+        "every node is shown as the leader of some partitions and took writes: {:?}",
+        served("Produce")
+    );
+    assert_eq!(sum("Produce"), 0.0, "every write stayed in its rack");
+    assert_eq!(sum("Fetch"), 0.0, "every fetch stayed in its rack");
 }
