@@ -6,7 +6,9 @@
 //! per broker rack, clients are shown each partition's leader in its real
 //! leader's rack, so nothing they produce or fetch leaves its rack. A Sluice
 //! node in a rack without brokers counts its fetches as out-of-rack. Java and
-//! librdkafka clients read every record.
+//! librdkafka clients read every record. A follower's OFFSET_OUT_OF_RANGE
+//! reaches the client as NOT_LEADER_OR_FOLLOWER, and the retry goes to the
+//! leader, whose answer stands.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -190,4 +192,49 @@ fn one_sluice_node_per_rack_keeps_produce_and_fetch_in_their_racks() {
     );
     assert_eq!(sum("Produce"), 0.0, "every write stayed in its rack");
     assert_eq!(sum("Fetch"), 0.0, "every fetch stayed in its rack");
+}
+
+#[test]
+fn a_followers_out_of_range_is_softened_and_the_leader_answers_next() {
+    use sluice_codec::{ApiKey, ResponseKind};
+    use sluice_testkit::raw::RawClient;
+    use sluice_testkit::requests::{self, FETCH_VERSION, NOT_LEADER_OR_FOLLOWER};
+    const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+    let cluster = Cluster::get(TRIO);
+    let topic = unique("rack-range");
+    fronted::create_spread_topic(&cluster, &topic, 3);
+    let (sluice, listen) = start_in_rack(&cluster, "az-2");
+    // A partition led outside az-2: its fetches go to broker 2, a follower.
+    let (partition, leader) = cluster
+        .partition_leaders(&topic)
+        .into_iter()
+        .find(|(_, leader)| *leader != 2)
+        .expect("a partition led by broker 1 or 3");
+    let mut client = RawClient::connect(&listen);
+    let mut fetch_far_ahead = || -> Vec<(i32, i16)> {
+        let request = requests::fetch(&topic, partition, 1_000_000, 0);
+        let answer = client.request(ApiKey::Fetch, FETCH_VERSION, request);
+        assert!(matches!(answer, ResponseKind::Fetch(_)), "{answer:?}");
+        requests::partition_errors(&answer)
+    };
+    // The follower's OFFSET_OUT_OF_RANGE could be a lagging follower's, so
+    // the client is told to retry...
+    assert_eq!(
+        fetch_far_ahead(),
+        vec![(partition, NOT_LEADER_OR_FOLLOWER)],
+        "from the follower (leader {leader})"
+    );
+    let out_of_rack_before = sluice.metric(OUT_OF_RACK, &["api=\"Fetch\""]);
+    // ...and its retry goes to the leader, whose answer is the truth.
+    assert_eq!(
+        fetch_far_ahead(),
+        vec![(partition, OFFSET_OUT_OF_RANGE)],
+        "from the leader"
+    );
+    assert_eq!(
+        sluice.metric(OUT_OF_RACK, &["api=\"Fetch\""]),
+        out_of_rack_before + 1.0,
+        "the fenced partition's fetch went to its leader, in another rack"
+    );
 }
