@@ -50,6 +50,8 @@ mod route;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
+use std::hash::Hash;
+
 use sluice_chain::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::{ApiKey, GroupId};
 
@@ -57,7 +59,7 @@ pub use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};
 
 use crate::topology::ClusterView;
 
-use self::order::Order;
+use self::order::{GroupEntry, Order, TopicEntry, dedup_by_key};
 
 /// Who leads a partition. [`ClusterView`] implements it; tests use fakes.
 pub trait PartitionLeaders {
@@ -372,16 +374,54 @@ impl<Req: SplitApi> Split<Req> {
     }
 }
 
-/// The largest throttle time of a set of responses (0 for none).
-fn max_throttle<T>(responses: &[T], throttle: impl Fn(&T) -> i32) -> i32 {
-    responses.iter().map(throttle).max().unwrap_or(0).max(0)
-}
+impl<Resp> Resolved<Resp> {
+    /// The largest throttle time of the responses (0 for none).
+    fn throttle(&self, throttle: impl Fn(&Resp) -> i32) -> i32 {
+        self.responses
+            .iter()
+            .map(throttle)
+            .max()
+            .unwrap_or(0)
+            .max(0)
+    }
 
-/// The first non-zero error code of a set of responses (0 for none).
-fn first_error<T>(responses: &[T], error: impl Fn(&T) -> i16) -> i16 {
-    responses
-        .iter()
-        .map(error)
-        .find(|code| *code != 0)
-        .unwrap_or(0)
+    /// The first non-zero error code of the responses (0 for none).
+    fn error(&self, error: impl Fn(&Resp) -> i16) -> i16 {
+        self.responses
+            .iter()
+            .map(error)
+            .find(|code| *code != 0)
+            .unwrap_or(0)
+    }
+
+    /// Every response's topic entries, one entry per topic, in request order.
+    fn into_topics<T: TopicEntry>(self, topics: impl FnMut(Resp) -> Vec<T>) -> Vec<T> {
+        let all = self.responses.into_iter().flat_map(topics);
+        self.order.merge_topics(all, self.version)
+    }
+
+    /// Every response's topic entries (as [`Resolved::into_topics`]) and node
+    /// endpoints, each node once (the first one listed).
+    fn into_topics_and_nodes<T: TopicEntry, N, K: Hash + Eq + Clone>(
+        self,
+        lists: impl Fn(Resp) -> (Vec<T>, Vec<N>),
+        node_id: impl Fn(&N) -> &K,
+    ) -> (Vec<T>, Vec<N>) {
+        let mut topics = Vec::new();
+        let mut nodes = Vec::new();
+        for response in self.responses {
+            let (more_topics, more_nodes) = lists(response);
+            topics.extend(more_topics);
+            nodes.extend(more_nodes);
+        }
+        dedup_by_key(&mut nodes, node_id);
+        (self.order.merge_topics(topics, self.version), nodes)
+    }
+
+    /// Every response's group entries, in request order.
+    fn into_groups<T: GroupEntry>(self, groups: impl FnMut(Resp) -> Vec<T>) -> Vec<T> {
+        let mut all: Vec<T> = self.responses.into_iter().flat_map(groups).collect();
+        self.order.sort_groups(&mut all, T::group_id);
+        all
+    }
 }

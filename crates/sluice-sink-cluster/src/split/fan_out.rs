@@ -37,10 +37,7 @@ use super::error_codes::{
 };
 use super::order::dedup_by_key;
 use super::route;
-use super::{
-    PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, Unroutable, first_error,
-    max_throttle,
-};
+use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, Unroutable};
 
 /// The first DescribeLogDirs version with a top-level error code.
 const LOG_DIRS_ERROR_CODE_VERSION: i16 = 3;
@@ -58,15 +55,17 @@ impl SplitApi for ListGroupsRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<ListGroupsResponse>>,
     ) -> Result<ListGroupsResponse, SplitError> {
-        let responses = plan.resolve(results)?.responses;
-        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
-        let error_code = first_error(&responses, |r| r.error_code);
-        let mut groups: Vec<_> = responses.into_iter().flat_map(|r| r.groups).collect();
+        let resolved = plan.resolve(results)?;
+        let merged = ListGroupsResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_error_code(resolved.error(|r| r.error_code));
+        let mut groups: Vec<_> = resolved
+            .responses
+            .into_iter()
+            .flat_map(|r| r.groups)
+            .collect();
         dedup_by_key(&mut groups, |g| &g.group_id);
-        Ok(ListGroupsResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_error_code(error_code)
-            .with_groups(groups))
+        Ok(merged.with_groups(groups))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> ListGroupsResponse {
@@ -87,20 +86,19 @@ impl SplitApi for ListTransactionsRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<ListTransactionsResponse>>,
     ) -> Result<ListTransactionsResponse, SplitError> {
-        let responses = plan.resolve(results)?.responses;
-        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
-        let error_code = first_error(&responses, |r| r.error_code);
+        let resolved = plan.resolve(results)?;
+        let merged = ListTransactionsResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_error_code(resolved.error(|r| r.error_code));
         let mut unknown_state_filters = Vec::new();
         let mut transaction_states = Vec::new();
-        for response in responses {
+        for response in resolved.responses {
             unknown_state_filters.extend(response.unknown_state_filters);
             transaction_states.extend(response.transaction_states);
         }
         dedup_by_key(&mut unknown_state_filters, |s| s);
         dedup_by_key(&mut transaction_states, |t| &t.transactional_id);
-        Ok(ListTransactionsResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_error_code(error_code)
+        Ok(merged
             .with_unknown_state_filters(unknown_state_filters)
             .with_transaction_states(transaction_states))
     }
@@ -138,14 +136,17 @@ impl SplitApi for DescribeLogDirsRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<DescribeLogDirsResponse>>,
     ) -> Result<DescribeLogDirsResponse, SplitError> {
-        let responses = plan.resolve(results)?.responses;
-        let throttle_time_ms = max_throttle(&responses, |r| r.throttle_time_ms);
-        let error_code = first_error(&responses, |r| r.error_code);
-        let results = responses.into_iter().flat_map(|r| r.results).collect();
-        Ok(DescribeLogDirsResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_error_code(error_code)
-            .with_results(results))
+        let resolved = plan.resolve(results)?;
+        let merged = DescribeLogDirsResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_error_code(resolved.error(|r| r.error_code));
+        Ok(merged.with_results(
+            resolved
+                .responses
+                .into_iter()
+                .flat_map(|r| r.results)
+                .collect(),
+        ))
     }
 
     /// From v3 the top-level error code carries `error_code`; v1–v2 cannot say

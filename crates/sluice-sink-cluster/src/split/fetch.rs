@@ -38,15 +38,15 @@
 
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, NodeEndpoint, PartitionData,
+    FetchableTopicResponse, PartitionData,
 };
 use sluice_codec::kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::{Order, dedup_by_key, topic_entry};
+use super::order::topic_entry;
 use super::{
     BrokerId, PartResult, PartitionLeaders, Plan, Routing, Split, SplitApi, SplitError, TopicRef,
-    first_error, max_throttle, route,
+    route,
 };
 use crate::topology::FOLLOWER_FETCH_VERSION;
 
@@ -100,12 +100,6 @@ impl SplitApi for FetchRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = if is_consumer_fetch(self, version) {
-            route::by_leader(&self.topics, version, &Replicas(routing))
-        } else {
-            route::by_leader(&self.topics, version, routing)
-        };
-        let plan = Plan::new(version, Order::Partitions(order), !is_sessionless(self));
         let base = FetchRequest::default()
             .with_cluster_id(self.cluster_id.clone())
             .with_replica_id(self.replica_id)
@@ -118,7 +112,13 @@ impl SplitApi for FetchRequest {
             .with_session_epoch(FINAL_EPOCH)
             .with_rack_id(self.rack_id.clone())
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+        let rebuild = |topics| base.clone().with_topics(topics);
+        let modified = !is_sessionless(self);
+        if is_consumer_fetch(self, version) {
+            route::split_by_leader(&self.topics, version, &Replicas(routing), modified, rebuild)
+        } else {
+            route::split_by_leader(&self.topics, version, routing, modified, rebuild)
+        }
     }
 
     fn merge(
@@ -126,20 +126,15 @@ impl SplitApi for FetchRequest {
         results: Vec<PartResult<FetchResponse>>,
     ) -> Result<FetchResponse, SplitError> {
         let resolved = plan.resolve(results)?;
-        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
-        let error_code = first_error(&resolved.responses, |r| r.error_code);
-        let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
-        let mut topics = Vec::new();
-        for response in resolved.responses {
-            node_endpoints.extend(response.node_endpoints);
-            topics.extend(response.responses);
-        }
-        dedup_by_key(&mut node_endpoints, |n| &n.node_id);
+        let throttle_time_ms = resolved.throttle(|r| r.throttle_time_ms);
+        let error_code = resolved.error(|r| r.error_code);
+        let (responses, node_endpoints) =
+            resolved.into_topics_and_nodes(|r| (r.responses, r.node_endpoints), |n| &n.node_id);
         Ok(FetchResponse::default()
             .with_throttle_time_ms(throttle_time_ms)
             .with_error_code(error_code)
             .with_session_id(NO_SESSION_ID)
-            .with_responses(resolved.order.merge_topics(topics, resolved.version))
+            .with_responses(responses)
             .with_node_endpoints(node_endpoints))
     }
 

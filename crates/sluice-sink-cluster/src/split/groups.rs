@@ -29,14 +29,19 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::error_codes::NOT_COORDINATOR;
-use super::{
-    CoordinatorKeyType, PartResult, Plan, Routing, Split, SplitApi, SplitError, max_throttle, route,
-};
+use super::order::{group_entry, group_errors};
+use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
 
 /// The first OffsetFetch version that batches groups.
 pub const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
 /// The first OffsetFetch version with a top-level error code (until v7).
 const OFFSET_FETCH_ERROR_CODE_VERSION: i16 = 2;
+
+group_entry!(
+    OffsetFetchResponseGroup,
+    DescribedGroup,
+    DeletableGroupResult
+);
 
 impl SplitApi for OffsetFetchRequest {
     type Response = OffsetFetchResponse;
@@ -46,25 +51,26 @@ impl SplitApi for OffsetFetchRequest {
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         if version < OFFSET_FETCH_GROUPS_VERSION {
             let whole = std::slice::from_ref(self);
-            let (pieces, order) =
-                route::by_coordinator(whole, |r| &r.group_id, CoordinatorKeyType::Group, routing);
-            return pieces.into_split(Plan::new(version, order, false), |mut one| {
-                one.pop().unwrap_or_else(|| self.clone())
-            });
+            return route::split_by_group(
+                whole,
+                |r| &r.group_id,
+                version,
+                routing,
+                |mut one| one.pop().unwrap_or_else(|| self.clone()),
+            );
         }
-        let (pieces, order) = route::by_coordinator(
-            &self.groups,
-            |g| &g.group_id,
-            CoordinatorKeyType::Group,
-            routing,
-        );
         let base = OffsetFetchRequest::default()
             .with_group_id(self.group_id.clone())
             .with_topics(self.topics.clone())
             .with_require_stable(self.require_stable)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        let plan = Plan::new(version, order, false);
-        pieces.into_split(plan, |groups| base.clone().with_groups(groups))
+        route::split_by_group(
+            &self.groups,
+            |g| &g.group_id,
+            version,
+            routing,
+            |groups| base.clone().with_groups(groups),
+        )
     }
 
     fn merge(
@@ -76,16 +82,9 @@ impl SplitApi for OffsetFetchRequest {
             // One group, one part (or its synthesized answer).
             return Ok(resolved.responses.into_iter().next().unwrap_or_default());
         }
-        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
-        let mut groups: Vec<_> = resolved
-            .responses
-            .into_iter()
-            .flat_map(|r| r.groups)
-            .collect();
-        resolved.order.sort_groups(&mut groups, |g| &g.group_id);
         Ok(OffsetFetchResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_groups(groups))
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_groups(resolved.into_groups(|r| r.groups)))
     }
 
     /// v8+: every group carries `error_code`. v2–v7: the top-level error code
@@ -93,12 +92,8 @@ impl SplitApi for OffsetFetchRequest {
     /// field, so every requested partition carries it.
     fn error_response_for(&self, version: i16, error_code: i16) -> OffsetFetchResponse {
         if version >= OFFSET_FETCH_GROUPS_VERSION {
-            let groups = self.groups.iter().map(|group| {
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(group.group_id.clone())
-                    .with_error_code(error_code)
-            });
-            return OffsetFetchResponse::default().with_groups(groups.collect());
+            let groups = self.groups.iter().map(|group| &group.group_id);
+            return OffsetFetchResponse::default().with_groups(group_errors(groups, error_code));
         }
         if version >= OFFSET_FETCH_ERROR_CODE_VERSION {
             return OffsetFetchResponse::default().with_error_code(error_code);
@@ -125,13 +120,16 @@ impl SplitApi for DescribeGroupsRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_COORDINATOR;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) =
-            route::by_coordinator(&self.groups, |g| g, CoordinatorKeyType::Group, routing);
         let base = DescribeGroupsRequest::default()
             .with_include_authorized_operations(self.include_authorized_operations)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        let plan = Plan::new(version, order, false);
-        pieces.into_split(plan, |groups| base.clone().with_groups(groups))
+        route::split_by_group(
+            &self.groups,
+            |g| g,
+            version,
+            routing,
+            |groups| base.clone().with_groups(groups),
+        )
     }
 
     fn merge(
@@ -139,25 +137,13 @@ impl SplitApi for DescribeGroupsRequest {
         results: Vec<PartResult<DescribeGroupsResponse>>,
     ) -> Result<DescribeGroupsResponse, SplitError> {
         let resolved = plan.resolve(results)?;
-        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
-        let mut groups: Vec<_> = resolved
-            .responses
-            .into_iter()
-            .flat_map(|r| r.groups)
-            .collect();
-        resolved.order.sort_groups(&mut groups, |g| &g.group_id);
         Ok(DescribeGroupsResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_groups(groups))
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_groups(resolved.into_groups(|r| r.groups)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeGroupsResponse {
-        let groups = self.groups.iter().map(|group_id| {
-            DescribedGroup::default()
-                .with_group_id(group_id.clone())
-                .with_error_code(error_code)
-        });
-        DescribeGroupsResponse::default().with_groups(groups.collect())
+        DescribeGroupsResponse::default().with_groups(group_errors(&self.groups, error_code))
     }
 }
 
@@ -167,18 +153,15 @@ impl SplitApi for DeleteGroupsRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_COORDINATOR;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_coordinator(
-            &self.groups_names,
-            |g| g,
-            CoordinatorKeyType::Group,
-            routing,
-        );
         let base = DeleteGroupsRequest::default()
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        let plan = Plan::new(version, order, false);
-        pieces.into_split(plan, |groups_names| {
-            base.clone().with_groups_names(groups_names)
-        })
+        route::split_by_group(
+            &self.groups_names,
+            |g| g,
+            version,
+            routing,
+            |names| base.clone().with_groups_names(names),
+        )
     }
 
     fn merge(
@@ -186,24 +169,12 @@ impl SplitApi for DeleteGroupsRequest {
         results: Vec<PartResult<DeleteGroupsResponse>>,
     ) -> Result<DeleteGroupsResponse, SplitError> {
         let resolved = plan.resolve(results)?;
-        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
-        let mut results: Vec<_> = resolved
-            .responses
-            .into_iter()
-            .flat_map(|r| r.results)
-            .collect();
-        resolved.order.sort_groups(&mut results, |g| &g.group_id);
         Ok(DeleteGroupsResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_results(results))
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_results(resolved.into_groups(|r| r.results)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteGroupsResponse {
-        let results = self.groups_names.iter().map(|group_id| {
-            DeletableGroupResult::default()
-                .with_group_id(group_id.clone())
-                .with_error_code(error_code)
-        });
-        DeleteGroupsResponse::default().with_results(results.collect())
+        DeleteGroupsResponse::default().with_results(group_errors(&self.groups_names, error_code))
     }
 }

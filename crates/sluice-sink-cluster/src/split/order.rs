@@ -94,6 +94,47 @@ macro_rules! topic_entry {
 }
 pub(crate) use topic_entry;
 
+/// A response's entry for one group: keyed by its group id, with an error code.
+pub trait GroupEntry: Sized {
+    /// The group id.
+    fn group_id(&self) -> &GroupId;
+    /// An entry for `group_id` carrying only `error_code`, as a broker writes
+    /// a group it cannot serve.
+    fn error(group_id: GroupId, error_code: i16) -> Self;
+}
+
+/// Implements [`GroupEntry`] for message structs with `group_id` and
+/// `error_code` fields: `group_entry!(TypeA, TypeB, ...)`.
+macro_rules! group_entry {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl $crate::split::order::GroupEntry for $ty {
+            fn group_id(&self) -> &::sluice_codec::kafka_protocol::messages::GroupId {
+                &self.group_id
+            }
+            fn error(
+                group_id: ::sluice_codec::kafka_protocol::messages::GroupId,
+                error_code: i16,
+            ) -> Self {
+                Self::default()
+                    .with_group_id(group_id)
+                    .with_error_code(error_code)
+            }
+        }
+    )+};
+}
+pub(crate) use group_entry;
+
+/// One entry per group of `groups`, each carrying `error_code`.
+pub fn group_errors<'g, T: GroupEntry>(
+    groups: impl IntoIterator<Item = &'g GroupId>,
+    error_code: i16,
+) -> Vec<T> {
+    groups
+        .into_iter()
+        .map(|group_id| T::error(group_id.clone(), error_code))
+        .collect()
+}
+
 /// The order in which a request named its topics and partitions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionOrder {

@@ -37,9 +37,8 @@ use sluice_codec::kafka_protocol::messages::{
 };
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::{Order, TopicEntry, topic_entry};
-use super::{PartResult, Plan, Resolved, Routing, Split, SplitApi, SplitError, TopicRef};
-use super::{max_throttle, route};
+use super::order::{TopicEntry, topic_entry};
+use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, route};
 
 topic_entry!(
     ListOffsetsTopic,
@@ -114,18 +113,60 @@ impl TopicEntry for TopicRequest {
     }
 }
 
-/// The largest throttle time and the merged, ordered topics of a merge.
-fn merged_topics<Resp, T: TopicEntry>(
-    resolved: Resolved<Resp>,
-    throttle: impl Fn(&Resp) -> i32,
-    topics: impl Fn(Resp) -> Vec<T>,
-) -> (i32, Vec<T>) {
-    let throttle_time_ms = max_throttle(&resolved.responses, throttle);
-    let all = resolved.responses.into_iter().flat_map(topics);
-    (
-        throttle_time_ms,
-        resolved.order.merge_topics(all, resolved.version),
-    )
+/// A response of these apis: a throttle time and topic entries, merged alike.
+trait TopicsResponse: Default {
+    /// A topic entry.
+    type Topic: TopicEntry;
+    /// The throttle time.
+    fn throttle(&self) -> i32;
+    /// The topic entries.
+    fn into_topics(self) -> Vec<Self::Topic>;
+    /// A response of `topics` and `throttle_time_ms`.
+    fn merged(throttle_time_ms: i32, topics: Vec<Self::Topic>) -> Self;
+}
+
+/// Implements [`TopicsResponse`] for responses with `throttle_time_ms` and
+/// `topics` fields: `topics_response!(Response => TopicEntry, ...)`.
+macro_rules! topics_response {
+    ($($ty:ty => $topic:ty),+ $(,)?) => {$(
+        impl TopicsResponse for $ty {
+            type Topic = $topic;
+            fn throttle(&self) -> i32 {
+                self.throttle_time_ms
+            }
+            fn into_topics(self) -> Vec<$topic> {
+                self.topics
+            }
+            fn merged(throttle_time_ms: i32, topics: Vec<$topic>) -> Self {
+                Self::default()
+                    .with_throttle_time_ms(throttle_time_ms)
+                    .with_topics(topics)
+            }
+        }
+    )+};
+}
+
+topics_response!(
+    ListOffsetsResponse => ListOffsetsTopicResponse,
+    OffsetForLeaderEpochResponse => OffsetForLeaderTopicResult,
+    DeleteRecordsResponse => DeleteRecordsTopicResult,
+    DescribeProducersResponse => TopicResponse,
+);
+
+/// The merge of every api here: the largest throttle time, and the parts'
+/// topics merged per topic in request order.
+fn merge_topics<Req>(
+    plan: Plan<Req>,
+    results: Vec<PartResult<Req::Response>>,
+) -> Result<Req::Response, SplitError>
+where
+    Req: SplitApi,
+    Req::Response: TopicsResponse,
+{
+    let resolved = plan.resolve(results)?;
+    let throttle_time_ms = resolved.throttle(TopicsResponse::throttle);
+    let topics = resolved.into_topics(TopicsResponse::into_topics);
+    Ok(TopicsResponse::merged(throttle_time_ms, topics))
 }
 
 impl SplitApi for ListOffsetsRequest {
@@ -134,25 +175,21 @@ impl SplitApi for ListOffsetsRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topics, version, routing);
-        let plan = Plan::new(version, Order::Partitions(order), false);
         let base = ListOffsetsRequest::default()
             .with_replica_id(self.replica_id)
             .with_isolation_level(self.isolation_level)
             .with_timeout_ms(self.timeout_ms)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+        route::split_by_leader(&self.topics, version, routing, false, |topics| {
+            base.clone().with_topics(topics)
+        })
     }
 
     fn merge(
         plan: Plan<Self>,
         results: Vec<PartResult<ListOffsetsResponse>>,
     ) -> Result<ListOffsetsResponse, SplitError> {
-        let (throttle, topics) =
-            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
-        Ok(ListOffsetsResponse::default()
-            .with_throttle_time_ms(throttle)
-            .with_topics(topics))
+        merge_topics(plan, results)
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> ListOffsetsResponse {
@@ -179,23 +216,19 @@ impl SplitApi for OffsetForLeaderEpochRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topics, version, routing);
-        let plan = Plan::new(version, Order::Partitions(order), false);
         let base = OffsetForLeaderEpochRequest::default()
             .with_replica_id(self.replica_id)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+        route::split_by_leader(&self.topics, version, routing, false, |topics| {
+            base.clone().with_topics(topics)
+        })
     }
 
     fn merge(
         plan: Plan<Self>,
         results: Vec<PartResult<OffsetForLeaderEpochResponse>>,
     ) -> Result<OffsetForLeaderEpochResponse, SplitError> {
-        let (throttle, topics) =
-            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
-        Ok(OffsetForLeaderEpochResponse::default()
-            .with_throttle_time_ms(throttle)
-            .with_topics(topics))
+        merge_topics(plan, results)
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> OffsetForLeaderEpochResponse {
@@ -221,23 +254,19 @@ impl SplitApi for DeleteRecordsRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topics, version, routing);
-        let plan = Plan::new(version, Order::Partitions(order), false);
         let base = DeleteRecordsRequest::default()
             .with_timeout_ms(self.timeout_ms)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+        route::split_by_leader(&self.topics, version, routing, false, |topics| {
+            base.clone().with_topics(topics)
+        })
     }
 
     fn merge(
         plan: Plan<Self>,
         results: Vec<PartResult<DeleteRecordsResponse>>,
     ) -> Result<DeleteRecordsResponse, SplitError> {
-        let (throttle, topics) =
-            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
-        Ok(DeleteRecordsResponse::default()
-            .with_throttle_time_ms(throttle)
-            .with_topics(topics))
+        merge_topics(plan, results)
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteRecordsResponse {
@@ -262,22 +291,18 @@ impl SplitApi for DescribeProducersRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topics, version, routing);
-        let plan = Plan::new(version, Order::Partitions(order), false);
         let base = DescribeProducersRequest::default()
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topics| base.clone().with_topics(topics))
+        route::split_by_leader(&self.topics, version, routing, false, |topics| {
+            base.clone().with_topics(topics)
+        })
     }
 
     fn merge(
         plan: Plan<Self>,
         results: Vec<PartResult<DescribeProducersResponse>>,
     ) -> Result<DescribeProducersResponse, SplitError> {
-        let (throttle, topics) =
-            merged_topics(plan.resolve(results)?, |r| r.throttle_time_ms, |r| r.topics);
-        Ok(DescribeProducersResponse::default()
-            .with_throttle_time_ms(throttle)
-            .with_topics(topics))
+        merge_topics(plan, results)
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeProducersResponse {

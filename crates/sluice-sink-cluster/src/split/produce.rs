@@ -17,13 +17,13 @@ use sluice_codec::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use sluice_codec::kafka_protocol::messages::produce_response::{
-    NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    PartitionProduceResponse, TopicProduceResponse,
 };
 use sluice_codec::kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::{Order, dedup_by_key, topic_entry};
-use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, max_throttle, route};
+use super::order::topic_entry;
+use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
 
 topic_entry!(
     TopicProduceData,
@@ -46,14 +46,14 @@ impl SplitApi for ProduceRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let (pieces, order) = route::by_leader(&self.topic_data, version, routing);
-        let plan = Plan::new(version, Order::Partitions(order), false);
         let base = ProduceRequest::default()
             .with_transactional_id(self.transactional_id.clone())
             .with_acks(self.acks)
             .with_timeout_ms(self.timeout_ms)
             .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
-        pieces.into_split(plan, |topic_data| base.clone().with_topic_data(topic_data))
+        route::split_by_leader(&self.topic_data, version, routing, false, |topic_data| {
+            base.clone().with_topic_data(topic_data)
+        })
     }
 
     fn merge(
@@ -61,17 +61,12 @@ impl SplitApi for ProduceRequest {
         results: Vec<PartResult<ProduceResponse>>,
     ) -> Result<ProduceResponse, SplitError> {
         let resolved = plan.resolve(results)?;
-        let throttle_time_ms = max_throttle(&resolved.responses, |r| r.throttle_time_ms);
-        let mut node_endpoints: Vec<NodeEndpoint> = Vec::new();
-        let mut topics = Vec::new();
-        for response in resolved.responses {
-            node_endpoints.extend(response.node_endpoints);
-            topics.extend(response.responses);
-        }
-        dedup_by_key(&mut node_endpoints, |n| &n.node_id);
+        let throttle_time_ms = resolved.throttle(|r| r.throttle_time_ms);
+        let (responses, node_endpoints) =
+            resolved.into_topics_and_nodes(|r| (r.responses, r.node_endpoints), |n| &n.node_id);
         Ok(ProduceResponse::default()
             .with_throttle_time_ms(throttle_time_ms)
-            .with_responses(resolved.order.merge_topics(topics, resolved.version))
+            .with_responses(responses)
             .with_node_endpoints(node_endpoints))
     }
 

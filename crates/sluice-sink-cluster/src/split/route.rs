@@ -1,9 +1,11 @@
 //! The three ways of cutting a request into parts, shared by every api:
-//! topic entries by partition leader, keyed items by coordinator, and the
-//! whole request to every broker.
+//! topic entries by partition leader ([`split_by_leader`]), groups by
+//! coordinator ([`split_by_group`]), and the whole request to every broker
+//! ([`to_all`]). Each gives a [`Split`] whose plan restores the request's
+//! order; the api only says how to rebuild a part from its entries.
 //!
-//! Each returns the pieces per broker in the order brokers are first needed,
-//! so the same request over the same routing always gives the same parts.
+//! The parts come in the order brokers are first needed, so the same request
+//! over the same routing always gives the same parts.
 
 use std::collections::HashMap;
 
@@ -15,7 +17,7 @@ use super::{
 };
 
 /// Pieces of something split per broker, plus what no broker takes.
-pub(crate) struct Pieces<T> {
+struct Pieces<T> {
     per_broker: Vec<(BrokerId, Vec<T>)>,
     slots: HashMap<BrokerId, usize>,
     rest: Vec<T>,
@@ -50,7 +52,7 @@ impl<T> Pieces<T> {
 
     /// Builds the split: `rebuild` makes a request from the items of one part
     /// (or of the unroutable remainder).
-    pub(crate) fn into_split<Req: SplitApi>(
+    fn into_split<Req: SplitApi>(
         self,
         plan: Plan<Req>,
         rebuild: impl Fn(Vec<T>) -> Req,
@@ -67,11 +69,7 @@ impl<T> Pieces<T> {
 
 /// Splits topic entries by partition leader, keeping one entry per topic entry
 /// of the request per broker, partitions in request order.
-pub(crate) fn by_leader<T, L>(
-    topics: &[T],
-    version: i16,
-    leaders: &L,
-) -> (Pieces<T>, PartitionOrder)
+fn by_leader<T, L>(topics: &[T], version: i16, leaders: &L) -> (Pieces<T>, PartitionOrder)
 where
     T: TopicEntry,
     L: PartitionLeaders + ?Sized,
@@ -109,8 +107,49 @@ where
     (pieces, order)
 }
 
+/// Splits a request's topic entries by partition leader into a split whose
+/// plan restores the request's order; `rebuild` makes a request from the
+/// topic entries of one part, `modified` is as in [`Plan`].
+pub(crate) fn split_by_leader<Req, T, L>(
+    topics: &[T],
+    version: i16,
+    leaders: &L,
+    modified: bool,
+    rebuild: impl Fn(Vec<T>) -> Req,
+) -> Split<Req>
+where
+    Req: SplitApi,
+    T: TopicEntry,
+    L: PartitionLeaders + ?Sized,
+{
+    let (pieces, order) = by_leader(topics, version, leaders);
+    pieces.into_split(
+        Plan::new(version, Order::Partitions(order), modified),
+        rebuild,
+    )
+}
+
+/// Splits a request's groups by coordinator into a split whose plan restores
+/// the request's group order; `rebuild` makes a request from the items of one
+/// part.
+pub(crate) fn split_by_group<Req, T, C>(
+    items: &[T],
+    key: impl Fn(&T) -> &GroupId,
+    version: i16,
+    coordinators: &C,
+    rebuild: impl Fn(Vec<T>) -> Req,
+) -> Split<Req>
+where
+    Req: SplitApi,
+    T: Clone,
+    C: Coordinators + ?Sized,
+{
+    let (pieces, order) = by_coordinator(items, key, CoordinatorKeyType::Group, coordinators);
+    pieces.into_split(Plan::new(version, order, false), rebuild)
+}
+
 /// Splits items keyed by group id by their coordinator.
-pub(crate) fn by_coordinator<T, C>(
+fn by_coordinator<T, C>(
     items: &[T],
     key: impl Fn(&T) -> &GroupId,
     key_type: CoordinatorKeyType,
