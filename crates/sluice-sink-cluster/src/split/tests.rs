@@ -25,7 +25,10 @@ use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
 use sluice_codec::kafka_protocol::messages::{
-    ApiKey, BrokerId, GroupId, RequestKind, ResponseKind, TopicName,
+    ApiKey, BrokerId, DeleteGroupsRequest, DeleteRecordsRequest, DescribeGroupsRequest,
+    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, GroupId, ListGroupsRequest,
+    ListOffsetsRequest, ListTransactionsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestKind, ResponseKind, TopicName,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{FrameCodec, Request, Response};
@@ -33,8 +36,8 @@ use tokio_util::codec::Decoder;
 
 use super::order::TopicEntry;
 use super::{
-    CoordinatorKeyType, Coordinators, PartitionLeaders, Routing, Split, TopicId, TopicRef,
-    Unroutable,
+    CoordinatorKeyType, Coordinators, PartResult, PartitionLeaders, Routing, Split, SplitApi,
+    TopicId, TopicRef, Unroutable,
 };
 
 /// Unwraps one variant of a `RequestKind` / `ResponseKind`.
@@ -218,6 +221,99 @@ pub(super) fn broker_roundtrip(
     response.into_body().unwrap()
 }
 
+/// A request type the tests split, and the way its request and its response
+/// come back out of the codec's `RequestKind` and `ResponseKind`.
+pub(super) trait Wire: SplitApi + Into<RequestKind> {
+    /// The request encoded as a client would and parsed back as Sluice does.
+    fn through_client(self, version: i16) -> Self;
+    /// A response encoded as a broker would and parsed back as Sluice does.
+    fn through_broker(version: i16, response: Self::Response) -> Self::Response;
+    /// Checks that a merged response encodes at `version` and reads back equal.
+    fn assert_merged_encodes(version: i16, merged: &Self::Response);
+}
+
+/// Implements [`Wire`] for each `ApiKey variant: request type`.
+macro_rules! wire {
+    ($($variant:ident: $request:ty),* $(,)?) => {$(
+        impl Wire for $request {
+            fn through_client(self, version: i16) -> Self {
+                let api = ApiKey::$variant;
+                kind!(RequestKind::$variant, client_roundtrip(api, version, self))
+            }
+
+            fn through_broker(version: i16, response: Self::Response) -> Self::Response {
+                let api = ApiKey::$variant;
+                kind!(ResponseKind::$variant, broker_roundtrip(api, version, response))
+            }
+
+            fn assert_merged_encodes(version: i16, merged: &Self::Response) {
+                let back = Self::through_broker(version, merged.clone());
+                let api = ApiKey::$variant;
+                assert_eq!(&back, merged, "{api:?} v{version}: merged response encodes");
+            }
+        }
+    )*};
+}
+
+wire!(
+    Produce: ProduceRequest,
+    Fetch: FetchRequest,
+    ListOffsets: ListOffsetsRequest,
+    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest,
+    DeleteRecords: DeleteRecordsRequest,
+    DescribeProducers: DescribeProducersRequest,
+    OffsetFetch: OffsetFetchRequest,
+    DescribeGroups: DescribeGroupsRequest,
+    DeleteGroups: DeleteGroupsRequest,
+    ListGroups: ListGroupsRequest,
+    ListTransactions: ListTransactionsRequest,
+    DescribeLogDirs: DescribeLogDirsRequest,
+);
+
+/// Checks that every part of `split` encodes at `version`, answers each as
+/// `answer` says (through the codec, as a broker would) and merges.
+pub(super) fn merge_answers<R: Wire>(
+    version: i16,
+    split: Split<R>,
+    answer: impl FnMut(BrokerId, &R) -> R::Response,
+) -> R::Response {
+    merge_with_failure(version, split, None, answer)
+}
+
+/// Like [`merge_answers`], except that the part of broker `failed.0`, if
+/// any, gets no response: the merge must answer it with error `failed.1`.
+pub(super) fn merge_with_failure<R: Wire>(
+    version: i16,
+    split: Split<R>,
+    failed: Option<(i32, i16)>,
+    mut answer: impl FnMut(BrokerId, &R) -> R::Response,
+) -> R::Response {
+    let mut results = Vec::new();
+    for (to, part) in &split.parts {
+        assert_part_encodes(R::API_KEY, version, part.clone());
+        results.push(match failed {
+            Some((broker, error_code)) if broker == to.0 => PartResult::Failed { error_code },
+            _ => PartResult::Response(R::through_broker(version, answer(*to, part))),
+        });
+    }
+    R::merge(split.plan, results).unwrap()
+}
+
+/// `request` through the client codec, split over
+/// [`FakeCluster::three_brokers`] and checked by [`check_leader_split`].
+pub(super) fn leader_split<R: Wire, T: TopicEntry>(
+    request: R,
+    version: i16,
+    by_id: bool,
+    topics: impl Fn(&R) -> &[T],
+) -> (R, Split<R>) {
+    let cluster = FakeCluster::three_brokers();
+    let request = request.through_client(version);
+    let split = request.split(version, &cluster);
+    check_leader_split(&split, topics, version, by_id, &cluster);
+    (request, split)
+}
+
 /// Every (topic, partition) of some topic entries, in order.
 pub(super) fn flatten<T: TopicEntry>(topics: &[T], version: i16) -> Vec<(TopicRef, i32)> {
     topics
@@ -229,6 +325,29 @@ pub(super) fn flatten<T: TopicEntry>(topics: &[T], version: i16) -> Vec<(TopicRe
                 .map(move |p| (key.clone(), T::partition_index(p)))
         })
         .collect()
+}
+
+/// Checks that merged `topics` hold every partition of the test request in
+/// the client's order, then each partition as `check` says, given its leader
+/// in [`FakeCluster::three_brokers`] (`None`: it was unroutable).
+pub(super) fn check_merged<T: TopicEntry>(
+    topics: &[T],
+    version: i16,
+    by_id: bool,
+    mut check: impl FnMut(&TopicRef, &T::Partition, Option<BrokerId>),
+) {
+    assert_eq!(
+        flatten(topics, version),
+        request_order(by_id),
+        "v{version}: client order"
+    );
+    let cluster = FakeCluster::three_brokers();
+    for topic in topics {
+        let key = topic.topic_ref(version);
+        for p in topic.partitions() {
+            check(&key, p, cluster.leader(&key, T::partition_index(p)));
+        }
+    }
 }
 
 /// How many times each (topic, partition) occurs.

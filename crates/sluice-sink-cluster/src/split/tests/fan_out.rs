@@ -6,52 +6,52 @@ use sluice_codec::kafka_protocol::messages::describe_log_dirs_response::Describe
 use sluice_codec::kafka_protocol::messages::list_groups_response::ListedGroup;
 use sluice_codec::kafka_protocol::messages::list_transactions_response::TransactionState;
 use sluice_codec::kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeLogDirsRequest, DescribeLogDirsResponse, ListGroupsRequest,
-    ListGroupsResponse, ListTransactionsRequest, ListTransactionsResponse, ProducerId, RequestKind,
-    ResponseKind, TransactionalId,
+    BrokerId, DescribeLogDirsRequest, DescribeLogDirsResponse, ListGroupsRequest,
+    ListGroupsResponse, ListTransactionsRequest, ListTransactionsResponse, ProducerId,
+    TransactionalId,
 };
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
+use super::super::SplitApi;
 use super::super::error_codes::{
     COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
 };
-use super::super::{PartResult, SplitApi};
 use super::*;
 
 fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)
 }
 
-/// Checks that a fan-out split sends the unchanged request to brokers 1, 2, 3.
-fn check_fan_out<Req: SplitApi + PartialEq + std::fmt::Debug>(split: &Split<Req>, request: &Req) {
+/// `request` through the client codec and split over
+/// [`FakeCluster::three_brokers`]; checks that the split sends the unchanged
+/// request to brokers 1, 2, 3.
+fn fan_out_split<R: Wire + PartialEq + std::fmt::Debug>(request: R, version: i16) -> Split<R> {
+    let request = request.through_client(version);
+    let split = request.split(version, &FakeCluster::three_brokers());
     let brokers: Vec<i32> = split.parts.iter().map(|(b, _)| b.0).collect();
     assert_eq!(brokers, [1, 2, 3]);
-    assert!(split.parts.iter().all(|(_, part)| part == request));
+    assert!(split.parts.iter().all(|(_, part)| *part == request));
     assert!(split.unroutable.is_empty());
     assert_eq!(split.passthrough(), None);
+    split
 }
 
-fn list_groups_answer(to: BrokerId, version: i16) -> ListGroupsResponse {
+fn list_groups_answer(to: BrokerId) -> ListGroupsResponse {
     let listed = |id: String| {
         ListedGroup::default()
             .with_group_id(GroupId(text(id)))
             .with_protocol_type(StrBytes::from_static_str("consumer"))
     };
-    let response = ListGroupsResponse::default()
+    ListGroupsResponse::default()
         .with_throttle_time_ms(to.0 * 10)
         .with_groups(vec![
             listed(format!("g-on-{}", to.0)),
             listed("shared".into()),
-        ]);
-    kind!(
-        ResponseKind::ListGroups,
-        broker_roundtrip(ApiKey::ListGroups, version, response)
-    )
+        ])
 }
 
 #[test]
 fn list_groups_every_version() {
-    let api = ApiKey::ListGroups;
     let v = <ListGroupsRequest as Message>::VERSIONS;
     for version in v.min..=v.max {
         let mut request = ListGroupsRequest::default();
@@ -61,23 +61,9 @@ fn list_groups_every_version() {
         if version >= 5 {
             request.types_filter = vec![StrBytes::from_static_str("classic")];
         }
-        let request = kind!(
-            RequestKind::ListGroups,
-            client_roundtrip(api, version, request)
-        );
-        let split = request.split(version, &FakeCluster::three_brokers());
-        check_fan_out(&split, &request);
-        let results = split
-            .parts
-            .iter()
-            .map(|(to, _)| match to.0 {
-                3 => PartResult::Failed {
-                    error_code: COORDINATOR_NOT_AVAILABLE,
-                },
-                _ => PartResult::Response(list_groups_answer(*to, version)),
-            })
-            .collect();
-        let merged = ListGroupsRequest::merge(split.plan, results).unwrap();
+        let split = fan_out_split(request, version);
+        let failed = Some((3, COORDINATOR_NOT_AVAILABLE));
+        let merged = merge_with_failure(version, split, failed, |to, _| list_groups_answer(to));
         let ids: Vec<String> = merged
             .groups
             .iter()
@@ -93,14 +79,12 @@ fn list_groups_every_version() {
             "a failed broker shows"
         );
         assert_eq!(merged.throttle_time_ms, if version >= 1 { 20 } else { 0 });
-        let back = broker_roundtrip(api, version, merged.clone());
-        assert_eq!(kind!(ResponseKind::ListGroups, back), merged);
+        ListGroupsRequest::assert_merged_encodes(version, &merged);
     }
 }
 
 #[test]
 fn list_transactions_every_version() {
-    let api = ApiKey::ListTransactions;
     let v = <ListTransactionsRequest as Message>::VERSIONS;
     for version in v.min..=v.max {
         let mut request = ListTransactionsRequest::default()
@@ -112,14 +96,8 @@ fn list_transactions_every_version() {
         if version >= 2 {
             request.transactional_id_pattern = Some(StrBytes::from_static_str("tx-.*"));
         }
-        let request = kind!(
-            RequestKind::ListTransactions,
-            client_roundtrip(api, version, request)
-        );
-        let split = request.split(version, &FakeCluster::three_brokers());
-        check_fan_out(&split, &request);
-        let mut results = Vec::new();
-        for (to, _) in &split.parts {
+        let split = fan_out_split(request, version);
+        let merged = merge_answers(version, split, |to, _| {
             let state = |id: String| {
                 TransactionState::default()
                     .with_transactional_id(TransactionalId(text(id)))
@@ -127,20 +105,14 @@ fn list_transactions_every_version() {
                     .with_transaction_state(StrBytes::from_static_str("Ongoing"))
             };
             let unknown = vec![text("Bogus".into()), text(format!("Odd{}", to.0 % 2))];
-            let answer = ListTransactionsResponse::default()
+            ListTransactionsResponse::default()
                 .with_throttle_time_ms(to.0 * 10)
                 .with_unknown_state_filters(unknown)
                 .with_transaction_states(vec![
                     state(format!("tx-{}", to.0)),
                     state("tx-shared".into()),
-                ]);
-            let answer = kind!(
-                ResponseKind::ListTransactions,
-                broker_roundtrip(api, version, answer)
-            );
-            results.push(PartResult::Response(answer));
-        }
-        let merged = ListTransactionsRequest::merge(split.plan, results).unwrap();
+                ])
+        });
         let ids: Vec<String> = merged
             .transaction_states
             .iter()
@@ -154,57 +126,38 @@ fn list_transactions_every_version() {
             .collect();
         assert_eq!(unknown, ["Bogus", "Odd1", "Odd0"], "a union, in order");
         assert_eq!((merged.error_code, merged.throttle_time_ms), (0, 30));
-        let back = broker_roundtrip(api, version, merged.clone());
-        assert_eq!(kind!(ResponseKind::ListTransactions, back), merged);
+        ListTransactionsRequest::assert_merged_encodes(version, &merged);
     }
 }
 
 #[test]
 fn describe_log_dirs_every_version() {
-    let api = ApiKey::DescribeLogDirs;
     let v = <DescribeLogDirsRequest as Message>::VERSIONS;
     for version in v.min..=v.max {
         let topic = DescribableLogDirTopic::default()
             .with_topic(name("alpha"))
             .with_partitions(vec![0, 1]);
         let request = DescribeLogDirsRequest::default().with_topics(Some(vec![topic]));
-        let request = kind!(
-            RequestKind::DescribeLogDirs,
-            client_roundtrip(api, version, request)
-        );
-        let split = request.split(version, &FakeCluster::three_brokers());
-        check_fan_out(&split, &request);
-        let results = split
-            .parts
-            .iter()
-            .map(|(to, _)| {
-                if to.0 == 2 {
-                    return PartResult::Failed {
-                        error_code: NETWORK_EXCEPTION,
-                    };
-                }
-                let dir = DescribeLogDirsResult::default()
-                    .with_log_dir(text(format!("/data/broker-{}", to.0)));
-                let dir = if version >= 4 {
-                    dir.with_total_bytes(1 << 30)
-                } else {
-                    dir
-                };
-                let answer = DescribeLogDirsResponse::default()
-                    .with_throttle_time_ms(to.0 * 10)
-                    .with_results(vec![dir]);
-                let answer = broker_roundtrip(api, version, answer);
-                PartResult::Response(kind!(ResponseKind::DescribeLogDirs, answer))
-            })
-            .collect();
-        let merged = DescribeLogDirsRequest::merge(split.plan, results).unwrap();
+        let split = fan_out_split(request, version);
+        let failed = Some((2, NETWORK_EXCEPTION));
+        let merged = merge_with_failure(version, split, failed, |to, _| {
+            let dir = DescribeLogDirsResult::default()
+                .with_log_dir(text(format!("/data/broker-{}", to.0)));
+            let dir = if version >= 4 {
+                dir.with_total_bytes(1 << 30)
+            } else {
+                dir
+            };
+            DescribeLogDirsResponse::default()
+                .with_throttle_time_ms(to.0 * 10)
+                .with_results(vec![dir])
+        });
         let dirs: Vec<&str> = merged.results.iter().map(|r| r.log_dir.as_str()).collect();
         assert_eq!(dirs, ["/data/broker-1", "/data/broker-3"], "v{version}");
         let expected_error = if version >= 3 { NETWORK_EXCEPTION } else { 0 };
         assert_eq!(merged.error_code, expected_error, "v{version}");
         assert_eq!(merged.throttle_time_ms, 30);
-        let back = broker_roundtrip(api, version, merged.clone());
-        assert_eq!(kind!(ResponseKind::DescribeLogDirs, back), merged);
+        DescribeLogDirsRequest::assert_merged_encodes(version, &merged);
     }
 }
 

@@ -7,15 +7,12 @@ use sluice_codec::kafka_protocol::messages::fetch_request::{
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, NodeEndpoint, PartitionData,
 };
-use sluice_codec::kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestKind, ResponseKind,
-};
+use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
+use super::super::SplitApi;
 use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::fetch::{FINAL_EPOCH, NO_SESSION_ID};
-use super::super::order::TopicEntry;
-use super::super::{PartResult, PartitionLeaders, SplitApi};
 use super::*;
 
 const API: ApiKey = ApiKey::Fetch;
@@ -103,78 +100,50 @@ fn answer(to: BrokerId, part: &FetchRequest, version: i16) -> FetchResponse {
                 .with_port(9092),
         ];
     }
-    kind!(
-        ResponseKind::Fetch,
-        broker_roundtrip(API, version, response)
-    )
+    response
 }
 
 fn split_and_merge(version: i16) {
     let by_id = version >= 13;
-    let cluster = FakeCluster::three_brokers();
-    let request = kind!(
-        RequestKind::Fetch,
-        client_roundtrip(API, version, fetch_request(version))
-    );
-    let split = request.split(version, &cluster);
-    check_leader_split(
-        &split,
-        |r: &FetchRequest| &r.topics,
-        version,
-        by_id,
-        &cluster,
-    );
+    let (request, split) = leader_split(fetch_request(version), version, by_id, |r| &r.topics);
     let sessionless = request
         .clone()
         .with_topics(Vec::new())
         .with_session_id(NO_SESSION_ID)
         .with_session_epoch(FINAL_EPOCH)
         .with_forgotten_topics_data(Vec::new());
-    let mut results = Vec::new();
-    for (to, part) in &split.parts {
+    let merged = merge_answers(version, split, |to, part| {
         assert_eq!(
             part.clone().with_topics(Vec::new()),
             sessionless,
             "v{version} part fields"
         );
-        assert_part_encodes(API, version, part.clone());
-        results.push(PartResult::Response(answer(*to, part, version)));
-    }
-    let merged = FetchRequest::merge(split.plan, results).unwrap();
-    assert_eq!(
-        flatten(&merged.responses, version),
-        request_order(by_id),
-        "client order"
-    );
-    for topic in &merged.responses {
-        let key = topic.topic_ref(version);
-        for p in &topic.partitions {
-            match cluster.leader(&key, p.partition_index) {
-                None => {
-                    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
-                    assert_eq!(p.high_watermark, -1);
-                    assert_eq!(p.records, Some(Bytes::new()));
-                }
-                Some(leader) => {
-                    assert_eq!(p.error_code, 0);
-                    let watermark = i64::from(leader.0) * 1000 + i64::from(p.partition_index);
-                    assert_eq!(p.high_watermark, watermark);
-                    assert_eq!(p.records, Some(records(leader, p.partition_index)));
-                }
+        answer(to, part, version)
+    });
+    check_merged(
+        &merged.responses,
+        version,
+        by_id,
+        |_, p, leader| match leader {
+            None => {
+                assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
+                assert_eq!(p.high_watermark, -1);
+                assert_eq!(p.records, Some(Bytes::new()));
             }
-        }
-    }
+            Some(leader) => {
+                assert_eq!(p.error_code, 0);
+                let watermark = i64::from(leader.0) * 1000 + i64::from(p.partition_index);
+                assert_eq!(p.high_watermark, watermark);
+                assert_eq!(p.records, Some(records(leader, p.partition_index)));
+            }
+        },
+    );
     assert_eq!((merged.throttle_time_ms, merged.error_code), (30, 0));
     assert_eq!(merged.session_id, NO_SESSION_ID);
     let nodes: Vec<i32> = merged.node_endpoints.iter().map(|n| n.node_id.0).collect();
     let expected_nodes: &[i32] = if version >= 16 { &[1, 2, 3] } else { &[] };
     assert_eq!(nodes, expected_nodes);
-    let back = broker_roundtrip(API, version, merged.clone());
-    assert_eq!(
-        kind!(ResponseKind::Fetch, back),
-        merged,
-        "merged response encodes"
-    );
+    FetchRequest::assert_merged_encodes(version, &merged);
 }
 
 #[test]
@@ -234,17 +203,10 @@ fn merge_keeps_the_first_top_level_error_and_a_failed_part() {
     let version = 12;
     let cluster = FakeCluster::three_brokers();
     let split = fetch_request(version).split(version, &cluster);
-    let results = split
-        .parts
-        .iter()
-        .map(|(to, part)| match to.0 {
-            1 => PartResult::Failed {
-                error_code: NOT_LEADER_OR_FOLLOWER,
-            },
-            n => PartResult::Response(answer(*to, part, version).with_error_code(100 + n as i16)),
-        })
-        .collect();
-    let merged = FetchRequest::merge(split.plan, results).unwrap();
+    let failed = Some((1, NOT_LEADER_OR_FOLLOWER));
+    let merged = merge_with_failure(version, split, failed, |to, part| {
+        answer(to, part, version).with_error_code(100 + to.0 as i16)
+    });
     assert_eq!(merged.error_code, 102);
     assert_eq!(flatten(&merged.responses, version), request_order(false));
     let errors: Vec<i16> = merged

@@ -12,7 +12,7 @@ use sluice_codec::kafka_protocol::messages::offset_fetch_response::{
 };
 use sluice_codec::kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
-    DescribeGroupsResponse, OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
+    DescribeGroupsResponse, OffsetFetchRequest, OffsetFetchResponse,
 };
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
@@ -41,9 +41,38 @@ fn id(group: &GroupId) -> String {
     group.0.to_string()
 }
 
-/// Checks the parts of a split by coordinator of [`GROUPS`].
-fn check_group_parts<Req>(split: &Split<Req>, part_groups: impl Fn(&Req) -> Vec<GroupId>) {
+/// Each group's id and error code, in order.
+fn outcomes<G>(groups: &[G], outcome: impl Fn(&G) -> (&GroupId, i16)) -> Vec<(String, i16)> {
+    groups
+        .iter()
+        .map(|g| {
+            let (group, error_code) = outcome(g);
+            (id(group), error_code)
+        })
+        .collect()
+}
+
+/// `request` through the client codec, split by coordinator over
+/// [`FakeCluster::three_brokers`], and its parts checked: each part's groups
+/// (`part_groups`) are coordinated by its broker.
+fn group_split<R: Wire>(
+    request: R,
+    version: i16,
+    part_groups: impl Fn(&R) -> Vec<GroupId>,
+) -> (R, Split<R>) {
     let cluster = FakeCluster::three_brokers();
+    let request = request.through_client(version);
+    let split = request.split(version, &cluster);
+    check_group_parts(&split, &cluster, part_groups);
+    (request, split)
+}
+
+/// Checks the parts of a split by coordinator of [`GROUPS`].
+fn check_group_parts<Req>(
+    split: &Split<Req>,
+    cluster: &FakeCluster,
+    part_groups: impl Fn(&Req) -> Vec<GroupId>,
+) {
     let brokers: Vec<i32> = split.parts.iter().map(|(b, _)| b.0).collect();
     assert_eq!(brokers, [2, 1, 3], "parts in order of first use");
     for (to, part) in &split.parts {
@@ -137,20 +166,12 @@ fn offset_fetch_answer(
         });
         OffsetFetchResponse::default().with_groups(groups.collect())
     };
-    let response = response.with_throttle_time_ms(to.0 * 10);
-    kind!(
-        ResponseKind::OffsetFetch,
-        broker_roundtrip(ApiKey::OffsetFetch, version, response)
-    )
+    response.with_throttle_time_ms(to.0 * 10)
 }
 
 fn offset_fetch_single_group(version: i16) {
-    let api = ApiKey::OffsetFetch;
     let cluster = FakeCluster::three_brokers();
-    let request = kind!(
-        RequestKind::OffsetFetch,
-        client_roundtrip(api, version, offset_fetch_request(version))
-    );
+    let request = offset_fetch_request(version).through_client(version);
     let split = request.split(version, &cluster);
     assert_eq!(
         split.passthrough(),
@@ -159,6 +180,7 @@ fn offset_fetch_single_group(version: i16) {
     );
     assert_eq!(split.parts, vec![(BrokerId(2), request.clone())]);
     let answer = offset_fetch_answer(BrokerId(2), &request, version);
+    let answer = OffsetFetchRequest::through_broker(version, answer);
     let merged = OffsetFetchRequest::merge(split.plan, vec![PartResult::Response(answer.clone())]);
     assert_eq!(merged.unwrap(), answer);
 
@@ -178,35 +200,18 @@ fn offset_fetch_single_group(version: i16) {
             .collect();
         assert_eq!(errors, [(0, NOT_COORDINATOR), (1, NOT_COORDINATOR)]);
     }
-    let back = broker_roundtrip(api, version, merged.clone());
-    assert_eq!(kind!(ResponseKind::OffsetFetch, back), merged);
+    OffsetFetchRequest::assert_merged_encodes(version, &merged);
 }
 
 fn offset_fetch_many_groups(version: i16) {
-    let api = ApiKey::OffsetFetch;
-    let cluster = FakeCluster::three_brokers();
-    let request = kind!(
-        RequestKind::OffsetFetch,
-        client_roundtrip(api, version, offset_fetch_request(version))
-    );
-    let split = request.split(version, &cluster);
-    check_group_parts(&split, |r: &OffsetFetchRequest| {
+    let (request, split) = group_split(offset_fetch_request(version), version, |r| {
         r.groups.iter().map(|g| g.group_id.clone()).collect()
     });
-    let mut results = Vec::new();
-    for (to, part) in &split.parts {
+    let merged = merge_answers(version, split, |to, part| {
         assert_eq!(part.require_stable, request.require_stable);
-        assert_part_encodes(api, version, part.clone());
-        results.push(PartResult::Response(offset_fetch_answer(
-            *to, part, version,
-        )));
-    }
-    let merged = OffsetFetchRequest::merge(split.plan, results).unwrap();
-    let got: Vec<(String, i16)> = merged
-        .groups
-        .iter()
-        .map(|g| (id(&g.group_id), g.error_code))
-        .collect();
+        offset_fetch_answer(to, part, version)
+    });
+    let got = outcomes(&merged.groups, |g| (&g.group_id, g.error_code));
     assert_eq!(got, expected_groups(), "v{version} group order");
     // g-two (broker 2) asked alpha 0 and 2; g-one (index 2) asked every topic.
     let g_two: Vec<i64> = merged.groups[0].topics[0]
@@ -217,12 +222,7 @@ fn offset_fetch_many_groups(version: i16) {
     assert_eq!(g_two, [2000, 2002]);
     assert!(merged.groups[2].topics.is_empty());
     assert_eq!(merged.throttle_time_ms, 30);
-    let back = broker_roundtrip(api, version, merged.clone());
-    assert_eq!(
-        kind!(ResponseKind::OffsetFetch, back),
-        merged,
-        "merged response encodes"
-    );
+    OffsetFetchRequest::assert_merged_encodes(version, &merged);
 }
 
 #[test]
@@ -242,64 +242,38 @@ fn offset_fetch_v8_failed_coordinator_answers_not_coordinator() {
     let version = 8;
     let cluster = FakeCluster::three_brokers();
     let split = offset_fetch_request(version).split(version, &cluster);
-    let results = split
-        .parts
-        .iter()
-        .map(|(to, part)| match to.0 {
-            3 => PartResult::Failed {
-                error_code: NOT_COORDINATOR,
-            },
-            _ => PartResult::Response(offset_fetch_answer(*to, part, version)),
-        })
-        .collect();
-    let merged = OffsetFetchRequest::merge(split.plan, results).unwrap();
+    let failed = Some((3, NOT_COORDINATOR));
+    let merged = merge_with_failure(version, split, failed, |to, part| {
+        offset_fetch_answer(to, part, version)
+    });
     let errors: Vec<i16> = merged.groups.iter().map(|g| g.error_code).collect();
     assert_eq!(errors, [0, NOT_COORDINATOR, 0, NOT_COORDINATOR]);
 }
 
 fn describe_groups(version: i16) {
-    let api = ApiKey::DescribeGroups;
-    let cluster = FakeCluster::three_brokers();
     let request = DescribeGroupsRequest::default().with_groups(groups());
     let request = if version >= 3 {
         request.with_include_authorized_operations(true)
     } else {
         request
     };
-    let request = kind!(
-        RequestKind::DescribeGroups,
-        client_roundtrip(api, version, request)
-    );
-    let split = request.split(version, &cluster);
-    check_group_parts(&split, |r: &DescribeGroupsRequest| r.groups.clone());
-    let mut results = Vec::new();
-    for (to, part) in &split.parts {
+    let (request, split) = group_split(request, version, |r| r.groups.clone());
+    let merged = merge_answers(version, split, |to, part| {
         assert_eq!(
             part.include_authorized_operations,
             request.include_authorized_operations
         );
-        assert_part_encodes(api, version, part.clone());
         let described = part.groups.iter().map(|g| {
             DescribedGroup::default()
                 .with_group_id(g.clone())
                 .with_group_state(StrBytes::from_string(format!("Stable@{}", to.0)))
                 .with_protocol_type(StrBytes::from_static_str("consumer"))
         });
-        let answer = DescribeGroupsResponse::default()
+        DescribeGroupsResponse::default()
             .with_throttle_time_ms(to.0 * 10)
-            .with_groups(described.collect());
-        let answer = kind!(
-            ResponseKind::DescribeGroups,
-            broker_roundtrip(api, version, answer)
-        );
-        results.push(PartResult::Response(answer));
-    }
-    let merged = DescribeGroupsRequest::merge(split.plan, results).unwrap();
-    let got: Vec<(String, i16)> = merged
-        .groups
-        .iter()
-        .map(|g| (id(&g.group_id), g.error_code))
-        .collect();
+            .with_groups(described.collect())
+    });
+    let got = outcomes(&merged.groups, |g| (&g.group_id, g.error_code));
     assert_eq!(got, expected_groups(), "v{version} group order");
     let states: Vec<&str> = merged
         .groups
@@ -307,12 +281,7 @@ fn describe_groups(version: i16) {
         .map(|g| g.group_state.as_str())
         .collect();
     assert_eq!(states, ["Stable@2", "", "Stable@1", "Stable@3"]);
-    let back = broker_roundtrip(api, version, merged.clone());
-    assert_eq!(
-        kind!(ResponseKind::DescribeGroups, back),
-        merged,
-        "merged response encodes"
-    );
+    DescribeGroupsRequest::assert_merged_encodes(version, &merged);
 }
 
 #[test]
@@ -325,18 +294,9 @@ fn describe_groups_every_version() {
 }
 
 fn delete_groups(version: i16) {
-    let api = ApiKey::DeleteGroups;
-    let cluster = FakeCluster::three_brokers();
     let request = DeleteGroupsRequest::default().with_groups_names(groups());
-    let request = kind!(
-        RequestKind::DeleteGroups,
-        client_roundtrip(api, version, request)
-    );
-    let split = request.split(version, &cluster);
-    check_group_parts(&split, |r: &DeleteGroupsRequest| r.groups_names.clone());
-    let mut results = Vec::new();
-    for (to, part) in &split.parts {
-        assert_part_encodes(api, version, part.clone());
+    let (_, split) = group_split(request, version, |r| r.groups_names.clone());
+    let merged = merge_answers(version, split, |to, part| {
         // g-three's coordinator refuses: the error must survive the merge.
         let deleted = part.groups_names.iter().map(|g| {
             let error = if id(g) == "g-three" { 69 } else { 0 };
@@ -344,31 +304,16 @@ fn delete_groups(version: i16) {
                 .with_group_id(g.clone())
                 .with_error_code(error)
         });
-        let answer = DeleteGroupsResponse::default()
+        DeleteGroupsResponse::default()
             .with_throttle_time_ms(to.0 * 10)
-            .with_results(deleted.collect());
-        let answer = kind!(
-            ResponseKind::DeleteGroups,
-            broker_roundtrip(api, version, answer)
-        );
-        results.push(PartResult::Response(answer));
-    }
-    let merged = DeleteGroupsRequest::merge(split.plan, results).unwrap();
-    let got: Vec<(String, i16)> = merged
-        .results
-        .iter()
-        .map(|g| (id(&g.group_id), g.error_code))
-        .collect();
+            .with_results(deleted.collect())
+    });
+    let got = outcomes(&merged.results, |g| (&g.group_id, g.error_code));
     let mut expected = expected_groups();
     expected[3].1 = 69;
     assert_eq!(got, expected, "v{version} group order");
     assert_eq!(merged.throttle_time_ms, 30);
-    let back = broker_roundtrip(api, version, merged.clone());
-    assert_eq!(
-        kind!(ResponseKind::DeleteGroups, back),
-        merged,
-        "merged response encodes"
-    );
+    DeleteGroupsRequest::assert_merged_encodes(version, &merged);
 }
 
 #[test]

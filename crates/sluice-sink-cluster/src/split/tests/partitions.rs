@@ -26,14 +26,13 @@ use sluice_codec::kafka_protocol::messages::offset_for_leader_epoch_response::{
 use sluice_codec::kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersRequest,
     DescribeProducersResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId, RequestKind,
-    ResponseKind,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId,
 };
 use sluice_codec::kafka_protocol::protocol::Message;
 
+use super::super::SplitApi;
 use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::order::TopicEntry;
-use super::super::{PartResult, PartitionLeaders, SplitApi};
 use super::*;
 
 /// What a broker puts in partition `p`'s answer: identifies the broker.
@@ -43,10 +42,7 @@ fn mark(to: BrokerId, partition: i32) -> i64 {
 
 /// One leader-routed api, described for the shared checks.
 struct LeaderApi<Req: SplitApi, T, RT: TopicEntry> {
-    api: ApiKey,
     request: fn(i16) -> Req,
-    unwrap_request: fn(RequestKind) -> Req,
-    unwrap_response: fn(ResponseKind) -> Req::Response,
     topics: fn(&Req) -> &[T],
     without_topics: fn(Req) -> Req,
     /// Broker `to`'s answer, each partition marked with [`mark`].
@@ -58,56 +54,51 @@ struct LeaderApi<Req: SplitApi, T, RT: TopicEntry> {
     throttle_since: i16,
 }
 
+/// A [`LeaderApi`] whose request and response keep their topics in a
+/// `topics` field: the given fields, and those that read that field.
+macro_rules! leader_api {
+    ($($field:ident: $value:expr),* $(,)?) => {
+        LeaderApi {
+            topics: |r| &r.topics,
+            without_topics: |r| r.with_topics(Vec::new()),
+            response_topics: |r| &r.topics,
+            $($field: $value,)*
+        }
+    };
+}
+
 impl<Req, T, RT> LeaderApi<Req, T, RT>
 where
-    Req: SplitApi + Into<RequestKind> + PartialEq + std::fmt::Debug,
-    Req::Response: Into<ResponseKind> + Clone + PartialEq + std::fmt::Debug,
+    Req: Wire + PartialEq + std::fmt::Debug,
     T: TopicEntry,
     RT: TopicEntry,
 {
     fn check(&self, version: i16) {
-        let api = self.api;
-        let cluster = FakeCluster::three_brokers();
-        let request =
-            (self.unwrap_request)(client_roundtrip(api, version, (self.request)(version)));
-        let split = request.split(version, &cluster);
-        check_leader_split(&split, self.topics, version, false, &cluster);
-        let mut results = Vec::new();
-        for (to, part) in &split.parts {
-            let strip = self.without_topics;
+        let api = Req::API_KEY;
+        let (request, split) = leader_split((self.request)(version), version, false, self.topics);
+        let strip = self.without_topics;
+        let merged = merge_answers(version, split, |to, part| {
             assert_eq!(
                 strip(part.clone()),
                 strip(request.clone()),
                 "{api:?} v{version} fields"
             );
-            assert_part_encodes(api, version, part.clone());
-            let answer = broker_roundtrip(api, version, (self.answer)(*to, part));
-            results.push(PartResult::Response((self.unwrap_response)(answer)));
-        }
-        let merged = Req::merge(split.plan, results).unwrap();
+            (self.answer)(to, part)
+        });
         let topics = (self.response_topics)(&merged);
-        assert_eq!(
-            flatten(topics, version),
-            request_order(false),
-            "{api:?} v{version} order"
-        );
-        for topic in topics {
-            let key = topic.topic_ref(version);
-            for p in topic.partitions() {
-                let index = RT::partition_index(p);
-                let expected = match cluster.leader(&key, index) {
-                    Some(leader) => (0, mark(leader, index)),
-                    None => (NOT_LEADER_OR_FOLLOWER, -1),
-                };
-                assert_eq!(
-                    (self.outcome)(p),
-                    expected,
-                    "{api:?} v{version} {key:?}/{index}"
-                );
-            }
-        }
-        let back = (self.unwrap_response)(broker_roundtrip(api, version, merged.clone()));
-        assert_eq!(back, merged, "{api:?} v{version} merged response encodes");
+        check_merged(topics, version, false, |key, p, leader| {
+            let index = RT::partition_index(p);
+            let expected = match leader {
+                Some(leader) => (0, mark(leader, index)),
+                None => (NOT_LEADER_OR_FOLLOWER, -1),
+            };
+            assert_eq!(
+                (self.outcome)(p),
+                expected,
+                "{api:?} v{version} {key:?}/{index}"
+            );
+        });
+        Req::assert_merged_encodes(version, &merged);
     }
 
     fn check_every_version(&self, versions: std::ops::RangeInclusive<i16>) {
@@ -118,8 +109,7 @@ where
 }
 
 fn list_offsets() -> LeaderApi<ListOffsetsRequest, ListOffsetsTopic, ListOffsetsTopicResponse> {
-    LeaderApi {
-        api: ApiKey::ListOffsets,
+    leader_api! {
         request: |version| {
             let topics = TOPICS.iter().map(|(text, _, _, partitions)| {
                 let partitions = partitions.iter().map(|p| {
@@ -150,10 +140,6 @@ fn list_offsets() -> LeaderApi<ListOffsetsRequest, ListOffsetsTopic, ListOffsets
                 request
             }
         },
-        unwrap_request: |k| kind!(RequestKind::ListOffsets, k),
-        unwrap_response: |k| kind!(ResponseKind::ListOffsets, k),
-        topics: |r| &r.topics,
-        without_topics: |r| r.with_topics(Vec::new()),
         answer: |to, part| {
             let topics = part.topics.iter().map(|t| {
                 let partitions = t.partitions.iter().map(|p| {
@@ -169,7 +155,6 @@ fn list_offsets() -> LeaderApi<ListOffsetsRequest, ListOffsetsTopic, ListOffsets
                 .with_throttle_time_ms(to.0 * 10)
                 .with_topics(topics.collect())
         },
-        response_topics: |r| &r.topics,
         outcome: |p| (p.error_code, p.offset),
         throttle_since: 2,
     }
@@ -177,8 +162,7 @@ fn list_offsets() -> LeaderApi<ListOffsetsRequest, ListOffsetsTopic, ListOffsets
 
 fn offset_for_leader_epoch()
 -> LeaderApi<OffsetForLeaderEpochRequest, OffsetForLeaderTopic, OffsetForLeaderTopicResult> {
-    LeaderApi {
-        api: ApiKey::OffsetForLeaderEpoch,
+    leader_api! {
         request: |version| {
             let topics = TOPICS.iter().map(|(text, _, _, partitions)| {
                 let partitions = partitions.iter().map(|p| {
@@ -198,10 +182,6 @@ fn offset_for_leader_epoch()
                 request
             }
         },
-        unwrap_request: |k| kind!(RequestKind::OffsetForLeaderEpoch, k),
-        unwrap_response: |k| kind!(ResponseKind::OffsetForLeaderEpoch, k),
-        topics: |r| &r.topics,
-        without_topics: |r| r.with_topics(Vec::new()),
         answer: |to, part| {
             let topics = part.topics.iter().map(|t| {
                 let partitions = t.partitions.iter().map(|p| {
@@ -218,7 +198,6 @@ fn offset_for_leader_epoch()
                 .with_throttle_time_ms(to.0 * 10)
                 .with_topics(topics.collect())
         },
-        response_topics: |r| &r.topics,
         outcome: |p| (p.error_code, p.end_offset),
         throttle_since: 2,
     }
@@ -226,8 +205,7 @@ fn offset_for_leader_epoch()
 
 fn delete_records() -> LeaderApi<DeleteRecordsRequest, DeleteRecordsTopic, DeleteRecordsTopicResult>
 {
-    LeaderApi {
-        api: ApiKey::DeleteRecords,
+    leader_api! {
         request: |_| {
             let topics = TOPICS.iter().map(|(text, _, _, partitions)| {
                 let partitions = partitions.iter().map(|p| {
@@ -243,10 +221,6 @@ fn delete_records() -> LeaderApi<DeleteRecordsRequest, DeleteRecordsTopic, Delet
                 .with_timeout_ms(2500)
                 .with_topics(topics.collect())
         },
-        unwrap_request: |k| kind!(RequestKind::DeleteRecords, k),
-        unwrap_response: |k| kind!(ResponseKind::DeleteRecords, k),
-        topics: |r| &r.topics,
-        without_topics: |r| r.with_topics(Vec::new()),
         answer: |to, part| {
             let topics = part.topics.iter().map(|t| {
                 let partitions = t.partitions.iter().map(|p| {
@@ -262,15 +236,13 @@ fn delete_records() -> LeaderApi<DeleteRecordsRequest, DeleteRecordsTopic, Delet
                 .with_throttle_time_ms(to.0 * 10)
                 .with_topics(topics.collect())
         },
-        response_topics: |r| &r.topics,
         outcome: |p| (p.error_code, p.low_watermark),
         throttle_since: 0,
     }
 }
 
 fn describe_producers() -> LeaderApi<DescribeProducersRequest, TopicRequest, TopicResponse> {
-    LeaderApi {
-        api: ApiKey::DescribeProducers,
+    leader_api! {
         request: |_| {
             let topics = TOPICS.iter().map(|(text, _, _, partitions)| {
                 TopicRequest::default()
@@ -279,10 +251,6 @@ fn describe_producers() -> LeaderApi<DescribeProducersRequest, TopicRequest, Top
             });
             DescribeProducersRequest::default().with_topics(topics.collect())
         },
-        unwrap_request: |k| kind!(RequestKind::DescribeProducers, k),
-        unwrap_response: |k| kind!(ResponseKind::DescribeProducers, k),
-        topics: |r| &r.topics,
-        without_topics: |r| r.with_topics(Vec::new()),
         answer: |to, part| {
             let topics = part.topics.iter().map(|t| {
                 let partitions = t.partition_indexes.iter().map(|p| {
@@ -300,7 +268,6 @@ fn describe_producers() -> LeaderApi<DescribeProducersRequest, TopicRequest, Top
                 .with_throttle_time_ms(to.0 * 10)
                 .with_topics(topics.collect())
         },
-        response_topics: |r| &r.topics,
         outcome: |p| {
             let producer = p.active_producers.first().map_or(-1, |s| s.producer_id.0);
             (p.error_code, producer)
@@ -348,15 +315,7 @@ fn merged_throttle_is_the_largest_where_the_version_has_one() {
         let api = list_offsets();
         let request = (api.request)(version);
         let split = request.split(version, &cluster);
-        let results = split
-            .parts
-            .iter()
-            .map(|(to, part)| {
-                let answer = broker_roundtrip(api.api, version, (api.answer)(*to, part));
-                PartResult::Response((api.unwrap_response)(answer))
-            })
-            .collect();
-        let merged = ListOffsetsRequest::merge(split.plan, results).unwrap();
+        let merged = merge_answers(version, split, api.answer);
         let expected = if version >= api.throttle_since { 30 } else { 0 };
         assert_eq!(merged.throttle_time_ms, expected, "v{version}");
     }
@@ -375,18 +334,18 @@ fn error_responses_name_every_partition() {
                 .flat_map(|t| &t.partitions)
                 .all(|p| p.offset == -1)
         );
-        broker_roundtrip(list.api, version, response);
+        broker_roundtrip(ApiKey::ListOffsets, version, response);
     }
     let epochs = offset_for_leader_epoch();
     let response = (epochs.request)(4).error_response_for(4, NOT_LEADER_OR_FOLLOWER);
     assert_eq!(flatten(&response.topics, 4), request_order(false));
-    broker_roundtrip(epochs.api, 4, response);
+    broker_roundtrip(ApiKey::OffsetForLeaderEpoch, 4, response);
     let delete = delete_records();
     let response = (delete.request)(2).error_response_for(2, NOT_LEADER_OR_FOLLOWER);
     assert_eq!(flatten(&response.topics, 2), request_order(false));
-    broker_roundtrip(delete.api, 2, response);
+    broker_roundtrip(ApiKey::DeleteRecords, 2, response);
     let producers = describe_producers();
     let response = (producers.request)(0).error_response_for(0, NOT_LEADER_OR_FOLLOWER);
     assert_eq!(flatten(&response.topics, 0), request_order(false));
-    broker_roundtrip(producers.api, 0, response);
+    broker_roundtrip(ApiKey::DescribeProducers, 0, response);
 }

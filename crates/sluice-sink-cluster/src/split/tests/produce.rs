@@ -8,13 +8,13 @@ use sluice_codec::kafka_protocol::messages::produce_response::{
     NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use sluice_codec::kafka_protocol::messages::{
-    ApiKey, BrokerId, ProduceRequest, ProduceResponse, RequestKind, ResponseKind, TransactionalId,
+    ApiKey, BrokerId, ProduceRequest, ProduceResponse, TransactionalId,
 };
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
 use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::order::TopicEntry;
-use super::super::{PartResult, PartitionLeaders, SplitApi, SplitError};
+use super::super::{SplitApi, SplitError};
 use super::*;
 
 const API: ApiKey = ApiKey::Produce;
@@ -80,31 +80,16 @@ fn answer(to: BrokerId, part: &ProduceRequest, version: i16) -> ProduceResponse 
         };
         response.node_endpoints = vec![endpoint(to.0), endpoint(1)];
     }
-    kind!(
-        ResponseKind::Produce,
-        broker_roundtrip(API, version, response)
-    )
+    response
 }
 
 /// Splits the standard request at `version`, answers, merges and checks.
 fn split_and_merge(version: i16) {
     let by_id = version >= 13;
-    let cluster = FakeCluster::three_brokers();
-    let request = kind!(
-        RequestKind::Produce,
-        client_roundtrip(API, version, produce_request(version))
-    );
-    let split = request.split(version, &cluster);
-    check_leader_split(
-        &split,
-        |r: &ProduceRequest| &r.topic_data,
-        version,
-        by_id,
-        &cluster,
-    );
+    let request = produce_request(version);
+    let (request, split) = leader_split(request, version, by_id, |r| &r.topic_data);
     assert_eq!(split.passthrough(), None);
-    let mut results = Vec::new();
-    for (to, part) in &split.parts {
+    let merged = merge_answers(version, split, |to, part| {
         assert_eq!(part.transactional_id, request.transactional_id);
         assert_eq!((part.acks, part.timeout_ms), (-1, 1500));
         for topic in &part.topic_data {
@@ -120,43 +105,31 @@ fn split_and_merge(version: i16) {
                 );
             }
         }
-        assert_part_encodes(API, version, part.clone());
-        results.push(PartResult::Response(answer(*to, part, version)));
-    }
-    let merged = ProduceRequest::merge(split.plan, results).unwrap();
-    assert_eq!(
-        flatten(&merged.responses, version),
-        request_order(by_id),
-        "client order"
-    );
-    for topic in &merged.responses {
-        let key = topic.topic_ref(version);
-        for p in &topic.partition_responses {
-            match cluster.leader(&key, p.index) {
-                None => {
-                    assert_eq!((p.error_code, p.base_offset), (NOT_LEADER_OR_FOLLOWER, -1));
-                }
-                Some(leader) => {
-                    assert_eq!(
-                        p.base_offset,
-                        i64::from(leader.0) * 1000 + i64::from(p.index)
-                    );
-                    let beta_1 = key == topic_ref(1, by_id) && p.index == 1;
-                    assert_eq!(p.error_code, if beta_1 { BETA_1_ERROR } else { 0 });
-                }
+        answer(to, part, version)
+    });
+    check_merged(
+        &merged.responses,
+        version,
+        by_id,
+        |key, p, leader| match leader {
+            None => {
+                assert_eq!((p.error_code, p.base_offset), (NOT_LEADER_OR_FOLLOWER, -1));
             }
-        }
-    }
+            Some(leader) => {
+                assert_eq!(
+                    p.base_offset,
+                    i64::from(leader.0) * 1000 + i64::from(p.index)
+                );
+                let beta_1 = *key == topic_ref(1, by_id) && p.index == 1;
+                assert_eq!(p.error_code, if beta_1 { BETA_1_ERROR } else { 0 });
+            }
+        },
+    );
     assert_eq!(merged.throttle_time_ms, 30);
     let nodes: Vec<i32> = merged.node_endpoints.iter().map(|n| n.node_id.0).collect();
     let expected_nodes: &[i32] = if version >= 10 { &[1, 2, 3] } else { &[] };
     assert_eq!(nodes, expected_nodes);
-    let back = broker_roundtrip(API, version, merged.clone());
-    assert_eq!(
-        kind!(ResponseKind::Produce, back),
-        merged,
-        "merged response encodes"
-    );
+    ProduceRequest::assert_merged_encodes(version, &merged);
 }
 
 #[test]
@@ -186,22 +159,10 @@ fn produce_every_version_splits_and_merges() {
 fn failed_part_answers_its_partitions_with_the_given_error() {
     let version = 9;
     let cluster = FakeCluster::three_brokers();
-    let request = kind!(
-        RequestKind::Produce,
-        client_roundtrip(API, version, produce_request(version))
-    );
+    let request = produce_request(version).through_client(version);
     let split = request.split(version, &cluster);
-    let results = split
-        .parts
-        .iter()
-        .map(|(to, part)| match to.0 {
-            2 => PartResult::Failed {
-                error_code: NOT_LEADER_OR_FOLLOWER,
-            },
-            _ => PartResult::Response(answer(*to, part, version)),
-        })
-        .collect();
-    let merged = ProduceRequest::merge(split.plan, results).unwrap();
+    let failed = Some((2, NOT_LEADER_OR_FOLLOWER));
+    let merged = merge_with_failure(version, split, failed, |to, part| answer(to, part, version));
     assert_eq!(flatten(&merged.responses, version), request_order(false));
     let failed: Vec<(TopicRef, i32)> = merged
         .responses
@@ -229,10 +190,7 @@ fn single_broker_produce_is_forwarded_unchanged() {
     let cluster = FakeCluster::single_broker();
     let mut request = produce_request(version);
     request.topic_data.truncate(2); // alpha and beta, both on broker 1
-    let request = kind!(
-        RequestKind::Produce,
-        client_roundtrip(API, version, request)
-    );
+    let request = request.through_client(version);
     let split = request.split(version, &cluster);
     assert_eq!(split.passthrough(), Some(BrokerId(1)));
     assert_eq!(split.parts, vec![(BrokerId(1), request)]);
