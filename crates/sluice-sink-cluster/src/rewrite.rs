@@ -119,6 +119,56 @@ pub fn may_carry_leader_hints(api: ApiKey, version: i16) -> bool {
     }
 }
 
+/// The real brokers a response lists, with their racks (for
+/// [`Rewriter::rack_of`]).
+type Listed = Vec<(BrokerId, Option<StrBytes>)>;
+
+/// An entry of a response that describes one node by id, host, port and
+/// rack: a broker list entry (Metadata, DescribeCluster) or a leader hint's
+/// endpoint (Produce, Fetch).
+trait NodeEntry: Sized {
+    /// The node's id and rack.
+    fn id_and_rack(&self) -> (BrokerId, Option<StrBytes>);
+    /// The entry describing Sluice node `node` as clients see it.
+    fn for_node(node: &ShotoverNode) -> Self;
+}
+
+/// Implements [`NodeEntry`] for message structs with `host`, `port`, `rack`
+/// and the given id field: `node_entry!(Type: id_field, ...)`.
+macro_rules! node_entry {
+    ($($ty:ty: $id:ident),+ $(,)?) => {$(
+        impl $crate::rewrite::NodeEntry for $ty {
+            fn id_and_rack(
+                &self,
+            ) -> (
+                ::sluice_codec::kafka_protocol::messages::BrokerId,
+                Option<::sluice_codec::kafka_protocol::protocol::StrBytes>,
+            ) {
+                (self.$id, self.rack.clone())
+            }
+            fn for_node(node: &$crate::topology::ShotoverNode) -> Self {
+                let mut entry = Self::default()
+                    .with_host(node.address_for_clients.host.clone())
+                    .with_port(node.address_for_clients.port)
+                    .with_rack(Some(node.rack.clone()));
+                entry.$id = node.broker_id;
+                entry
+            }
+        }
+    )+};
+}
+use node_entry;
+
+/// The ids and racks of the nodes `entries` list.
+fn listed<E: NodeEntry>(entries: &[E]) -> Listed {
+    entries.iter().map(NodeEntry::id_and_rack).collect()
+}
+
+/// One entry per node of `nodes`, in order.
+fn node_entries<'n, E: NodeEntry>(nodes: impl IntoIterator<Item = &'n ShotoverNode>) -> Vec<E> {
+    nodes.into_iter().map(E::for_node).collect()
+}
+
 /// Rewrites responses against one snapshot of the cluster view and the
 /// Sluice nodes. Build one per response (it is cheap) while holding the view's
 /// read lock, and drop it before any `.await`.

@@ -23,23 +23,22 @@ use sluice_codec::kafka_protocol::messages::fetch_response::{
 use sluice_codec::kafka_protocol::messages::produce_response::{
     NodeEndpoint as ProduceNodeEndpoint, ProduceResponse,
 };
-use sluice_codec::kafka_protocol::protocol::StrBytes;
 
-use super::Rewriter;
 use super::choose::partition_hash;
+use super::{Listed, Rewriter, listed, node_entries, node_entry};
 use crate::topology::{ShotoverNode, TopicId};
 
 /// Maps real leaders to Sluice nodes and remembers which nodes were named.
 struct LeaderMap<'r, 'a> {
     rewriter: &'r Rewriter<'a>,
     /// Racks of the real brokers named in the response's `node_endpoints`.
-    listed: Vec<(BrokerId, Option<StrBytes>)>,
+    listed: Listed,
     /// Sluice nodes named so far, by id.
     named: BTreeMap<BrokerId, &'a ShotoverNode>,
 }
 
 impl<'r, 'a> LeaderMap<'r, 'a> {
-    fn new(rewriter: &'r Rewriter<'a>, listed: Vec<(BrokerId, Option<StrBytes>)>) -> Self {
+    fn new(rewriter: &'r Rewriter<'a>, listed: Listed) -> Self {
         Self {
             rewriter,
             listed,
@@ -61,16 +60,13 @@ impl<'r, 'a> LeaderMap<'r, 'a> {
     }
 }
 
+node_entry!(ProduceNodeEndpoint: node_id, FetchNodeEndpoint: node_id);
+
 impl Rewriter<'_> {
     /// Rewrites a Produce response's leader hints in place (a no-op for
     /// versions before 10, which carry none).
     pub fn produce(&self, resp: &mut ProduceResponse) {
-        let listed = resp
-            .node_endpoints
-            .iter()
-            .map(|e| (e.node_id, e.rack.clone()))
-            .collect();
-        let mut leaders = LeaderMap::new(self, listed);
+        let mut leaders = LeaderMap::new(self, listed(&resp.node_endpoints));
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.name.0), TopicId(topic.topic_id.as_u128()));
             for p in &mut topic.partition_responses {
@@ -78,28 +74,13 @@ impl Rewriter<'_> {
                 *leader = leaders.map(&key, p.index, *leader);
             }
         }
-        resp.node_endpoints = leaders
-            .named
-            .values()
-            .map(|n| {
-                ProduceNodeEndpoint::default()
-                    .with_node_id(n.broker_id)
-                    .with_host(n.address_for_clients.host.clone())
-                    .with_port(n.address_for_clients.port)
-                    .with_rack(Some(n.rack.clone()))
-            })
-            .collect();
+        resp.node_endpoints = node_entries(leaders.named.into_values());
     }
 
     /// Rewrites a Fetch response's leader hints in place (a no-op for
     /// versions before 11, which carry none).
     pub fn fetch(&self, resp: &mut FetchResponse) {
-        let listed = resp
-            .node_endpoints
-            .iter()
-            .map(|e| (e.node_id, e.rack.clone()))
-            .collect();
-        let mut leaders = LeaderMap::new(self, listed);
+        let mut leaders = LeaderMap::new(self, listed(&resp.node_endpoints));
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.topic.0), TopicId(topic.topic_id.as_u128()));
             for p in &mut topic.partitions {
@@ -108,16 +89,6 @@ impl Rewriter<'_> {
                 p.preferred_read_replica = BrokerId(-1);
             }
         }
-        resp.node_endpoints = leaders
-            .named
-            .values()
-            .map(|n| {
-                FetchNodeEndpoint::default()
-                    .with_node_id(n.broker_id)
-                    .with_host(n.address_for_clients.host.clone())
-                    .with_port(n.address_for_clients.port)
-                    .with_rack(Some(n.rack.clone()))
-            })
-            .collect();
+        resp.node_endpoints = node_entries(leaders.named.into_values());
     }
 }

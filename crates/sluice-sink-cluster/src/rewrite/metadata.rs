@@ -27,12 +27,12 @@ use sluice_codec::kafka_protocol::messages::describe_cluster_response::{
     DescribeClusterBroker, DescribeClusterResponse,
 };
 use sluice_codec::kafka_protocol::messages::metadata_response::{
-    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition,
+    MetadataResponse, MetadataResponseBroker,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
-use super::Rewriter;
 use super::choose::partition_hash;
+use super::{Listed, NodeEntry, Rewriter, listed, node_entries, node_entry};
 use crate::topology::TopicId;
 
 /// The fields of one partition that name brokers, borrowed from either
@@ -55,55 +55,34 @@ pub(super) struct PartitionNodes<'p> {
     pub(super) last_known_elr: Option<&'p mut Vec<BrokerId>>,
 }
 
+/// The [`PartitionNodes`] of `p`, a partition struct with Metadata's field
+/// names (Metadata's or DescribeTopicPartitions'), with the given ELR fields.
+macro_rules! partition_nodes {
+    ($p:ident, $elr:expr, $last_known_elr:expr) => {
+        $crate::rewrite::metadata::PartitionNodes {
+            index: $p.partition_index,
+            leader: &mut $p.leader_id,
+            replicas: &mut $p.replica_nodes,
+            isr: &mut $p.isr_nodes,
+            offline: &mut $p.offline_replicas,
+            elr: $elr,
+            last_known_elr: $last_known_elr,
+        }
+    };
+}
+pub(super) use partition_nodes;
+
 impl Rewriter<'_> {
     /// Rewrites a Metadata response (any version) in place.
     pub fn metadata(&self, resp: &mut MetadataResponse) {
-        let listed: Vec<(BrokerId, Option<StrBytes>)> = resp
-            .brokers
-            .iter()
-            .map(|b| (b.node_id, b.rack.clone()))
-            .collect();
-        resp.brokers = self
-            .chooser
-            .up()
-            .iter()
-            .map(|n| {
-                MetadataResponseBroker::default()
-                    .with_node_id(n.broker_id)
-                    .with_host(n.address_for_clients.host.clone())
-                    .with_port(n.address_for_clients.port)
-                    .with_rack(Some(n.rack.clone()))
-            })
-            .collect();
-        if resp.controller_id.0 >= 0 {
-            let rack = self.rack_of(resp.controller_id, &listed);
-            resp.controller_id = self.controller_for(resp.controller_id, rack);
-        }
+        let listed = self.show_up_nodes(&mut resp.brokers, &mut resp.controller_id);
         for topic in &mut resp.topics {
             let id = TopicId(topic.topic_id.as_u128());
             let key = self.topic_key(topic.name.as_ref().map(|n| &n.0), id);
-            for partition in &mut topic.partitions {
-                self.partition(partition, &key, &listed);
+            for p in &mut topic.partitions {
+                self.partition_nodes(partition_nodes!(p, None, None), &key, &listed);
             }
         }
-    }
-
-    fn partition(
-        &self,
-        p: &mut MetadataResponsePartition,
-        topic_key: &[u8],
-        listed: &[(BrokerId, Option<StrBytes>)],
-    ) {
-        let nodes = PartitionNodes {
-            index: p.partition_index,
-            leader: &mut p.leader_id,
-            replicas: &mut p.replica_nodes,
-            isr: &mut p.isr_nodes,
-            offline: &mut p.offline_replicas,
-            elr: None,
-            last_known_elr: None,
-        };
-        self.partition_nodes(nodes, topic_key, listed);
     }
 
     /// Rewrites the broker-naming fields of one partition (see the module
@@ -153,26 +132,25 @@ impl Rewriter<'_> {
             resp.controller_id = BrokerId(-1);
             return;
         }
-        let listed: Vec<(BrokerId, Option<StrBytes>)> = resp
-            .brokers
-            .iter()
-            .map(|b| (b.broker_id, b.rack.clone()))
-            .collect();
-        resp.brokers = self
-            .chooser
-            .up()
-            .iter()
-            .map(|n| {
-                DescribeClusterBroker::default()
-                    .with_broker_id(n.broker_id)
-                    .with_host(n.address_for_clients.host.clone())
-                    .with_port(n.address_for_clients.port)
-                    .with_rack(Some(n.rack.clone()))
-            })
-            .collect();
-        if resp.controller_id.0 >= 0 {
-            let rack = self.rack_of(resp.controller_id, &listed);
-            resp.controller_id = self.controller_for(resp.controller_id, rack);
+        self.show_up_nodes(&mut resp.brokers, &mut resp.controller_id);
+    }
+
+    /// Replaces a broker list by the up Sluice nodes, and a real controller
+    /// (-1 stays -1) by a Sluice node in its rack. Returns the real brokers
+    /// the list named, with their racks.
+    fn show_up_nodes<E: NodeEntry>(
+        &self,
+        brokers: &mut Vec<E>,
+        controller: &mut BrokerId,
+    ) -> Listed {
+        let listed = listed(brokers);
+        *brokers = node_entries(self.chooser.up().iter().copied());
+        if controller.0 >= 0 {
+            let rack = self.rack_of(*controller, &listed);
+            *controller = self.controller_for(*controller, rack);
         }
+        listed
     }
 }
+
+node_entry!(MetadataResponseBroker: node_id, DescribeClusterBroker: broker_id);

@@ -19,7 +19,7 @@
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponse;
 
 use super::Rewriter;
-use super::metadata::PartitionNodes;
+use super::metadata::partition_nodes;
 use crate::topology::TopicId;
 
 impl Rewriter<'_> {
@@ -29,15 +29,9 @@ impl Rewriter<'_> {
             let id = TopicId(topic.topic_id.as_u128());
             let key = self.topic_key(topic.name.as_ref().map(|n| &n.0), id);
             for p in &mut topic.partitions {
-                let nodes = PartitionNodes {
-                    index: p.partition_index,
-                    leader: &mut p.leader_id,
-                    replicas: &mut p.replica_nodes,
-                    isr: &mut p.isr_nodes,
-                    offline: &mut p.offline_replicas,
-                    elr: p.eligible_leader_replicas.as_mut(),
-                    last_known_elr: p.last_known_elr.as_mut(),
-                };
+                let elr = p.eligible_leader_replicas.as_mut();
+                let last_known_elr = p.last_known_elr.as_mut();
+                let nodes = partition_nodes!(p, elr, last_known_elr);
                 self.partition_nodes(nodes, &key, &[]);
             }
         }
