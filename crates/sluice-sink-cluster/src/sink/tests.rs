@@ -80,34 +80,57 @@ impl FakeBroker {
     }
 }
 
+/// One fake broker connection's reading side: the next request, or `None`
+/// once the client closed it (or, with a `stall` armed, once it is released).
+struct Incoming {
+    codec: FrameCodec,
+    buf: BytesMut,
+}
+
+impl Incoming {
+    fn new() -> Self {
+        Self {
+            codec: FrameCodec::new(64 * 1024 * 1024),
+            buf: BytesMut::new(),
+        }
+    }
+
+    async fn next(&mut self, stream: &mut TcpStream, stall: Option<&Stall>) -> Option<Request> {
+        loop {
+            if let Some(frame) = self.codec.decode(&mut self.buf).unwrap() {
+                return Some(Request::parse(frame).unwrap());
+            }
+            if stream.read_buf(&mut self.buf).await.unwrap_or(0) == 0 {
+                return None;
+            }
+            if let Some(stall) = stall.filter(|s| s.next.swap(false, Ordering::SeqCst)) {
+                stall.stalled.notify_one();
+                stall.release.notified().await;
+                return None;
+            }
+        }
+    }
+}
+
+/// Writes `body` as the answer to `request`; false if the client is gone.
+async fn reply(stream: &mut TcpStream, request: &Request, body: ResponseKind) -> bool {
+    let (api, version) = (request.api_key(), request.api_version());
+    let mut out = BytesMut::new();
+    Response::from_body(api, version, request.correlation_id(), body)
+        .encode(&mut out)
+        .unwrap();
+    stream.write_all(&out).await.is_ok()
+}
+
 async fn serve(
     mut stream: TcpStream,
     addr: SocketAddr,
     fail_produce: Arc<AtomicBool>,
     stall: Arc<Stall>,
 ) {
-    let mut codec = FrameCodec::new(64 * 1024 * 1024);
-    let mut buf = BytesMut::new();
-    loop {
-        let frame = loop {
-            if let Some(frame) = codec.decode(&mut buf).unwrap() {
-                break frame;
-            }
-            if stream.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                return;
-            }
-            if stall.next.swap(false, Ordering::SeqCst) {
-                stall.stalled.notify_one();
-                stall.release.notified().await;
-                return;
-            }
-        };
-        let mut request = Request::parse(frame).unwrap();
-        let (api, version, id) = (
-            request.api_key(),
-            request.api_version(),
-            request.correlation_id(),
-        );
+    let mut incoming = Incoming::new();
+    while let Some(mut request) = incoming.next(&mut stream, Some(&stall)).await {
+        let api = request.api_key();
         if api == ApiKey::Produce && fail_produce.load(Ordering::SeqCst) {
             return; // drops the connection with the request in flight
         }
@@ -115,11 +138,10 @@ async fn serve(
         if api == ApiKey::Produce && !request.expects_response() {
             continue;
         }
-        let mut out = BytesMut::new();
-        Response::from_body(api, version, id, body)
-            .encode(&mut out)
-            .unwrap();
-        stream.write_all(&out).await.unwrap();
+        assert!(
+            reply(&mut stream, &request, body).await,
+            "the client is gone"
+        );
     }
 }
 
@@ -284,19 +306,40 @@ fn produce_codes(response: Response) -> Vec<(i32, i16)> {
         .collect()
 }
 
+/// A sink built for one client, the client's context, and the builder (kept
+/// alive with the sink: dropping it stops the peer checks).
+type Client = (KafkaSinkClusterBuilder, Box<dyn Sink>, ConnectionContext);
+
+/// A fresh sink for one client of `broker`.
+fn client(broker: SocketAddr) -> Client {
+    let builder = builder(broker);
+    let sink = builder.build(&ctx());
+    (builder, sink, ctx())
+}
+
+/// Hands `request` to `sink`, which must accept it.
+async fn send<S: Sink + ?Sized>(sink: &mut S, ctx: &ConnectionContext, request: Request) {
+    within("send", sink.send(request, ctx)).await.unwrap();
+}
+
+/// Sends `request` and returns the next answer (`what`, for the timeout message).
+async fn exchange<S: Sink + ?Sized>(
+    sink: &mut S,
+    ctx: &ConnectionContext,
+    request: Request,
+    what: &str,
+) -> Response {
+    send(sink, ctx, request).await;
+    within(what, sink.recv(ctx)).await.unwrap()
+}
+
 #[tokio::test]
 async fn serves_in_order_and_hides_the_broker() {
     let broker = FakeBroker::start().await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(metadata(7), &ctx)).await.unwrap();
-    within("send", sink.send(produce(8, -1), &ctx))
-        .await
-        .unwrap();
-    within("send acks=0", sink.send(produce(9, 0), &ctx))
-        .await
-        .unwrap();
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    send(&mut *sink, &ctx, metadata(7)).await;
+    send(&mut *sink, &ctx, produce(8, -1)).await;
+    send(&mut *sink, &ctx, produce(9, 0)).await;
     assert_eq!(sink.pending(), 2, "acks=0 owes no response");
     let first = within("metadata", sink.recv(&ctx)).await.unwrap();
     assert_eq!(first.correlation_id(), 7);
@@ -318,19 +361,11 @@ async fn serves_in_order_and_hides_the_broker() {
 #[tokio::test]
 async fn a_failed_broker_is_answered_with_a_retriable_error() {
     let broker = FakeBroker::start().await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
 
     broker.fail_produce.store(true, Ordering::SeqCst);
-    within("send", sink.send(produce(2, -1), &ctx))
-        .await
-        .unwrap();
-    let answer = within("synthesized produce", sink.recv(&ctx))
-        .await
-        .unwrap();
+    let answer = exchange(&mut *sink, &ctx, produce(2, -1), "synthesized produce").await;
     assert_eq!(answer.correlation_id(), 2);
     assert_eq!(
         produce_codes(answer),
@@ -340,12 +375,7 @@ async fn a_failed_broker_is_answered_with_a_retriable_error() {
 
     // The client connection is still usable: the next request reconnects.
     broker.fail_produce.store(false, Ordering::SeqCst);
-    within("send", sink.send(produce(3, -1), &ctx))
-        .await
-        .unwrap();
-    let answer = within("produce after reconnect", sink.recv(&ctx))
-        .await
-        .unwrap();
+    let answer = exchange(&mut *sink, &ctx, produce(3, -1), "produce after reconnect").await;
     assert_eq!(answer.correlation_id(), 3);
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
 }
@@ -358,10 +388,8 @@ async fn an_unreachable_cluster_answers_metadata_by_closing() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let builder = builder(port);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
+    let (_builder, mut sink, ctx) = client(port);
+    send(&mut *sink, &ctx, metadata(1)).await;
     let error = within("failure", sink.recv(&ctx)).await.unwrap_err();
     assert!(error.to_string().contains("cannot connect"), "{error}");
     assert_eq!(sink.pending(), 0);
@@ -373,8 +401,7 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
     let builder = builder(broker.addr);
     let mut sink = builder.build_cluster(&ctx());
     let ctx = ctx();
-    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
+    exchange(&mut sink, &ctx, metadata(1), "metadata").await;
     let target = crate::connections::Target::Broker(crate::topology::BrokerId(1));
     let conn = sink
         .connections
@@ -387,28 +414,21 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
 #[tokio::test]
 async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
     let broker = FakeBroker::start().await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(metadata(1), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
 
     // A produce larger than the socket buffers: the connection is still
     // writing it when the broker resets the connection, and the next
     // produce waits in the connection's queue, never written.
     broker.stall.next.store(true, Ordering::SeqCst);
     let big = bytes::Bytes::from(vec![0u8; 16 * 1024 * 1024]);
-    within("send big", sink.send(produce_records(2, -1, big), &ctx))
-        .await
-        .unwrap();
+    send(&mut *sink, &ctx, produce_records(2, -1, big)).await;
     within(
         "the broker to stop reading",
         broker.stall.stalled.notified(),
     )
     .await;
-    within("send queued", sink.send(produce(3, -1), &ctx))
-        .await
-        .unwrap();
+    send(&mut *sink, &ctx, produce(3, -1)).await;
     broker.stall.release.notify_one();
 
     let first = within("the big produce", sink.recv(&ctx)).await.unwrap();

@@ -71,23 +71,9 @@ struct SaslConn {
 
 impl SaslConn {
     async fn serve(mut self, mut stream: TcpStream) {
-        let mut codec = FrameCodec::default();
-        let mut buf = BytesMut::new();
-        loop {
-            let frame = loop {
-                if let Some(frame) = codec.decode(&mut buf).unwrap() {
-                    break frame;
-                }
-                if stream.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                    return;
-                }
-            };
-            let mut request = Request::parse(frame).unwrap();
-            let (api, version, id) = (
-                request.api_key(),
-                request.api_version(),
-                request.correlation_id(),
-            );
+        let mut incoming = Incoming::new();
+        while let Some(mut request) = incoming.next(&mut stream, None).await {
+            let api = request.api_key();
             self.seen.lock().unwrap().requests.push(api);
             let allowed = matches!(
                 api,
@@ -122,11 +108,7 @@ impl SaslConn {
                 }
                 _ => answer(&mut request, self.addr),
             };
-            let mut out = BytesMut::new();
-            Response::from_body(api, version, id, body)
-                .encode(&mut out)
-                .unwrap();
-            if stream.write_all(&out).await.is_err() {
+            if !reply(&mut stream, &request, body).await {
                 return;
             }
         }
@@ -165,13 +147,9 @@ fn api_versions(id: i32) -> Request {
 
 /// Authenticates a new client with PLAIN through `sink`; returns the
 /// authenticate answer's `session_lifetime_ms` as the client saw it.
-async fn plain_login(sink: &mut Box<dyn sluice_chain::Sink>, ctx: &ConnectionContext) -> i64 {
-    within("send", sink.send(api_versions(1), ctx))
-        .await
-        .unwrap();
-    within("api versions", sink.recv(ctx)).await.unwrap();
-    within("send", sink.send(handshake(2), ctx)).await.unwrap();
-    let mut answer = within("handshake", sink.recv(ctx)).await.unwrap();
+async fn plain_login(sink: &mut dyn Sink, ctx: &ConnectionContext) -> i64 {
+    exchange(sink, ctx, api_versions(1), "api versions").await;
+    let mut answer = exchange(sink, ctx, handshake(2), "handshake").await;
     let ResponseKind::SaslHandshake(h) = answer.body().unwrap() else {
         panic!("not a handshake answer");
     };
@@ -181,13 +159,8 @@ async fn plain_login(sink: &mut Box<dyn sluice_chain::Sink>, ctx: &ConnectionCon
         ["PLAIN"],
         "SCRAM is not offered without scram over mtls"
     );
-    within(
-        "send",
-        sink.send(authenticate(3, b"\0alice\0alice-secret"), ctx),
-    )
-    .await
-    .unwrap();
-    let mut answer = within("authenticate", sink.recv(ctx)).await.unwrap();
+    let login = authenticate(3, b"\0alice\0alice-secret");
+    let mut answer = exchange(sink, ctx, login, "authenticate").await;
     let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
         panic!("not an authenticate answer");
     };
@@ -195,30 +168,45 @@ async fn plain_login(sink: &mut Box<dyn sluice_chain::Sink>, ctx: &ConnectionCon
     a.session_lifetime_ms
 }
 
+/// A client logged in with PLAIN through a fresh sink of a [`SaslBroker`],
+/// after one Metadata exchange; returns it with the session lifetime the
+/// client was told.
+async fn logged_in(broker: &SaslBroker) -> (Client, i64) {
+    let (builder, mut sink, ctx) = client(broker.addr);
+    let lifetime = plain_login(&mut *sink, &ctx).await;
+    exchange(&mut *sink, &ctx, metadata(4), "metadata").await;
+    ((builder, sink, ctx), lifetime)
+}
+
+/// With the broker holding produces, sends r5, lets the session of its
+/// connection run past the 85% at which it is at risk (300 ms sessions),
+/// and sends r6, which must go to a replacement connection.
+async fn produce_across_a_replacement(
+    broker: &SaslBroker,
+    sink: &mut dyn Sink,
+    ctx: &ConnectionContext,
+) {
+    broker.hold.send_replace(true);
+    send(sink, ctx, produce(5, -1)).await;
+    tokio::time::sleep(SESSION_AT_RISK).await;
+    send(sink, ctx, produce(6, -1)).await;
+}
+
+/// Longer than 85% of the fake broker's 300 ms sessions: a connection
+/// authenticated this long ago is at risk. (Not a synchronization: the
+/// session's age is what the sink checks.)
+const SESSION_AT_RISK: Duration = Duration::from_millis(400);
+
 #[tokio::test]
 async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_connection_drains() {
     let broker = SaslBroker::start(300).await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    let lifetime = plain_login(&mut sink, &ctx).await;
+    let ((_builder, mut sink, ctx), lifetime) = logged_in(&broker).await;
     assert_eq!(lifetime, 0, "the client is not asked to re-authenticate");
 
-    within("send", sink.send(metadata(4), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
-
-    // r5 goes on the authenticated auth connection; the broker holds it.
-    broker.hold.send_replace(true);
-    within("send", sink.send(produce(5, -1), &ctx))
-        .await
-        .unwrap();
-    // The session (300 ms) is at risk after 85% of it.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    // r6 finds the connection at risk: a new one is opened with the
+    // r5 goes on the authenticated auth connection, where the broker holds
+    // it; r6 finds the connection at risk: a new one is opened with the
     // client's credentials replayed, and r6 goes there.
-    within("send", sink.send(produce(6, -1), &ctx))
-        .await
-        .unwrap();
+    produce_across_a_replacement(&broker, &mut *sink, &ctx).await;
     assert_eq!(broker.seen(|s| s.logins.len()), 2, "PLAIN replayed once");
     assert_eq!(sink.pending(), 2);
     broker.hold.send_replace(false);
@@ -238,15 +226,11 @@ async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_con
 #[tokio::test]
 async fn a_request_pipelined_behind_a_failed_authentication_never_reaches_the_broker() {
     let broker = SaslBroker::start(0).await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(handshake(1), &ctx)).await.unwrap();
-    within("send", sink.send(authenticate(2, b"\0alice\0wrong"), &ctx))
-        .await
-        .unwrap();
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    send(&mut *sink, &ctx, handshake(1)).await;
+    send(&mut *sink, &ctx, authenticate(2, b"\0alice\0wrong")).await;
     // Sent before any answer was read: waits for the verdict, then is dropped.
-    within("send", sink.send(metadata(3), &ctx)).await.unwrap();
+    send(&mut *sink, &ctx, metadata(3)).await;
     within("handshake", sink.recv(&ctx)).await.unwrap();
     let mut failed = within("authenticate", sink.recv(&ctx)).await.unwrap();
     assert_eq!(failed.correlation_id(), 2);
@@ -269,44 +253,22 @@ async fn a_request_pipelined_behind_a_failed_authentication_never_reaches_the_br
 #[tokio::test]
 async fn a_client_without_authentication_is_served_as_before() {
     let broker = FakeBroker::start().await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    within("send", sink.send(api_versions(1), &ctx))
-        .await
-        .unwrap();
-    within("api versions", sink.recv(&ctx)).await.unwrap();
-    within("send", sink.send(metadata(2), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
-    within("send", sink.send(produce(3, -1), &ctx))
-        .await
-        .unwrap();
-    let answer = within("produce", sink.recv(&ctx)).await.unwrap();
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, api_versions(1), "api versions").await;
+    exchange(&mut *sink, &ctx, metadata(2), "metadata").await;
+    let answer = exchange(&mut *sink, &ctx, produce(3, -1), "produce").await;
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
 }
 
 #[tokio::test]
 async fn a_replacement_while_the_previous_one_still_drains_closes_the_client() {
     let broker = SaslBroker::start(300).await;
-    let builder = builder(broker.addr);
-    let mut sink = builder.build(&ctx());
-    let ctx = ctx();
-    plain_login(&mut sink, &ctx).await;
-    within("send", sink.send(metadata(4), &ctx)).await.unwrap();
-    within("metadata", sink.recv(&ctx)).await.unwrap();
-
-    broker.hold.send_replace(true);
+    let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
     // r5 is held on connection A; A's session runs out; r6 goes to its
     // replacement B (and is held there too); then B's session runs out while
     // A still owes r5.
-    within("send", sink.send(produce(5, -1), &ctx))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    within("send", sink.send(produce(6, -1), &ctx))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    produce_across_a_replacement(&broker, &mut *sink, &ctx).await;
+    tokio::time::sleep(SESSION_AT_RISK).await;
     let error = within("send", sink.send(produce(7, -1), &ctx))
         .await
         .unwrap_err();
