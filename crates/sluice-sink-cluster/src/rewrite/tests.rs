@@ -34,6 +34,17 @@ mod topic_partitions;
 
 const UP: [i32; 5] = [100, 101, 102, 103, 104];
 
+/// Unwraps one `ResponseKind` variant.
+macro_rules! body {
+    ($variant:ident, $kind:expr) => {
+        match $kind {
+            ResponseKind::$variant(body) => body,
+            other => panic!("expected a {} answer, got {other:?}", stringify!($variant)),
+        }
+    };
+}
+pub(super) use body;
+
 fn view() -> ClusterView {
     let mut view = ClusterView::new();
     view.apply_metadata(12, &fixtures::metadata_response(5));
@@ -60,23 +71,26 @@ fn rewrite_wire(
     (bytes, body)
 }
 
+/// [`rewrite_wire`] against [`view`] and the fixture's Sluice nodes.
+fn rewritten(
+    api: ApiKey,
+    version: i16,
+    body: ResponseKind,
+    key: Option<&str>,
+) -> (BytesMut, ResponseKind) {
+    let nodes = fixtures::sluice_nodes().snapshot();
+    rewrite_wire(api, version, body, &view(), &nodes, key)
+}
+
 fn rewrite_metadata(
     version: i16,
     resp: MetadataResponse,
     view: &ClusterView,
     nodes: &[ShotoverNode],
 ) -> (BytesMut, MetadataResponse) {
-    match rewrite_wire(
-        ApiKey::Metadata,
-        version,
-        ResponseKind::Metadata(resp),
-        view,
-        nodes,
-        None,
-    ) {
-        (bytes, ResponseKind::Metadata(m)) => (bytes, m),
-        other => panic!("unexpected body {other:?}"),
-    }
+    let body = ResponseKind::Metadata(resp);
+    let (bytes, body) = rewrite_wire(ApiKey::Metadata, version, body, view, nodes, None);
+    (bytes, body!(Metadata, body))
 }
 
 fn sluice_address(id: i32) -> (&'static str, i32, &'static str) {
@@ -285,12 +299,11 @@ fn rewrite_find_coordinator(
     resp: FindCoordinatorResponse,
     key: Option<&str>,
 ) -> FindCoordinatorResponse {
-    let nodes = fixtures::sluice_nodes().snapshot();
     let body = ResponseKind::FindCoordinator(resp);
-    match rewrite_wire(ApiKey::FindCoordinator, version, body, &view(), &nodes, key) {
-        (_, ResponseKind::FindCoordinator(f)) => f,
-        other => panic!("unexpected body {other:?}"),
-    }
+    body!(
+        FindCoordinator,
+        rewritten(ApiKey::FindCoordinator, version, body, key).1
+    )
 }
 
 #[test]
@@ -360,6 +373,15 @@ fn find_coordinator_v4_plus_batches() {
     }
 }
 
+/// A DescribeCluster answer through [`rewritten`].
+fn describe_cluster(version: i16, real: DescribeClusterResponse) -> DescribeClusterResponse {
+    let body = ResponseKind::DescribeCluster(real);
+    body!(
+        DescribeCluster,
+        rewritten(ApiKey::DescribeCluster, version, body, None).1
+    )
+}
+
 #[test]
 fn describe_cluster_names_only_sluice_nodes() {
     let nodes = fixtures::sluice_nodes().snapshot();
@@ -378,18 +400,7 @@ fn describe_cluster_names_only_sluice_nodes() {
             .with_cluster_id(StrBytes::from_static_str("real-cluster-id"))
             .with_controller_id(BrokerId(2))
             .with_brokers(brokers);
-        let body = ResponseKind::DescribeCluster(real.clone());
-        let d = match rewrite_wire(
-            ApiKey::DescribeCluster,
-            version,
-            body,
-            &view(),
-            &nodes,
-            None,
-        ) {
-            (_, ResponseKind::DescribeCluster(d)) => d,
-            other => panic!("unexpected body {other:?}"),
-        };
+        let d = describe_cluster(version, real.clone());
         let ids: Vec<i32> = d.brokers.iter().map(|b| b.broker_id.0).collect();
         assert_eq!(ids, UP);
         assert!(d.brokers.iter().all(|b| !b.is_fenced));
@@ -398,19 +409,7 @@ fn describe_cluster_names_only_sluice_nodes() {
         // The same controller as Metadata names.
         let (_, m) = rewrite_metadata(12, fixtures::metadata_response(5), &view(), &nodes);
         assert_eq!(m.controller_id, d.controller_id);
-        let error = real.with_error_code(31);
-        let body = ResponseKind::DescribeCluster(error);
-        let d = match rewrite_wire(
-            ApiKey::DescribeCluster,
-            version,
-            body,
-            &view(),
-            &nodes,
-            None,
-        ) {
-            (_, ResponseKind::DescribeCluster(d)) => d,
-            other => panic!("unexpected body {other:?}"),
-        };
+        let d = describe_cluster(version, real.with_error_code(31));
         assert!(d.brokers.is_empty());
         assert_eq!((d.error_code, d.controller_id.0), (31, -1));
     }

@@ -60,7 +60,10 @@ pub fn name(s: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(s))
 }
 
-fn partition(index: i32, leader: i32, epoch: i32) -> MetadataResponsePartition {
+/// Partition `index` led by real broker `leader` at `epoch`: replicas
+/// `leader, +1, +2` (broker ids 1..=3 in turn), the first two in sync, the
+/// third offline.
+pub fn partition(index: i32, leader: i32, epoch: i32) -> MetadataResponsePartition {
     let others: Vec<BrokerId> = (0..3).map(|k| BrokerId((leader - 1 + k) % 3 + 1)).collect();
     MetadataResponsePartition::default()
         .with_partition_index(index)

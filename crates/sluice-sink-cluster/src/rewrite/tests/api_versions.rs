@@ -8,6 +8,7 @@ use sluice_codec::kafka_protocol::messages::{ApiKey, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::super::{codec_versions, intersect_api_versions, is_client_facing};
+use super::body;
 use crate::topology::fixtures::{reparse, through_wire, wire_bytes};
 
 fn api(key: ApiKey, min: i16, max: i16) -> ApiVersion {
@@ -35,10 +36,7 @@ fn broker(apis: Vec<ApiVersion>) -> ApiVersionsResponse {
                 .with_max_version_level(2),
         ]);
     let wire = through_wire(ApiKey::ApiVersions, 3, ResponseKind::ApiVersions(resp));
-    match wire.into_body().unwrap() {
-        ResponseKind::ApiVersions(r) => r,
-        other => panic!("unexpected body {other:?}"),
-    }
+    body!(ApiVersions, wire.into_body().unwrap())
 }
 
 fn range_of(resp: &ApiVersionsResponse, key: ApiKey) -> Option<(i16, i16)> {

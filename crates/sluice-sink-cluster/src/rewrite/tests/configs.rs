@@ -18,7 +18,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Request, Response};
 
 use super::super::{refused_answer, rewrite_configs_answer};
-use super::view;
+use super::{body, view};
 use crate::route::admin::configs::{
     BROKER, BROKER_LOGGER, INVALID_REQUEST, Resource, forwarded, plan, real_broker,
 };
@@ -88,10 +88,11 @@ fn result(t: i8, name: &str, config: &str) -> DescribeConfigsResult {
         ])
 }
 
-/// The broker's answer through the wire, rewritten against the client's
-/// request, through the wire again.
-fn answer(request: &mut Request, api: ApiKey, version: i16, body: ResponseKind) -> ResponseKind {
-    let mut response: Response = through_wire(api, version, body);
+/// The broker's answer to `request` through the wire, rewritten against the
+/// client's request, through the wire again.
+fn answer(request: &mut Request, body: impl Into<ResponseKind>) -> ResponseKind {
+    let (api, version) = (request.api_key(), request.api_version());
+    let mut response: Response = through_wire(api, version, body.into());
     assert!(rewrite_configs_answer(&mut response, request, &nodes()).unwrap());
     reparse(&wire_bytes(&response), api, version)
         .into_body()
@@ -181,14 +182,7 @@ fn describe_of_a_sluice_node_goes_to_its_broker_renamed_and_back() {
             result(BROKER, "", "log.retention.hours"),
             result(TOPIC, "orders", "retention.ms"),
         ]);
-    let ResponseKind::DescribeConfigs(d) = answer(
-        &mut request,
-        ApiKey::DescribeConfigs,
-        4,
-        ResponseKind::DescribeConfigs(broker),
-    ) else {
-        panic!("not a DescribeConfigs answer");
-    };
+    let d = body!(DescribeConfigs, answer(&mut request, broker));
     let got: Vec<(i8, &str, &str)> = d
         .results
         .iter()
@@ -237,14 +231,7 @@ fn unknown_ids_and_a_second_node_get_invalid_request() {
         result(BROKER, "1", "num.io.threads"),
         result(BROKER_LOGGER, "1", "root"),
     ]);
-    let ResponseKind::DescribeConfigs(d) = answer(
-        &mut request,
-        ApiKey::DescribeConfigs,
-        1,
-        ResponseKind::DescribeConfigs(broker),
-    ) else {
-        panic!("not a DescribeConfigs answer");
-    };
+    let d = body!(DescribeConfigs, answer(&mut request, broker));
     let got: Vec<(i8, &str, i16)> = d
         .results
         .iter()
@@ -326,14 +313,7 @@ fn alter_refuses_named_brokers_and_merges_the_rest_in_request_order() {
             ok(TOPIC, "t1", 0),
             ok(BROKER, "", 0),
         ]);
-        let ResponseKind::IncrementalAlterConfigs(a) = answer(
-            &mut request,
-            ApiKey::IncrementalAlterConfigs,
-            version,
-            ResponseKind::IncrementalAlterConfigs(broker),
-        ) else {
-            panic!("not an IncrementalAlterConfigs answer");
-        };
+        let a = body!(IncrementalAlterConfigs, answer(&mut request, broker));
         let got: Vec<(i8, &str, i16)> = a
             .responses
             .iter()
@@ -387,14 +367,7 @@ fn legacy_alter_configs_too() {
             .with_resource_type(TOPIC)
             .with_resource_name(s("t")),
     ]);
-    let ResponseKind::AlterConfigs(a) = answer(
-        &mut request,
-        ApiKey::AlterConfigs,
-        2,
-        ResponseKind::AlterConfigs(broker),
-    ) else {
-        panic!("not an AlterConfigs answer");
-    };
+    let a = body!(AlterConfigs, answer(&mut request, broker));
     let codes: Vec<i16> = a.responses.iter().map(|r| r.error_code).collect();
     assert_eq!(codes, [INVALID_REQUEST, 0]);
 }
@@ -426,9 +399,7 @@ fn a_request_refused_whole_never_leaves_sluice() {
             .unwrap()
         {
             let wire = through_wire(api, version, answer.clone());
-            let ResponseKind::IncrementalAlterConfigs(a) = wire.into_body().unwrap() else {
-                panic!("not an IncrementalAlterConfigs answer");
-            };
+            let a = body!(IncrementalAlterConfigs, wire.into_body().unwrap());
             assert_eq!(a.responses.len(), 2);
             assert!(a.responses.iter().all(|r| r.error_code == INVALID_REQUEST));
         }

@@ -7,61 +7,67 @@ use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::
     Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 };
+use sluice_codec::kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, ResponseKind};
 
-use super::{UP, leaders, rewrite_metadata, rewrite_wire, view};
-use crate::topology::fixtures::{self, EVENTS_ID, ORDERS_ID, name};
+use super::{UP, body, leaders, rewrite_metadata, rewritten, view};
+use crate::topology::fixtures::{self, name};
 
 fn ids(list: &[i32]) -> Vec<BrokerId> {
     list.iter().copied().map(BrokerId).collect()
 }
 
-/// A partition led by real broker `leader` (replicas `leader, +1, +2`), ISR
-/// the first two, with `elr` and `last_known` ELR of the given lengths (from
-/// the replicas outside the ISR, as Kafka would).
+/// A Metadata partition as DescribeTopicPartitions describes it, with `elr`
+/// and `last_known` ELR of the given lengths (from the replicas outside the
+/// ISR, as Kafka would).
+fn described(
+    p: &MetadataResponsePartition,
+    elr: Option<usize>,
+    last_known: Option<usize>,
+) -> DescribeTopicPartitionsResponsePartition {
+    let replicas = &p.replica_nodes;
+    let tail = |n: usize| replicas[replicas.len() - n..].to_vec();
+    DescribeTopicPartitionsResponsePartition::default()
+        .with_error_code(p.error_code)
+        .with_partition_index(p.partition_index)
+        .with_leader_id(p.leader_id)
+        .with_leader_epoch(p.leader_epoch)
+        .with_replica_nodes(replicas.clone())
+        .with_isr_nodes(p.isr_nodes.clone())
+        .with_eligible_leader_replicas(elr.map(tail))
+        .with_last_known_elr(last_known.map(tail))
+        .with_offline_replicas(p.offline_replicas.clone())
+}
+
+/// A partition led by real broker `leader` at epoch 9 (replicas `leader, +1,
+/// +2`, ISR the first two: [`fixtures::partition`]), [`described`].
 fn partition(
     index: i32,
     leader: i32,
     elr: Option<usize>,
     last_known: Option<usize>,
 ) -> DescribeTopicPartitionsResponsePartition {
-    let replicas: Vec<i32> = (0..3).map(|k| (leader.max(1) - 1 + k) % 3 + 1).collect();
-    let tail = |n: usize| ids(&replicas[3 - n..]);
-    DescribeTopicPartitionsResponsePartition::default()
-        .with_partition_index(index)
-        .with_leader_id(BrokerId(leader))
-        .with_leader_epoch(9)
-        .with_replica_nodes(ids(&replicas))
-        .with_isr_nodes(ids(&replicas[..2]))
-        .with_eligible_leader_replicas(elr.map(tail))
-        .with_last_known_elr(last_known.map(tail))
-        .with_offline_replicas(ids(&replicas[2..]))
+    described(&fixtures::partition(index, leader, 9), elr, last_known)
 }
 
-/// `orders` (12 partitions, real leaders 1, 2, 3 in turn) and `events`
-/// (partition 1 without a leader), with a cursor to the next page.
+/// The fixture cluster's `orders` (12 partitions, real leaders 1, 2, 3 in
+/// turn, each with one ELR and one last-known ELR) and `events` (partition 1
+/// without a leader) at epoch 9, with a cursor to the next page.
 fn answer() -> DescribeTopicPartitionsResponse {
-    let orders = DescribeTopicPartitionsResponseTopic::default()
-        .with_name(Some(name("orders")))
-        .with_topic_id(ORDERS_ID.parse().unwrap())
-        .with_topic_authorized_operations(0x0f)
-        .with_partitions(
-            (0..12)
-                .map(|i| partition(i, i % 3 + 1, Some(1), Some(1)))
-                .collect(),
-        );
-    let mut events: Vec<_> = (0..3).map(|i| partition(i, 3, None, None)).collect();
-    events[1] = events[1]
-        .clone()
-        .with_error_code(5)
-        .with_leader_id(BrokerId(-1));
-    let events = DescribeTopicPartitionsResponseTopic::default()
-        .with_name(Some(name("events")))
-        .with_topic_id(EVENTS_ID.parse().unwrap())
-        .with_partitions(events);
+    let metadata = fixtures::metadata_response(9);
+    let topics = metadata.topics.iter().filter(|t| t.error_code == 0);
+    let topics = topics.map(|t| {
+        let elr = (t.name == Some(name("orders"))).then_some(1);
+        let partitions = t.partitions.iter().map(|p| described(p, elr, elr));
+        DescribeTopicPartitionsResponseTopic::default()
+            .with_name(t.name.clone())
+            .with_topic_id(t.topic_id)
+            .with_topic_authorized_operations(0x0f)
+            .with_partitions(partitions.collect())
+    });
     DescribeTopicPartitionsResponse::default()
         .with_throttle_time_ms(3)
-        .with_topics(vec![orders, events])
+        .with_topics(topics.collect())
         .with_next_cursor(Some(
             Cursor::default()
                 .with_topic_name(name("events"))
@@ -69,20 +75,17 @@ fn answer() -> DescribeTopicPartitionsResponse {
         ))
 }
 
-fn rewrite(resp: DescribeTopicPartitionsResponse) -> DescribeTopicPartitionsResponse {
-    let nodes = fixtures::sluice_nodes().snapshot();
+/// `resp` through [`rewritten`]: its bytes and its body.
+fn rewrite_bytes(
+    resp: DescribeTopicPartitionsResponse,
+) -> (bytes::BytesMut, DescribeTopicPartitionsResponse) {
     let body = ResponseKind::DescribeTopicPartitions(resp);
-    match rewrite_wire(
-        ApiKey::DescribeTopicPartitions,
-        0,
-        body,
-        &view(),
-        &nodes,
-        None,
-    ) {
-        (_, ResponseKind::DescribeTopicPartitions(d)) => d,
-        other => panic!("unexpected body {other:?}"),
-    }
+    let (bytes, body) = rewritten(ApiKey::DescribeTopicPartitions, 0, body, None);
+    (bytes, body!(DescribeTopicPartitions, body))
+}
+
+fn rewrite(resp: DescribeTopicPartitionsResponse) -> DescribeTopicPartitionsResponse {
+    rewrite_bytes(resp).1
 }
 
 #[test]
@@ -210,24 +213,5 @@ fn topics_errors_and_cursor_are_kept() {
         assert_eq!(codes, real_codes);
     }
     // Deterministic: the same answer, byte for byte.
-    let nodes = fixtures::sluice_nodes().snapshot();
-    let body = || ResponseKind::DescribeTopicPartitions(answer());
-    let view = view();
-    let (a, _) = rewrite_wire(
-        ApiKey::DescribeTopicPartitions,
-        0,
-        body(),
-        &view,
-        &nodes,
-        None,
-    );
-    let (b, _) = rewrite_wire(
-        ApiKey::DescribeTopicPartitions,
-        0,
-        body(),
-        &view,
-        &nodes,
-        None,
-    );
-    assert_eq!(a, b);
+    assert_eq!(rewrite_bytes(answer()).0, rewrite_bytes(answer()).0);
 }
