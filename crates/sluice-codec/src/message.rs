@@ -12,6 +12,10 @@
 //! header when the frame is encoded, so patching it never touches the frame.
 //! Before any body is decoded, [`crate::guard`] checks that `kafka-protocol`
 //! can decode it without reserving memory on the peer's say-so.
+//!
+//! Requests and responses keep their frame and body alike (a private
+//! `Message`); they differ only in their headers and in which guard, decoder
+//! and encoder their bodies take (`BodyKind`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
@@ -26,22 +30,17 @@ use crate::header::{
 #[derive(Debug, Clone)]
 pub struct Request {
     header: RequestHeaderInfo,
-    /// The frame without its length prefix, as received. Its correlation id
-    /// is stale once patched, and all of it is stale while `dirty`.
-    frame: Bytes,
-    body: Option<RequestKind>,
-    dirty: bool,
+    message: Message<RequestKind>,
 }
 
 impl Request {
     /// Parses the header of a request frame; the body stays undecoded.
     pub fn parse(frame: BytesMut) -> Result<Self, CodecError> {
         let header = RequestHeaderInfo::parse(&frame)?;
+        let (api, version) = (header.api_key, header.api_version);
         Ok(Self {
+            message: Message::received(api, version, header.body_offset, frame),
             header,
-            frame: frame.freeze(),
-            body: None,
-            dirty: false,
         })
     }
 
@@ -63,9 +62,7 @@ impl Request {
                 header_version,
                 body_offset: 0,
             },
-            frame: Bytes::new(),
-            body: Some(body),
-            dirty: true,
+            message: Message::built(api_key, api_version, body),
         }
     }
 
@@ -91,21 +88,21 @@ impl Request {
 
     /// Whether the body was decoded and may have been changed.
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.message.dirty
     }
 
     /// Size of the frame as received, without the length prefix: exact for a
     /// raw request, the size before the edit for a dirty one, and 0 for a
     /// request built with [`Request::from_body`].
     pub fn wire_len(&self) -> usize {
-        self.frame.len()
+        self.message.frame.len()
     }
 
     /// The frame as received (without its length prefix), or `None` once the
     /// body may have changed. Its correlation id is the client's even after
     /// [`Request::set_correlation_id`]; [`Request::encode`] writes the new one.
     pub fn raw_frame(&self) -> Option<&Bytes> {
-        (!self.dirty).then_some(&self.frame)
+        self.message.raw_frame()
     }
 
     /// Replaces the correlation id. A raw frame is written out with only
@@ -116,59 +113,28 @@ impl Request {
 
     /// Decodes the body if needed and returns it.
     pub fn body(&mut self) -> Result<&RequestKind, CodecError> {
-        self.decode_body()?;
-        self.body.as_ref().ok_or(CodecError::Malformed {
-            what: "request body",
-        })
+        self.message.body()
     }
 
     /// Decodes the body if needed and returns it for modification; the request
     /// will be re-encoded when written.
     pub fn body_mut(&mut self) -> Result<&mut RequestKind, CodecError> {
-        self.decode_body()?;
-        self.dirty = true;
-        self.body.as_mut().ok_or(CodecError::Malformed {
-            what: "request body",
-        })
+        self.message.body_mut()
     }
 
     /// Consumes the request and returns its decoded body.
-    pub fn into_body(mut self) -> Result<RequestKind, CodecError> {
-        self.decode_body()?;
-        self.body.ok_or(CodecError::Malformed {
-            what: "request body",
-        })
-    }
-
-    fn decode_body(&mut self) -> Result<(), CodecError> {
-        if self.body.is_some() {
-            return Ok(());
-        }
-        let (api, version) = (self.header.api_key, self.header.api_version);
-        let mut bytes = body_slice(&self.frame, self.header.body_offset);
-        check_request_body(api, version, &bytes)?;
-        let body =
-            RequestKind::decode(api, &mut bytes, version).map_err(|e| CodecError::Decode {
-                api,
-                version,
-                kind: "request",
-                reason: format!("{e:#}"),
-            })?;
-        self.body = Some(body);
-        Ok(())
+    pub fn into_body(self) -> Result<RequestKind, CodecError> {
+        self.message.into_body()
     }
 
     /// The decoded body, if it was decoded.
     pub(crate) fn decoded_body(&self) -> Option<&RequestKind> {
-        self.body.as_ref()
+        self.message.body.as_ref()
     }
 
     /// The raw body bytes, unless the request was built or edited.
     pub(crate) fn raw_body(&self) -> Option<&[u8]> {
-        if self.dirty {
-            return None;
-        }
-        self.frame.get(self.header.body_offset..)
+        self.message.raw_body()
     }
 
     /// Whether the broker will answer this request. Only Produce with `acks=0`
@@ -177,9 +143,9 @@ impl Request {
         if self.header.api_key != ApiKey::Produce {
             return true;
         }
-        match &self.body {
-            Some(RequestKind::Produce(p)) if self.dirty => p.acks != 0,
-            _ => produce_acks(&self.frame, &self.header).map_or(true, |acks| acks != 0),
+        match &self.message.body {
+            Some(RequestKind::Produce(p)) if self.message.dirty => p.acks != 0,
+            _ => produce_acks(&self.message.frame, &self.header).map_or(true, |acks| acks != 0),
         }
     }
 
@@ -188,37 +154,18 @@ impl Request {
     /// On error `dst` is left as it was.
     pub fn encode(&self, dst: &mut BytesMut) -> Result<(), CodecError> {
         let id = self.header.correlation_id;
-        if !self.dirty {
-            return put_raw_frame(dst, &self.frame, REQUEST_CORRELATION_ID_OFFSET, id);
-        }
-        let (api, version) = (self.header.api_key, self.header.api_version);
-        let body = self.body.as_ref().ok_or(CodecError::Malformed {
-            what: "request body",
-        })?;
-        let start = dst.len();
-        let result = put_request_header(dst, &self.header).and_then(|()| {
-            body.encode(dst, version).map_err(|e| CodecError::Encode {
-                api,
-                version,
-                kind: "request",
-                reason: format!("{e:#}"),
+        self.message
+            .encode(dst, REQUEST_CORRELATION_ID_OFFSET, id, |dst| {
+                put_request_header(dst, &self.header)
             })
-        });
-        finish_frame(dst, start, result)
     }
 }
 
 /// A Kafka response: raw frame and (maybe) decoded body.
 #[derive(Debug, Clone)]
 pub struct Response {
-    api_key: ApiKey,
-    api_version: i16,
     correlation_id: i32,
-    /// The frame as received; see [`Request`] for how it is kept.
-    frame: Bytes,
-    body_offset: usize,
-    body: Option<ResponseKind>,
-    dirty: bool,
+    message: Message<ResponseKind>,
 }
 
 impl Response {
@@ -227,13 +174,8 @@ impl Response {
         let correlation_id = Cursor::new(&frame, "response header").i32()?;
         let body_offset = response_body_offset(&frame, api_key, api_version)?;
         Ok(Self {
-            api_key,
-            api_version,
             correlation_id,
-            frame: frame.freeze(),
-            body_offset,
-            body: None,
-            dirty: false,
+            message: Message::received(api_key, api_version, body_offset, frame),
         })
     }
 
@@ -245,24 +187,19 @@ impl Response {
         body: ResponseKind,
     ) -> Self {
         Self {
-            api_key,
-            api_version,
             correlation_id,
-            frame: Bytes::new(),
-            body_offset: 0,
-            body: Some(body),
-            dirty: true,
+            message: Message::built(api_key, api_version, body),
         }
     }
 
     /// The api key of the request this answers.
     pub fn api_key(&self) -> ApiKey {
-        self.api_key
+        self.message.api
     }
 
     /// The api version of the request this answers.
     pub fn api_version(&self) -> i16 {
-        self.api_version
+        self.message.version
     }
 
     /// The correlation id currently in the header.
@@ -272,19 +209,19 @@ impl Response {
 
     /// Whether the body was decoded for modification.
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.message.dirty
     }
 
     /// Size of the raw frame, without the length prefix (0 when built from a body).
     pub fn wire_len(&self) -> usize {
-        self.frame.len()
+        self.message.frame.len()
     }
 
     /// The frame as received (without its length prefix), or `None` once the
     /// body may have changed. Its correlation id is the broker's even after
     /// [`Response::set_correlation_id`]; [`Response::encode`] writes the new one.
     pub fn raw_frame(&self) -> Option<&Bytes> {
-        (!self.dirty).then_some(&self.frame)
+        self.message.raw_frame()
     }
 
     /// Replaces the correlation id. A raw frame is written out with only
@@ -295,71 +232,193 @@ impl Response {
 
     /// Decodes the body if needed and returns it.
     pub fn body(&mut self) -> Result<&ResponseKind, CodecError> {
-        self.decode_body()?;
-        self.body.as_ref().ok_or(CodecError::Malformed {
-            what: "response body",
-        })
+        self.message.body()
     }
 
     /// Decodes the body if needed and returns it for modification.
     pub fn body_mut(&mut self) -> Result<&mut ResponseKind, CodecError> {
-        self.decode_body()?;
-        self.dirty = true;
-        self.body.as_mut().ok_or(CodecError::Malformed {
-            what: "response body",
-        })
+        self.message.body_mut()
     }
 
     /// Consumes the response and returns its decoded body.
-    pub fn into_body(mut self) -> Result<ResponseKind, CodecError> {
-        self.decode_body()?;
-        self.body.ok_or(CodecError::Malformed {
-            what: "response body",
-        })
-    }
-
-    fn decode_body(&mut self) -> Result<(), CodecError> {
-        if self.body.is_some() {
-            return Ok(());
-        }
-        let (api, version) = (self.api_key, self.api_version);
-        let mut bytes = body_slice(&self.frame, self.body_offset);
-        check_response_body(api, version, &bytes)?;
-        let body =
-            ResponseKind::decode(api, &mut bytes, version).map_err(|e| CodecError::Decode {
-                api,
-                version,
-                kind: "response",
-                reason: format!("{e:#}"),
-            })?;
-        self.body = Some(body);
-        Ok(())
+    pub fn into_body(self) -> Result<ResponseKind, CodecError> {
+        self.message.into_body()
     }
 
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.
     ///
     /// On error `dst` is left as it was.
     pub fn encode(&self, dst: &mut BytesMut) -> Result<(), CodecError> {
-        if !self.dirty {
-            return put_raw_frame(dst, &self.frame, 0, self.correlation_id);
+        let (api, version, id) = (self.message.api, self.message.version, self.correlation_id);
+        self.message.encode(dst, 0, id, |dst| {
+            dst.put_i32(0);
+            dst.put_i32(id);
+            if api.response_header_version(version) >= 1 {
+                dst.put_u8(0); // no tagged fields
+            }
+            Ok(())
+        })
+    }
+}
+
+/// What differs between request and response bodies: the guard, decoder and
+/// encoder they take, and how errors name them.
+trait BodyKind: Sized {
+    /// "request" or "response".
+    const KIND: &'static str;
+    /// What is malformed when the body is missing.
+    const MISSING: &'static str;
+    /// [`crate::guard`]'s check for this kind of body.
+    fn check(api: ApiKey, version: i16, body: &[u8]) -> Result<usize, CodecError>;
+    /// `kafka-protocol`'s decoder, its error as text.
+    fn decode(api: ApiKey, bytes: &mut Bytes, version: i16) -> Result<Self, String>;
+    /// `kafka-protocol`'s encoder, its error as text.
+    fn encode(&self, dst: &mut BytesMut, version: i16) -> Result<(), String>;
+}
+
+/// Implements [`BodyKind`] for `kafka-protocol`'s request or response enum.
+macro_rules! body_kind {
+    ($kind:ident, $name:literal, $check:ident) => {
+        impl BodyKind for $kind {
+            const KIND: &'static str = $name;
+            const MISSING: &'static str = concat!($name, " body");
+
+            fn check(api: ApiKey, version: i16, body: &[u8]) -> Result<usize, CodecError> {
+                $check(api, version, body)
+            }
+
+            fn decode(api: ApiKey, bytes: &mut Bytes, version: i16) -> Result<Self, String> {
+                $kind::decode(api, bytes, version).map_err(|e| format!("{e:#}"))
+            }
+
+            fn encode(&self, dst: &mut BytesMut, version: i16) -> Result<(), String> {
+                $kind::encode(self, dst, version).map_err(|e| format!("{e:#}"))
+            }
         }
-        let (api, version) = (self.api_key, self.api_version);
-        let body = self.body.as_ref().ok_or(CodecError::Malformed {
-            what: "response body",
-        })?;
-        let start = dst.len();
-        dst.put_i32(0);
-        dst.put_i32(self.correlation_id);
-        if api.response_header_version(version) >= 1 {
-            dst.put_u8(0); // no tagged fields
-        }
-        let result = body.encode(dst, version).map_err(|e| CodecError::Encode {
+    };
+}
+
+body_kind!(RequestKind, "request", check_request_body);
+body_kind!(ResponseKind, "response", check_response_body);
+
+/// A message's frame and its lazily decoded body.
+#[derive(Debug, Clone)]
+struct Message<K> {
+    /// The api the body belongs to.
+    api: ApiKey,
+    /// The version it is decoded and encoded at.
+    version: i16,
+    /// Where the body starts in `frame`.
+    body_offset: usize,
+    /// The frame without its length prefix, as received. Its correlation id
+    /// is stale once patched, and all of it is stale while `dirty`.
+    frame: Bytes,
+    body: Option<K>,
+    dirty: bool,
+}
+
+impl<K: BodyKind> Message<K> {
+    /// A received frame whose body starts at `body_offset`, undecoded.
+    fn received(api: ApiKey, version: i16, body_offset: usize, frame: BytesMut) -> Self {
+        Self {
             api,
             version,
-            kind: "response",
-            reason: format!("{e:#}"),
+            body_offset,
+            frame: frame.freeze(),
+            body: None,
+            dirty: false,
+        }
+    }
+
+    /// A message built from a body, to be encoded.
+    fn built(api: ApiKey, version: i16, body: K) -> Self {
+        Self {
+            api,
+            version,
+            body_offset: 0,
+            frame: Bytes::new(),
+            body: Some(body),
+            dirty: true,
+        }
+    }
+
+    /// The frame as received, unless the body may have changed.
+    fn raw_frame(&self) -> Option<&Bytes> {
+        (!self.dirty).then_some(&self.frame)
+    }
+
+    /// The body bytes as received, unless the body may have changed.
+    fn raw_body(&self) -> Option<&[u8]> {
+        self.raw_frame()?.get(self.body_offset..)
+    }
+
+    /// Decodes the body if needed and returns it.
+    fn body(&mut self) -> Result<&K, CodecError> {
+        self.decode()?;
+        self.body.as_ref().ok_or(Self::missing())
+    }
+
+    /// Decodes the body if needed and returns it for modification, marking
+    /// the message dirty.
+    fn body_mut(&mut self) -> Result<&mut K, CodecError> {
+        self.decode()?;
+        self.dirty = true;
+        self.body.as_mut().ok_or(Self::missing())
+    }
+
+    /// Decodes the body if needed and returns it.
+    fn into_body(mut self) -> Result<K, CodecError> {
+        self.decode()?;
+        self.body.ok_or(Self::missing())
+    }
+
+    fn decode(&mut self) -> Result<(), CodecError> {
+        if self.body.is_some() {
+            return Ok(());
+        }
+        let (api, version) = (self.api, self.version);
+        let mut bytes = body_slice(&self.frame, self.body_offset);
+        K::check(api, version, &bytes)?;
+        let body = K::decode(api, &mut bytes, version).map_err(|reason| CodecError::Decode {
+            api,
+            version,
+            kind: K::KIND,
+            reason,
+        })?;
+        self.body = Some(body);
+        Ok(())
+    }
+
+    /// Appends the length-prefixed frame to `dst`: the raw frame with
+    /// correlation id `id` at `id_offset`, or, once dirty, the header
+    /// `put_header` writes (length placeholder first) and the re-encoded
+    /// body. On error `dst` is left as it was.
+    fn encode(
+        &self,
+        dst: &mut BytesMut,
+        id_offset: usize,
+        id: i32,
+        put_header: impl FnOnce(&mut BytesMut) -> Result<(), CodecError>,
+    ) -> Result<(), CodecError> {
+        if !self.dirty {
+            return put_raw_frame(dst, &self.frame, id_offset, id);
+        }
+        let body = self.body.as_ref().ok_or(Self::missing())?;
+        let start = dst.len();
+        let result = put_header(dst).and_then(|()| {
+            body.encode(dst, self.version)
+                .map_err(|reason| CodecError::Encode {
+                    api: self.api,
+                    version: self.version,
+                    kind: K::KIND,
+                    reason,
+                })
         });
         finish_frame(dst, start, result)
+    }
+
+    fn missing() -> CodecError {
+        CodecError::Malformed { what: K::MISSING }
     }
 }
 
