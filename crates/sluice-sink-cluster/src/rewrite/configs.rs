@@ -69,46 +69,56 @@ pub fn refused_answer(request: &RequestKind, plan: &Plan) -> Option<ResponseKind
 fn merge_into(request: &RequestKind, plan: &Plan, response: &mut ResponseKind) -> bool {
     match (request, response) {
         (RequestKind::DescribeConfigs(q), ResponseKind::DescribeConfigs(a)) => {
-            merge(&q.resources, plan, &mut a.results, |t, n, m| {
-                DescribeConfigsResult::default()
-                    .with_resource_type(t)
-                    .with_resource_name(n)
-                    .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(m))
-            });
+            merge(&q.resources, plan, &mut a.results);
         }
         (RequestKind::AlterConfigs(q), ResponseKind::AlterConfigs(a)) => {
-            merge(&q.resources, plan, &mut a.responses, |t, n, m| {
-                AlterConfigsResourceResponse::default()
-                    .with_resource_type(t)
-                    .with_resource_name(n)
-                    .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(m))
-            });
+            merge(&q.resources, plan, &mut a.responses);
         }
         (RequestKind::IncrementalAlterConfigs(q), ResponseKind::IncrementalAlterConfigs(a)) => {
-            merge(&q.resources, plan, &mut a.responses, |t, n, m| {
-                IncrementalResourceResponse::default()
-                    .with_resource_type(t)
-                    .with_resource_name(n)
-                    .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(m))
-            });
+            merge(&q.resources, plan, &mut a.responses);
         }
         _ => return false,
     }
     true
 }
 
+/// An answer entry for one config resource, as Sluice writes it for a
+/// resource it refused.
+trait Refusal {
+    /// INVALID_REQUEST for the resource of `resource_type` and `name`, with
+    /// `message`.
+    fn refusal(resource_type: i8, name: StrBytes, message: StrBytes) -> Self;
+}
+
+/// Implements [`Refusal`] for config answer entries.
+macro_rules! refusal {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl Refusal for $ty {
+            fn refusal(resource_type: i8, name: StrBytes, message: StrBytes) -> Self {
+                Self::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(name)
+                    .with_error_code(INVALID_REQUEST)
+                    .with_error_message(Some(message))
+            }
+        }
+    )+};
+}
+
+refusal!(
+    DescribeConfigsResult,
+    AlterConfigsResourceResponse,
+    IncrementalResourceResponse,
+);
+
 /// Renames the answered broker resources to the plan's node, then lays the
 /// answers out in request order: each requested resource takes the first
 /// answer with its type and name, or its refusal. Answers matching no
 /// requested resource (a broker would not send any) are kept at the end.
-fn merge<Q: ConfigResource, A: ConfigResource>(
+fn merge<Q: ConfigResource, A: ConfigResource + Refusal>(
     requested: &[Q],
     plan: &Plan,
     answered: &mut Vec<A>,
-    refused: impl Fn(i8, StrBytes, StrBytes) -> A,
 ) {
     if let Some(node) = plan.node {
         let name = StrBytes::from_string(node.0.to_string());
@@ -121,7 +131,7 @@ fn merge<Q: ConfigResource, A: ConfigResource>(
     for (q, what) in requested.iter().zip(&plan.resources) {
         if let Resource::Refuse(message) = what {
             let message = StrBytes::from_string(message.clone());
-            merged.push(refused(
+            merged.push(A::refusal(
                 q.resource_type(),
                 q.resource_name().clone(),
                 message,

@@ -104,11 +104,8 @@ impl Rewriter<'_> {
     /// Keeps the groups of `real`'s answer whose coordinator is shown as
     /// `local`.
     pub fn list_groups(&self, resp: &mut ListGroupsResponse, real: BrokerId, local: BrokerId) {
-        resp.groups.retain(|g| {
-            self.coordinator_node(real, Some(g.group_id.as_bytes()))
-                .broker_id
-                == local
-        });
+        resp.groups
+            .retain(|g| self.coordinated_on(local, real, g.group_id.as_bytes()));
     }
 
     /// Keeps the transactions of `real`'s answer whose coordinator is shown as
@@ -119,11 +116,14 @@ impl Rewriter<'_> {
         real: BrokerId,
         local: BrokerId,
     ) {
-        resp.transaction_states.retain(|t| {
-            self.coordinator_node(real, Some(t.transactional_id.as_bytes()))
-                .broker_id
-                == local
-        });
+        resp.transaction_states
+            .retain(|t| self.coordinated_on(local, real, t.transactional_id.as_bytes()));
+    }
+
+    /// Whether `key`, coordinated by `real`, is shown as coordinated by
+    /// `local` (see [`Rewriter::coordinator_node`]).
+    fn coordinated_on(&self, local: BrokerId, real: BrokerId, key: &[u8]) -> bool {
+        self.coordinator_node(real, Some(key)).broker_id == local
     }
 
     /// Keeps each partition in one broker's answer (its leader's) and only

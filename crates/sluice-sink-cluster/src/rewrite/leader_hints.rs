@@ -25,7 +25,7 @@ use sluice_codec::kafka_protocol::messages::produce_response::{
 };
 
 use super::choose::partition_hash;
-use super::{Listed, Rewriter, listed, node_entries, node_entry};
+use super::{Listed, NodeEntry, Rewriter, listed, node_entries, node_entry};
 use crate::topology::{ShotoverNode, TopicId};
 
 /// Maps real leaders to Sluice nodes and remembers which nodes were named.
@@ -38,25 +38,31 @@ struct LeaderMap<'r, 'a> {
 }
 
 impl<'r, 'a> LeaderMap<'r, 'a> {
-    fn new(rewriter: &'r Rewriter<'a>, listed: Listed) -> Self {
+    /// A map for a response whose `node_endpoints` are `endpoints`.
+    fn new<E: NodeEntry>(rewriter: &'r Rewriter<'a>, endpoints: &[E]) -> Self {
         Self {
             rewriter,
-            listed,
+            listed: listed(endpoints),
             named: BTreeMap::new(),
         }
     }
 
-    /// The Sluice node standing in for real leader `leader` of a partition;
-    /// -1 stays -1.
-    fn map(&mut self, topic_key: &[u8], partition: i32, leader: BrokerId) -> BrokerId {
+    /// Replaces real leader `leader` of a partition by the Sluice node
+    /// standing in for it; -1 stays -1.
+    fn replace(&mut self, topic_key: &[u8], partition: i32, leader: &mut BrokerId) {
         if leader.0 < 0 {
-            return leader;
+            return;
         }
-        let rack = self.rewriter.rack_of(leader, &self.listed);
+        let rack = self.rewriter.rack_of(*leader, &self.listed);
         let hash = partition_hash(topic_key, partition);
         let node = self.rewriter.chooser.pick(rack, hash);
         self.named.insert(node.broker_id, node);
-        node.broker_id
+        *leader = node.broker_id;
+    }
+
+    /// The `node_endpoints` for the Sluice nodes named, by id.
+    fn endpoints<E: NodeEntry>(self) -> Vec<E> {
+        node_entries(self.named.into_values())
     }
 }
 
@@ -66,29 +72,27 @@ impl Rewriter<'_> {
     /// Rewrites a Produce response's leader hints in place (a no-op for
     /// versions before 10, which carry none).
     pub fn produce(&self, resp: &mut ProduceResponse) {
-        let mut leaders = LeaderMap::new(self, listed(&resp.node_endpoints));
+        let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.name.0), TopicId(topic.topic_id.as_u128()));
             for p in &mut topic.partition_responses {
-                let leader = &mut p.current_leader.leader_id;
-                *leader = leaders.map(&key, p.index, *leader);
+                leaders.replace(&key, p.index, &mut p.current_leader.leader_id);
             }
         }
-        resp.node_endpoints = node_entries(leaders.named.into_values());
+        resp.node_endpoints = leaders.endpoints();
     }
 
     /// Rewrites a Fetch response's leader hints in place (a no-op for
     /// versions before 11, which carry none).
     pub fn fetch(&self, resp: &mut FetchResponse) {
-        let mut leaders = LeaderMap::new(self, listed(&resp.node_endpoints));
+        let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.topic.0), TopicId(topic.topic_id.as_u128()));
             for p in &mut topic.partitions {
-                let leader = &mut p.current_leader.leader_id;
-                *leader = leaders.map(&key, p.partition_index, *leader);
+                leaders.replace(&key, p.partition_index, &mut p.current_leader.leader_id);
                 p.preferred_read_replica = BrokerId(-1);
             }
         }
-        resp.node_endpoints = node_entries(leaders.named.into_values());
+        resp.node_endpoints = leaders.endpoints();
     }
 }
