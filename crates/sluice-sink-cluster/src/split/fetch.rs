@@ -43,7 +43,7 @@ use sluice_codec::kafka_protocol::messages::fetch_response::{
 use sluice_codec::kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::topic_entry;
+use super::order::{map_topics, topic_entry};
 use super::{
     BrokerId, PartResult, PartitionLeaders, Plan, Routing, Split, SplitApi, SplitError, TopicRef,
     route,
@@ -139,22 +139,15 @@ impl SplitApi for FetchRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> FetchResponse {
-        let responses = self
-            .topics
-            .iter()
-            .map(|topic| {
+        let responses = map_topics(
+            &self.topics,
+            |topic| {
                 FetchableTopicResponse::default()
                     .with_topic(topic.topic.clone())
                     .with_topic_id(topic.topic_id)
-                    .with_partitions(
-                        topic
-                            .partitions
-                            .iter()
-                            .map(|p| error_partition(p.partition, error_code))
-                            .collect(),
-                    )
-            })
-            .collect();
+            },
+            |p| error_partition(p.partition, error_code),
+        );
         FetchResponse::default()
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)

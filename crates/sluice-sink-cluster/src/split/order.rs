@@ -38,6 +38,23 @@ pub trait TopicEntry: Sized {
     fn empty_like(&self) -> Self;
 }
 
+/// One `A` per topic entry of `topics`, made by `topic`, holding what
+/// `partition` makes of each of the entry's partitions, in order: e.g. an
+/// answer to every partition of a request.
+pub fn map_topics<Q: TopicEntry, A: TopicEntry>(
+    topics: &[Q],
+    topic: impl Fn(&Q) -> A,
+    partition: impl Fn(&Q::Partition) -> A::Partition,
+) -> Vec<A> {
+    let map = |entry: &Q| {
+        let mut mapped = topic(entry);
+        let partitions = entry.partitions().iter().map(&partition);
+        mapped.partitions_mut().extend(partitions);
+        mapped
+    };
+    topics.iter().map(map).collect()
+}
+
 /// Implements [`TopicEntry`] for a message struct.
 ///
 /// `topic_entry!(Type, partitions_field, PartitionType, index_field, name(name_field))`

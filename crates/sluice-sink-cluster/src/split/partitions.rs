@@ -37,7 +37,7 @@ use sluice_codec::kafka_protocol::messages::{
 };
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::{TopicEntry, topic_entry};
+use super::order::{TopicEntry, map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, route};
 
 topic_entry!(
@@ -193,20 +193,19 @@ impl SplitApi for ListOffsetsRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> ListOffsetsResponse {
-        let topics = self.topics.iter().map(|topic| {
-            let partitions = topic.partitions.iter().map(|p| {
+        let topics = map_topics(
+            &self.topics,
+            |topic| ListOffsetsTopicResponse::default().with_name(topic.name.clone()),
+            |p| {
                 ListOffsetsPartitionResponse::default()
                     .with_partition_index(p.partition_index)
                     .with_error_code(error_code)
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1)
-            });
-            ListOffsetsTopicResponse::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions.collect())
-        });
-        ListOffsetsResponse::default().with_topics(topics.collect())
+            },
+        );
+        ListOffsetsResponse::default().with_topics(topics)
     }
 }
 
@@ -232,19 +231,18 @@ impl SplitApi for OffsetForLeaderEpochRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> OffsetForLeaderEpochResponse {
-        let topics = self.topics.iter().map(|topic| {
-            let partitions = topic.partitions.iter().map(|p| {
+        let topics = map_topics(
+            &self.topics,
+            |topic| OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone()),
+            |p| {
                 EpochEndOffset::default()
                     .with_partition(p.partition)
                     .with_error_code(error_code)
                     .with_leader_epoch(-1)
                     .with_end_offset(-1)
-            });
-            OffsetForLeaderTopicResult::default()
-                .with_topic(topic.topic.clone())
-                .with_partitions(partitions.collect())
-        });
-        OffsetForLeaderEpochResponse::default().with_topics(topics.collect())
+            },
+        );
+        OffsetForLeaderEpochResponse::default().with_topics(topics)
     }
 }
 
@@ -270,18 +268,17 @@ impl SplitApi for DeleteRecordsRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteRecordsResponse {
-        let topics = self.topics.iter().map(|topic| {
-            let partitions = topic.partitions.iter().map(|p| {
+        let topics = map_topics(
+            &self.topics,
+            |topic| DeleteRecordsTopicResult::default().with_name(topic.name.clone()),
+            |p| {
                 DeleteRecordsPartitionResult::default()
                     .with_partition_index(p.partition_index)
                     .with_error_code(error_code)
                     .with_low_watermark(-1)
-            });
-            DeleteRecordsTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions.collect())
-        });
-        DeleteRecordsResponse::default().with_topics(topics.collect())
+            },
+        );
+        DeleteRecordsResponse::default().with_topics(topics)
     }
 }
 
@@ -306,16 +303,15 @@ impl SplitApi for DescribeProducersRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeProducersResponse {
-        let topics = self.topics.iter().map(|topic| {
-            let partitions = topic.partition_indexes.iter().map(|index| {
+        let topics = map_topics(
+            &self.topics,
+            |topic| TopicResponse::default().with_name(topic.name.clone()),
+            |index| {
                 PartitionResponse::default()
                     .with_partition_index(*index)
                     .with_error_code(error_code)
-            });
-            TopicResponse::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions.collect())
-        });
-        DescribeProducersResponse::default().with_topics(topics.collect())
+            },
+        );
+        DescribeProducersResponse::default().with_topics(topics)
     }
 }

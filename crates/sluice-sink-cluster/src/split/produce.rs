@@ -22,7 +22,7 @@ use sluice_codec::kafka_protocol::messages::produce_response::{
 use sluice_codec::kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::error_codes::NOT_LEADER_OR_FOLLOWER;
-use super::order::topic_entry;
+use super::order::{map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
 
 topic_entry!(
@@ -71,42 +71,28 @@ impl SplitApi for ProduceRequest {
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> ProduceResponse {
-        let responses = self
-            .topic_data
-            .iter()
-            .map(|topic| {
+        let responses = map_topics(
+            &self.topic_data,
+            |topic| {
                 TopicProduceResponse::default()
                     .with_name(topic.name.clone())
                     .with_topic_id(topic.topic_id)
-                    .with_partition_responses(
-                        topic
-                            .partition_data
-                            .iter()
-                            .map(|p| error_partition(p.index, error_code))
-                            .collect(),
-                    )
-            })
-            .collect();
+            },
+            |p| error_partition(p.index, error_code),
+        );
         ProduceResponse::default().with_responses(responses)
     }
 
     fn skeleton(&self) -> Self {
-        let topic_data = self
-            .topic_data
-            .iter()
-            .map(|topic| {
+        let topic_data = map_topics(
+            &self.topic_data,
+            |topic| {
                 TopicProduceData::default()
                     .with_name(topic.name.clone())
                     .with_topic_id(topic.topic_id)
-                    .with_partition_data(
-                        topic
-                            .partition_data
-                            .iter()
-                            .map(|p| PartitionProduceData::default().with_index(p.index))
-                            .collect(),
-                    )
-            })
-            .collect();
+            },
+            |p| PartitionProduceData::default().with_index(p.index),
+        );
         ProduceRequest::default()
             .with_transactional_id(self.transactional_id.clone())
             .with_acks(self.acks)
