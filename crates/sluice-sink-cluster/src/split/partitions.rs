@@ -113,62 +113,6 @@ impl TopicEntry for TopicRequest {
     }
 }
 
-/// A response of these apis: a throttle time and topic entries, merged alike.
-trait TopicsResponse: Default {
-    /// A topic entry.
-    type Topic: TopicEntry;
-    /// The throttle time.
-    fn throttle(&self) -> i32;
-    /// The topic entries.
-    fn into_topics(self) -> Vec<Self::Topic>;
-    /// A response of `topics` and `throttle_time_ms`.
-    fn merged(throttle_time_ms: i32, topics: Vec<Self::Topic>) -> Self;
-}
-
-/// Implements [`TopicsResponse`] for responses with `throttle_time_ms` and
-/// `topics` fields: `topics_response!(Response => TopicEntry, ...)`.
-macro_rules! topics_response {
-    ($($ty:ty => $topic:ty),+ $(,)?) => {$(
-        impl TopicsResponse for $ty {
-            type Topic = $topic;
-            fn throttle(&self) -> i32 {
-                self.throttle_time_ms
-            }
-            fn into_topics(self) -> Vec<$topic> {
-                self.topics
-            }
-            fn merged(throttle_time_ms: i32, topics: Vec<$topic>) -> Self {
-                Self::default()
-                    .with_throttle_time_ms(throttle_time_ms)
-                    .with_topics(topics)
-            }
-        }
-    )+};
-}
-
-topics_response!(
-    ListOffsetsResponse => ListOffsetsTopicResponse,
-    OffsetForLeaderEpochResponse => OffsetForLeaderTopicResult,
-    DeleteRecordsResponse => DeleteRecordsTopicResult,
-    DescribeProducersResponse => TopicResponse,
-);
-
-/// The merge of every api here: the largest throttle time, and the parts'
-/// topics merged per topic in request order.
-fn merge_topics<Req>(
-    plan: Plan<Req>,
-    results: Vec<PartResult<Req::Response>>,
-) -> Result<Req::Response, SplitError>
-where
-    Req: SplitApi,
-    Req::Response: TopicsResponse,
-{
-    let resolved = plan.resolve(results)?;
-    let throttle_time_ms = resolved.throttle(TopicsResponse::throttle);
-    let topics = resolved.into_topics(TopicsResponse::into_topics);
-    Ok(TopicsResponse::merged(throttle_time_ms, topics))
-}
-
 impl SplitApi for ListOffsetsRequest {
     type Response = ListOffsetsResponse;
     const API_KEY: ApiKey = ApiKey::ListOffsets;
@@ -189,7 +133,10 @@ impl SplitApi for ListOffsetsRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<ListOffsetsResponse>>,
     ) -> Result<ListOffsetsResponse, SplitError> {
-        merge_topics(plan, results)
+        let resolved = plan.resolve(results)?;
+        Ok(ListOffsetsResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> ListOffsetsResponse {
@@ -227,7 +174,10 @@ impl SplitApi for OffsetForLeaderEpochRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<OffsetForLeaderEpochResponse>>,
     ) -> Result<OffsetForLeaderEpochResponse, SplitError> {
-        merge_topics(plan, results)
+        let resolved = plan.resolve(results)?;
+        Ok(OffsetForLeaderEpochResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> OffsetForLeaderEpochResponse {
@@ -264,7 +214,10 @@ impl SplitApi for DeleteRecordsRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<DeleteRecordsResponse>>,
     ) -> Result<DeleteRecordsResponse, SplitError> {
-        merge_topics(plan, results)
+        let resolved = plan.resolve(results)?;
+        Ok(DeleteRecordsResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteRecordsResponse {
@@ -299,7 +252,10 @@ impl SplitApi for DescribeProducersRequest {
         plan: Plan<Self>,
         results: Vec<PartResult<DescribeProducersResponse>>,
     ) -> Result<DescribeProducersResponse, SplitError> {
-        merge_topics(plan, results)
+        let resolved = plan.resolve(results)?;
+        Ok(DescribeProducersResponse::default()
+            .with_throttle_time_ms(resolved.throttle(|r| r.throttle_time_ms))
+            .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
     fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeProducersResponse {

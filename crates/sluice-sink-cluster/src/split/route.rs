@@ -67,10 +67,19 @@ impl<T> Pieces<T> {
     }
 }
 
-/// Splits topic entries by partition leader, keeping one entry per topic entry
-/// of the request per broker, partitions in request order.
-fn by_leader<T, L>(topics: &[T], version: i16, leaders: &L) -> (Pieces<T>, PartitionOrder)
+/// Splits a request's topic entries by partition leader, keeping one entry
+/// per topic entry of the request per broker, partitions in request order;
+/// the plan restores that order. `rebuild` makes a request from the topic
+/// entries of one part; `modified` is as in [`Plan`].
+pub(crate) fn split_by_leader<Req, T, L>(
+    topics: &[T],
+    version: i16,
+    leaders: &L,
+    modified: bool,
+    rebuild: impl Fn(Vec<T>) -> Req,
+) -> Split<Req>
 where
+    Req: SplitApi,
     T: TopicEntry,
     L: PartitionLeaders + ?Sized,
 {
@@ -104,34 +113,13 @@ where
             }
         }
     }
-    (pieces, order)
+    let plan = Plan::new(version, Order::Partitions(order), modified);
+    pieces.into_split(plan, rebuild)
 }
 
-/// Splits a request's topic entries by partition leader into a split whose
-/// plan restores the request's order; `rebuild` makes a request from the
-/// topic entries of one part, `modified` is as in [`Plan`].
-pub(crate) fn split_by_leader<Req, T, L>(
-    topics: &[T],
-    version: i16,
-    leaders: &L,
-    modified: bool,
-    rebuild: impl Fn(Vec<T>) -> Req,
-) -> Split<Req>
-where
-    Req: SplitApi,
-    T: TopicEntry,
-    L: PartitionLeaders + ?Sized,
-{
-    let (pieces, order) = by_leader(topics, version, leaders);
-    pieces.into_split(
-        Plan::new(version, Order::Partitions(order), modified),
-        rebuild,
-    )
-}
-
-/// Splits a request's groups by coordinator into a split whose plan restores
-/// the request's group order; `rebuild` makes a request from the items of one
-/// part.
+/// Splits items keyed by group id by their group coordinator; the plan
+/// restores the request's group order. `rebuild` makes a request from the
+/// items of one part.
 pub(crate) fn split_by_group<Req, T, C>(
     items: &[T],
     key: impl Fn(&T) -> &GroupId,
@@ -144,27 +132,12 @@ where
     T: Clone,
     C: Coordinators + ?Sized,
 {
-    let (pieces, order) = by_coordinator(items, key, CoordinatorKeyType::Group, coordinators);
-    pieces.into_split(Plan::new(version, order, false), rebuild)
-}
-
-/// Splits items keyed by group id by their coordinator.
-fn by_coordinator<T, C>(
-    items: &[T],
-    key: impl Fn(&T) -> &GroupId,
-    key_type: CoordinatorKeyType,
-    coordinators: &C,
-) -> (Pieces<T>, Order)
-where
-    T: Clone,
-    C: Coordinators + ?Sized,
-{
     let mut pieces = Pieces::new();
     let mut order = Vec::with_capacity(items.len());
     for item in items {
         let group_id = key(item);
         order.push(group_id.clone());
-        let coordinator = coordinators.coordinator(key_type, group_id.0.as_str());
+        let coordinator = coordinators.coordinator(CoordinatorKeyType::Group, group_id.0.as_str());
         if coordinator.is_none() {
             pieces.unroutable.push(Unroutable::Group {
                 group_id: group_id.clone(),
@@ -172,7 +145,7 @@ where
         }
         pieces.list(coordinator).push(item.clone());
     }
-    (pieces, Order::Keys(order))
+    pieces.into_split(Plan::new(version, Order::Keys(order), false), rebuild)
 }
 
 /// One part per broker, each the whole request; with no broker known, the
