@@ -98,6 +98,37 @@ fn sluice_address(id: i32) -> (&'static str, i32, &'static str) {
     (host, port, rack)
 }
 
+/// Checks the ids of a rewritten partition of the fixture cluster: its
+/// `replicas` and the further `ids` it names are up Sluice nodes; with no
+/// error it is led by one, listed first, else it stays leaderless; the
+/// replicas are distinct and as many as the real ones (three).
+fn assert_partition_ids<'a>(
+    error_code: i16,
+    leader: BrokerId,
+    replicas: &'a [BrokerId],
+    ids: impl IntoIterator<Item = &'a BrokerId>,
+    what: &str,
+) {
+    for id in replicas.iter().chain(ids) {
+        assert!(UP.contains(&id.0), "{what}: {id:?}");
+    }
+    if error_code == 0 {
+        assert!(UP.contains(&leader.0), "{what}: leader {leader:?}");
+        assert_eq!(replicas[0], leader, "{what}: leader first");
+    } else {
+        assert_eq!(
+            leader.0, -1,
+            "{what}: a leaderless partition stays leaderless"
+        );
+    }
+    let distinct: BTreeSet<_> = replicas.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        3,
+        "{what}: distinct, as many as the real list"
+    );
+}
+
 /// Leaders of a topic's partitions, by partition index.
 fn leaders(resp: &MetadataResponse, topic: &str) -> BTreeMap<i32, i32> {
     let t = resp
@@ -133,22 +164,9 @@ fn metadata_every_version_names_only_up_sluice_nodes() {
         }
         for topic in &m.topics {
             for p in &topic.partitions {
-                let all = p
-                    .replica_nodes
-                    .iter()
-                    .chain(&p.isr_nodes)
-                    .chain(&p.offline_replicas);
-                for id in all {
-                    assert!(UP.contains(&id.0), "v{version}: replica {id:?}");
-                }
-                if p.error_code == 0 {
-                    assert!(UP.contains(&p.leader_id.0), "v{version}: leader");
-                    assert_eq!(p.replica_nodes[0], p.leader_id, "leader first");
-                } else {
-                    assert_eq!(p.leader_id.0, -1, "a leaderless partition stays leaderless");
-                }
-                let distinct: BTreeSet<_> = p.replica_nodes.iter().collect();
-                assert_eq!(distinct.len(), 3, "distinct, as many as the real list");
+                let ids = p.isr_nodes.iter().chain(&p.offline_replicas);
+                let what = format!("v{version}: partition {}", p.partition_index);
+                assert_partition_ids(p.error_code, p.leader_id, &p.replica_nodes, ids, &what);
                 assert_eq!(p.isr_nodes, p.replica_nodes[..2], "isr: a prefix");
                 if version >= 5 {
                     assert_eq!(

@@ -91,6 +91,13 @@ pub(super) fn broker(id: i32) -> BrokerId {
     BrokerId(id)
 }
 
+/// What broker `to` puts in partition `partition`'s answer (an offset, a
+/// watermark...): `to * 1000 + partition`, so that a merge that mixed up
+/// answers shows.
+pub(super) fn mark(to: BrokerId, partition: i32) -> i64 {
+    i64::from(to.0) * 1000 + i64::from(partition)
+}
+
 /// How the test request names a topic at `version`.
 pub(super) fn topic_ref(topic: usize, by_id: bool) -> TopicRef {
     let (text, _, id, _) = TOPICS[topic];

@@ -31,6 +31,17 @@ fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
 
+/// `(resource type, name, error code)` of each of a config answer's
+/// `results`, in order (every config answer's results have these fields).
+macro_rules! outcomes {
+    ($results:expr) => {
+        $results
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
+            .collect::<Vec<_>>()
+    };
+}
+
 fn nodes() -> Vec<ShotoverNode> {
     fixtures::sluice_nodes().snapshot()
 }
@@ -232,13 +243,8 @@ fn unknown_ids_and_a_second_node_get_invalid_request() {
         result(BROKER_LOGGER, "1", "root"),
     ]);
     let d = body!(DescribeConfigs, answer(&mut request, broker));
-    let got: Vec<(i8, &str, i16)> = d
-        .results
-        .iter()
-        .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
-        .collect();
     assert_eq!(
-        got,
+        outcomes!(d.results),
         [
             (BROKER, "7", INVALID_REQUEST),
             (BROKER, "100", 0),
@@ -314,13 +320,8 @@ fn alter_refuses_named_brokers_and_merges_the_rest_in_request_order() {
             ok(BROKER, "", 0),
         ]);
         let a = body!(IncrementalAlterConfigs, answer(&mut request, broker));
-        let got: Vec<(i8, &str, i16)> = a
-            .responses
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
-            .collect();
         assert_eq!(
-            got,
+            outcomes!(a.responses),
             [
                 (TOPIC, "t1", 0),
                 (BROKER, "100", INVALID_REQUEST),

@@ -1,7 +1,7 @@
 //! DescribeTopicPartitions rewrite, on answers encoded as a broker sends them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition,
@@ -10,7 +10,7 @@ use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::
 use sluice_codec::kafka_protocol::messages::metadata_response::MetadataResponsePartition;
 use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, ResponseKind};
 
-use super::{UP, body, leaders, rewrite_metadata, rewritten, view};
+use super::{UP, assert_partition_ids, body, leaders, rewrite_metadata, rewritten, view};
 use crate::topology::fixtures::{self, name};
 
 fn ids(list: &[i32]) -> Vec<BrokerId> {
@@ -93,29 +93,12 @@ fn no_real_broker_id_survives() {
     let d = rewrite(answer());
     for topic in &d.topics {
         for p in &topic.partitions {
-            let all = p
-                .replica_nodes
-                .iter()
-                .chain(&p.isr_nodes)
-                .chain(&p.offline_replicas)
+            let ids = (p.isr_nodes.iter().chain(&p.offline_replicas))
                 .chain(p.eligible_leader_replicas.iter().flatten())
                 .chain(p.last_known_elr.iter().flatten());
-            for id in all {
-                assert!(
-                    UP.contains(&id.0),
-                    "partition {}: {id:?}",
-                    p.partition_index
-                );
-            }
-            if p.error_code == 0 {
-                assert!(UP.contains(&p.leader_id.0), "leader {:?}", p.leader_id);
-                assert_eq!(p.replica_nodes[0], p.leader_id, "leader first");
-            } else {
-                assert_eq!(p.leader_id.0, -1, "a leaderless partition stays leaderless");
-            }
+            let what = format!("partition {}", p.partition_index);
+            assert_partition_ids(p.error_code, p.leader_id, &p.replica_nodes, ids, &what);
             assert_eq!(p.leader_epoch, 9, "epochs stay real");
-            let distinct: BTreeSet<_> = p.replica_nodes.iter().collect();
-            assert_eq!(distinct.len(), 3, "distinct, as many as the real list");
             assert_eq!(p.isr_nodes, p.replica_nodes[..2], "isr: a prefix");
             assert_eq!(
                 p.offline_replicas,

@@ -75,13 +75,13 @@ pub(super) fn fetch_request(version: i16) -> FetchRequest {
     request
 }
 
-/// What broker `to` answers: high watermark `to * 1000 + partition`.
+/// What broker `to` answers: high watermark [`mark`]ed.
 fn answer(to: BrokerId, part: &FetchRequest, version: i16) -> FetchResponse {
     let responses = part.topics.iter().map(|topic| {
         let partitions = topic.partitions.iter().map(|p| {
             PartitionData::default()
                 .with_partition_index(p.partition)
-                .with_high_watermark(i64::from(to.0) * 1000 + i64::from(p.partition))
+                .with_high_watermark(mark(to, p.partition))
                 .with_records(Some(records(to, p.partition)))
         });
         FetchableTopicResponse::default()
@@ -120,24 +120,15 @@ fn split_and_merge(version: i16) {
         );
         answer(to, part, version)
     });
-    check_merged(
-        &merged.responses,
-        version,
-        by_id,
-        |_, p, leader| match leader {
-            None => {
-                assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER);
-                assert_eq!(p.high_watermark, -1);
-                assert_eq!(p.records, Some(Bytes::new()));
-            }
-            Some(leader) => {
-                assert_eq!(p.error_code, 0);
-                let watermark = i64::from(leader.0) * 1000 + i64::from(p.partition_index);
-                assert_eq!(p.high_watermark, watermark);
-                assert_eq!(p.records, Some(records(leader, p.partition_index)));
-            }
-        },
-    );
+    check_merged(&merged.responses, version, by_id, |_, p, leader| {
+        let index = p.partition_index;
+        let expected = match leader {
+            Some(leader) => (0, mark(leader, index), records(leader, index)),
+            None => (NOT_LEADER_OR_FOLLOWER, -1, Bytes::new()),
+        };
+        let records = p.records.clone().expect("records");
+        assert_eq!((p.error_code, p.high_watermark, records), expected);
+    });
     assert_eq!((merged.throttle_time_ms, merged.error_code), (30, 0));
     assert_eq!(merged.session_id, NO_SESSION_ID);
     let nodes: Vec<i32> = merged.node_endpoints.iter().map(|n| n.node_id.0).collect();

@@ -129,19 +129,18 @@ fn offset_fetch_request(version: i16) -> OffsetFetchRequest {
         .with_require_stable(true)
 }
 
-/// Coordinator `to`'s answer: committed offset `to * 1000 + partition`.
+/// Coordinator `to`'s answer: committed offset [`mark`]ed.
 fn offset_fetch_answer(
     to: BrokerId,
     part: &OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {
-    let offset = |p: i32| i64::from(to.0) * 1000 + i64::from(p);
     let response = if version < 8 {
         let topics = part.topics.iter().flatten().map(|t| {
             let partitions = t.partition_indexes.iter().map(|p| {
                 OffsetFetchResponsePartition::default()
                     .with_partition_index(*p)
-                    .with_committed_offset(offset(*p))
+                    .with_committed_offset(mark(to, *p))
             });
             OffsetFetchResponseTopic::default()
                 .with_name(t.name.clone())
@@ -154,7 +153,7 @@ fn offset_fetch_answer(
                 let partitions = t.partition_indexes.iter().map(|p| {
                     OffsetFetchResponsePartitions::default()
                         .with_partition_index(*p)
-                        .with_committed_offset(offset(*p))
+                        .with_committed_offset(mark(to, *p))
                 });
                 OffsetFetchResponseTopics::default()
                     .with_name(t.name.clone())

@@ -35,11 +35,6 @@ use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::order::TopicEntry;
 use super::*;
 
-/// What a broker puts in partition `p`'s answer: identifies the broker.
-fn mark(to: BrokerId, partition: i32) -> i64 {
-    i64::from(to.0) * 1000 + i64::from(partition)
-}
-
 /// One leader-routed api, described for the shared checks.
 struct LeaderApi<Req: SplitApi, T, RT: TopicEntry> {
     request: fn(i16) -> Req,

@@ -47,7 +47,7 @@ pub(super) fn produce_request(version: i16) -> ProduceRequest {
         .with_topic_data(topic_data.collect())
 }
 
-/// What broker `to` answers to a part: base offset `to * 1000 + partition`.
+/// What broker `to` answers to a part: base offset [`mark`]ed.
 fn answer(to: BrokerId, part: &ProduceRequest, version: i16) -> ProduceResponse {
     let beta = topic_ref(1, version >= 13);
     let responses = part.topic_data.iter().map(|topic| {
@@ -61,7 +61,7 @@ fn answer(to: BrokerId, part: &ProduceRequest, version: i16) -> ProduceResponse 
             PartitionProduceResponse::default()
                 .with_index(p.index)
                 .with_error_code(error)
-                .with_base_offset(i64::from(to.0) * 1000 + i64::from(p.index))
+                .with_base_offset(mark(to, p.index))
         });
         TopicProduceResponse::default()
             .with_name(topic.name.clone())
@@ -107,24 +107,14 @@ fn split_and_merge(version: i16) {
         }
         answer(to, part, version)
     });
-    check_merged(
-        &merged.responses,
-        version,
-        by_id,
-        |key, p, leader| match leader {
-            None => {
-                assert_eq!((p.error_code, p.base_offset), (NOT_LEADER_OR_FOLLOWER, -1));
-            }
-            Some(leader) => {
-                assert_eq!(
-                    p.base_offset,
-                    i64::from(leader.0) * 1000 + i64::from(p.index)
-                );
-                let beta_1 = *key == topic_ref(1, by_id) && p.index == 1;
-                assert_eq!(p.error_code, if beta_1 { BETA_1_ERROR } else { 0 });
-            }
-        },
-    );
+    check_merged(&merged.responses, version, by_id, |key, p, leader| {
+        let beta_1 = *key == topic_ref(1, by_id) && p.index == 1;
+        let expected = match leader {
+            Some(leader) => (if beta_1 { BETA_1_ERROR } else { 0 }, mark(leader, p.index)),
+            None => (NOT_LEADER_OR_FOLLOWER, -1),
+        };
+        assert_eq!((p.error_code, p.base_offset), expected);
+    });
     assert_eq!(merged.throttle_time_ms, 30);
     let nodes: Vec<i32> = merged.node_endpoints.iter().map(|n| n.node_id.0).collect();
     let expected_nodes: &[i32] = if version >= 10 { &[1, 2, 3] } else { &[] };
