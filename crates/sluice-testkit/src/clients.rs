@@ -1,5 +1,7 @@
 //! Real Kafka clients: Kafka's own Java tools and librdkafka (Python
-//! `confluent-kafka`), each run as a process with a bounded wait.
+//! `confluent-kafka`), each run as a process with a bounded wait; and the
+//! round trips tests repeat (console producer then consumer, with keyed
+//! records or a client properties file; `produce_consume.py`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,11 @@ impl ClientOutput {
             self.stderr
         );
         self
+    }
+
+    /// Standard output followed by standard error, for messages and searches.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
     }
 }
 
@@ -117,6 +124,62 @@ pub const CONSOLE_PRODUCER: &str = "org.apache.kafka.tools.ConsoleProducer";
 pub const CONSOLE_CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
 /// Kafka's topics tool class.
 pub const TOPIC_COMMAND: &str = "org.apache.kafka.tools.TopicCommand";
+
+/// Runs Java tool `class` with `--bootstrap-server bootstrap` and `args`
+/// (bounded by 90 s), successful or not.
+pub fn tool_at(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> ClientOutput {
+    let mut all = vec!["--bootstrap-server", bootstrap];
+    all.extend_from_slice(args);
+    cluster.tool(class, &all, Duration::from_secs(90))
+}
+
+/// Like [`tool_at`], and panics unless it succeeded; returns stdout.
+pub fn tool_ok(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> String {
+    let out = tool_at(cluster, class, bootstrap, args);
+    out.assert_success(&format!("{class} {args:?}"));
+    out.stdout
+}
+
+/// Console producer arguments that read each line as `key:value`.
+pub const KEYED: [&str; 4] = [
+    "--property",
+    "parse.key=true",
+    "--property",
+    "key.separator=:",
+];
+
+/// `key:value` lines, for a console producer with [`KEYED`], so that the
+/// records spread over every partition.
+pub fn keyed_records(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
+}
+
+/// The values of `key:value` lines (a line without `:` is its own value),
+/// sorted: what a console consumer prints of them, in any order.
+pub fn sorted_values(lines: &[String]) -> Vec<String> {
+    let mut values: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_once(':').map_or(l.as_str(), |(_, v)| v).to_owned())
+        .collect();
+    values.sort();
+    values
+}
+
+/// Produces `lines` with the Java console producer, then reads as many
+/// records of `topic` from the beginning with the console consumer, both
+/// with the client properties file `config` if any; returns what was read.
+pub fn java_round_trip(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    lines: &[String],
+    config: Option<&str>,
+) -> Vec<String> {
+    let with = |flag| config.map(|c| vec![flag, c]).unwrap_or_default();
+    java_produce(cluster, bootstrap, topic, lines, &with("--producer.config"));
+    let consumer = with("--consumer.config");
+    java_consume(cluster, bootstrap, topic, lines.len(), &consumer)
+}
 
 /// Produces `lines` with the Java console producer (acks=all), then returns.
 pub fn java_produce(
@@ -205,4 +268,54 @@ pub fn librdkafka(script: &str, args: &[&str]) -> Command {
 /// Runs a librdkafka script and returns its output (bounded by `timeout`).
 pub fn run_librdkafka(script: &str, args: &[&str], timeout: Duration) -> ClientOutput {
     run(librdkafka(script, args), None, timeout, script)
+}
+
+/// Runs `produce_consume.py` through `bootstrap`: `count` records produced
+/// to `topic` and consumed back, with `extra` arguments (`-X key=value`
+/// settings, `--skip-produce`, `--group`, ...). Panics (naming `what`)
+/// unless it succeeded and reports `count` records consumed and, unless it
+/// skipped producing, delivered. Returns its output.
+pub fn librdkafka_round_trip(
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+    extra: &[&str],
+    what: &str,
+) -> ClientOutput {
+    let count_text = count.to_string();
+    let mut args = vec![
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--count",
+        &count_text,
+    ];
+    args.extend_from_slice(extra);
+    let out = run_librdkafka("produce_consume.py", &args, Duration::from_secs(120));
+    out.assert_success(what);
+    let expected = if args.contains(&"--skip-produce") {
+        format!("\"consumed\": {count}")
+    } else {
+        format!("\"delivered\": {count}, \"consumed\": {count}")
+    };
+    assert!(
+        out.stdout.contains(&expected),
+        "{what}: expected {expected}\n{}",
+        out.stdout
+    );
+    out
+}
+
+/// `-X` arguments of a librdkafka script for a SASL_PLAINTEXT login.
+pub fn sasl_settings(mechanism: &str, user: &str, password: &str) -> Vec<String> {
+    [
+        "security.protocol=sasl_plaintext".to_owned(),
+        format!("sasl.mechanism={mechanism}"),
+        format!("sasl.username={user}"),
+        format!("sasl.password={password}"),
+    ]
+    .into_iter()
+    .flat_map(|setting| ["-X".to_owned(), setting])
+    .collect()
 }

@@ -119,21 +119,7 @@ impl Cluster {
 
     /// Creates a topic directly on the cluster (PLAINTEXT, bypassing Sluice).
     pub fn create_topic(&self, topic: &str, partitions: u32, replication: u32) {
-        let (p, r) = (partitions.to_string(), replication.to_string());
-        let bootstrap = self.bootstrap("PLAINTEXT");
-        let args = [
-            "--bootstrap-server",
-            &bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            &p,
-            "--replication-factor",
-            &r,
-        ];
-        self.tool(clients::TOPIC_COMMAND, &args, Duration::from_secs(60))
-            .assert_success("create topic");
+        self.create_topic_with_configs(topic, partitions, replication, &[]);
     }
 
     /// Runs a Java tool against this cluster's jars.

@@ -13,6 +13,10 @@
 //! The tools run with the clients' `NetworkClient` logger at INFO, so their
 //! stderr shows each `Node N disconnected.`: a client that only talks to
 //! Sluice should see none while brokers fail behind it.
+//!
+//! While they run, tests wait (bounded, failing fast if a tool exited) until
+//! the consumer is assigned its partitions, the producer has so many acks,
+//! and the consumer has read every acknowledged record.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
@@ -109,6 +113,18 @@ impl ToolProcess {
         self.child
             .as_mut()
             .is_none_or(|c| c.try_wait().ok().flatten().is_some())
+    }
+
+    /// Panics with the tool's output if it exited before it was done.
+    pub fn assert_running(&mut self) {
+        if self.exited() {
+            panic!(
+                "{} exited early\n--- stdout (tail) ---\n{}\n--- stderr ---\n{}",
+                self.what,
+                tail(&self.stdout(), 40),
+                self.stderr()
+            );
+        }
     }
 
     /// Waits (bounded) for the process to exit on its own.
@@ -294,20 +310,7 @@ impl ProducerRun {
 /// Starts a `VerifiableConsumer` of `topic` in `group` (classic protocol,
 /// from the earliest offset, committing after each poll).
 pub fn start_consumer(cluster: &Cluster, bootstrap: &str, topic: &str, group: &str) -> ToolProcess {
-    let args = [
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--group-id",
-        group,
-        "--reset-policy",
-        "earliest",
-    ];
-    ToolProcess::spawn(
-        java_with_network_log(cluster, VERIFIABLE_CONSUMER, &args),
-        "VerifiableConsumer",
-    )
+    start_consumer_with(cluster, bootstrap, topic, group, &[])
 }
 
 /// Starts a `VerifiableConsumer` like [`start_consumer`], with `extra`
@@ -484,6 +487,65 @@ pub fn failed_commits(events: &[Value]) -> Vec<String> {
         .filter(|e| e["success"].as_bool() != Some(true))
         .map(Value::to_string)
         .collect()
+}
+
+/// Waits (up to `timeout`) until the running `consumer` is assigned
+/// `partitions` partitions.
+pub fn wait_assigned(consumer: &mut ToolProcess, partitions: usize, timeout: Duration) {
+    crate::wait::until(
+        timeout,
+        &format!("the consumer to be assigned all {partitions} partitions"),
+        || {
+            consumer.assert_running();
+            match assigned_partitions(&consumer.events()) {
+                Some(n) if n == partitions => Ok(()),
+                other => Err(format!("assigned: {other:?}")),
+            }
+        },
+    );
+}
+
+/// Waits (up to `timeout`) until the running `producer` has `n`
+/// acknowledged sends; returns how many it has.
+pub fn wait_acked(producer: &mut ToolProcess, n: usize, timeout: Duration) -> usize {
+    crate::wait::until(timeout, &format!("{n} acknowledged sends"), || {
+        producer.assert_running();
+        let acked = Produced::from_events(&producer.events()).acked.len();
+        if acked >= n {
+            Ok(acked)
+        } else {
+            Err(format!("{acked} acked"))
+        }
+    })
+}
+
+/// Waits (up to `timeout`) until the running `consumer` has read every
+/// record of `acked` from `topic`; returns what it consumed.
+pub fn wait_consumed(
+    consumer: &mut ToolProcess,
+    topic: &str,
+    acked: &[Acked],
+    timeout: Duration,
+) -> Consumed {
+    crate::wait::until(
+        timeout,
+        "the consumer to read every acknowledged record",
+        || {
+            consumer.assert_running();
+            let consumed = Consumed::from_events(&consumer.events(), topic);
+            let missing = consumed.missing(acked);
+            if missing.is_empty() {
+                Ok(consumed)
+            } else {
+                Err(format!(
+                    "{} of {} acked records not consumed yet, e.g. {:?}",
+                    missing.len(),
+                    acked.len(),
+                    &missing[..missing.len().min(5)]
+                ))
+            }
+        },
+    )
 }
 
 /// How many partitions the consumer's latest `partitions_assigned` event names.

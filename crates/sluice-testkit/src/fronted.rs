@@ -2,8 +2,10 @@
 //! the tests ask of the real cluster behind them.
 //!
 //! Cluster-sink tests need the same pieces over and over: a topology for node
-//! `i` of `n` Sluice nodes in front of a cluster's PLAINTEXT listeners, topics
-//! whose partition leaders sit on every broker, the broker list a Sluice node
+//! `i` of `n` Sluice nodes in front of a cluster's PLAINTEXT listeners (built
+//! on [`sink_topology`], which [`crate::scram`] builds on too), Sluice nodes
+//! started and waited for until each shows the others, topics whose
+//! partition leaders sit on every broker, the broker list a Sluice node
 //! shows, and partition offsets. (The real leaders of a topic, which clients
 //! of Sluice never see, come from
 //! [`Cluster::partition_leaders`](crate::cluster::Cluster::partition_leaders).)
@@ -37,6 +39,24 @@ pub fn topology_in_racks(
     local: usize,
     peer_check_ms: u64,
 ) -> String {
+    let contact_points = contact_points(cluster, "PLAINTEXT");
+    let peer_check = format!("            check_shotover_peers_delay_ms: {peer_check_ms}\n");
+    sink_topology(nodes, racks, local, &contact_points, 60, &peer_check)
+}
+
+/// The topology of Sluice node `local` of `nodes` (their listen addresses;
+/// broker ids 0..n, node `i` in `racks[i]`): one source on its address with
+/// a KafkaSinkCluster in front of `contact_points` (as [`contact_points`]
+/// lists them) that waits `read_timeout_secs` for a broker's answer, and
+/// the further KafkaSinkCluster `settings` lines (indented, or empty).
+pub fn sink_topology(
+    nodes: &[String],
+    racks: &[&str],
+    local: usize,
+    contact_points: &str,
+    read_timeout_secs: u64,
+    settings: &str,
+) -> String {
     assert_eq!(nodes.len(), racks.len(), "one rack per node");
     let shotover_nodes: String = nodes
         .iter()
@@ -48,12 +68,6 @@ pub fn topology_in_racks(
             )
         })
         .collect();
-    let contact_points = cluster
-        .bootstrap("PLAINTEXT")
-        .split(',')
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
     format!(
         r#"sources:
   - Kafka:
@@ -66,11 +80,21 @@ pub fn topology_in_racks(
 {shotover_nodes}            local_shotover_broker_id: {local}
             first_contact_points: [{contact_points}]
             connect_timeout_ms: 3000
-            read_timeout: 60
-            check_shotover_peers_delay_ms: {peer_check_ms}
-"#,
+            read_timeout: {read_timeout_secs}
+{settings}"#,
         listen = nodes[local],
     )
+}
+
+/// Every node's `listener` address (`PLAINTEXT`, `SASL_PLAINTEXT`, `SSL`),
+/// quoted and separated by commas, for a list in a topology.
+pub fn contact_points(cluster: &Cluster, listener: &str) -> String {
+    cluster
+        .bootstrap(listener)
+        .split(',')
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `n` free listen addresses for Sluice nodes.
@@ -82,8 +106,14 @@ pub fn listen_addrs(n: usize) -> Vec<String> {
 
 /// One Sluice node in front of `cluster`; returns it and its address.
 pub fn start_one(binary: &Path, cluster: &Cluster) -> (SluiceProcess, String) {
+    start_one_in_rack(binary, cluster, "rack0")
+}
+
+/// Like [`start_one`], the node in `rack`.
+pub fn start_one_in_rack(binary: &Path, cluster: &Cluster, rack: &str) -> (SluiceProcess, String) {
     let nodes = listen_addrs(1);
-    let sluice = SluiceProcess::start(binary, &topology(cluster, &nodes, 0, 1000), &[&nodes[0]]);
+    let topology = topology_in_racks(cluster, &nodes, &[rack], 0, 1000);
+    let sluice = SluiceProcess::start(binary, &topology, &[&nodes[0]]);
     (sluice, nodes[0].clone())
 }
 
@@ -299,27 +329,44 @@ pub fn start_nodes_in_racks(
     cluster: &Cluster,
     racks: &[&str],
 ) -> (Vec<SluiceProcess>, Vec<String>) {
+    start_nodes_checking(binary, cluster, racks, 1000)
+}
+
+/// Like [`start_nodes_in_racks`], each node checking its peers every
+/// `peer_check_ms`.
+pub fn start_nodes_checking(
+    binary: &Path,
+    cluster: &Cluster,
+    racks: &[&str],
+    peer_check_ms: u64,
+) -> (Vec<SluiceProcess>, Vec<String>) {
     let n = racks.len();
     let nodes = listen_addrs(n);
     let processes = (0..n)
         .map(|i| {
-            let topology = topology_in_racks(cluster, &nodes, racks, i, 1000);
+            let topology = topology_in_racks(cluster, &nodes, racks, i, peer_check_ms);
             SluiceProcess::start(binary, &topology, &[&nodes[i]])
         })
         .collect();
     for node in &nodes {
-        wait::until(
-            Duration::from_secs(30),
+        wait_listed(
+            node,
+            &nodes,
             &format!("Sluice node {node} to show all {n} nodes"),
-            || {
-                let shown = listed_brokers(node);
-                if shown == nodes {
-                    Ok(())
-                } else {
-                    Err(format!("{shown:?}"))
-                }
-            },
         );
     }
     (processes, nodes)
+}
+
+/// Waits (up to 30 s, for `what`) until a Metadata request to `node` lists
+/// exactly the Sluice nodes `expected`, in order.
+pub fn wait_listed(node: &str, expected: &[String], what: &str) {
+    wait::until(Duration::from_secs(30), what, || {
+        let shown = listed_brokers(node);
+        if shown == expected {
+            Ok(())
+        } else {
+            Err(format!("{shown:?}"))
+        }
+    });
 }

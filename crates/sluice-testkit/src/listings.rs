@@ -31,8 +31,6 @@ pub const LOG_DIRS_COMMAND: &str = "org.apache.kafka.tools.LogDirsCommand";
 pub fn create_groups_directly(cluster: &Cluster, topic: &str, groups: &[String]) {
     let direct = cluster.bootstrap("PLAINTEXT");
     let mut args = vec![
-        "--bootstrap-server",
-        &direct,
         "--reset-offsets",
         "--to-earliest",
         "--execute",
@@ -42,9 +40,7 @@ pub fn create_groups_directly(cluster: &Cluster, topic: &str, groups: &[String])
     for group in groups {
         args.extend(["--group", group.as_str()]);
     }
-    cluster
-        .tool(CONSUMER_GROUP_COMMAND, &args, Duration::from_secs(60))
-        .assert_success("create consumer groups directly");
+    clients::tool_ok(cluster, CONSUMER_GROUP_COMMAND, &direct, &args);
 }
 
 /// Commits one transaction of `transactional_id` (one record to `topic`)
@@ -70,13 +66,7 @@ pub fn commit_transaction_directly(cluster: &Cluster, topic: &str, transactional
 /// The group ids `kafka-consumer-groups.sh --list` prints through
 /// `bootstrap`, in its order, repeats included.
 pub fn tool_groups(cluster: &Cluster, bootstrap: &str) -> Vec<String> {
-    let out = cluster.tool(
-        CONSUMER_GROUP_COMMAND,
-        &["--bootstrap-server", bootstrap, "--list"],
-        Duration::from_secs(60),
-    );
-    out.assert_success("kafka-consumer-groups --list");
-    out.stdout
+    clients::tool_ok(cluster, CONSUMER_GROUP_COMMAND, bootstrap, &["--list"])
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
@@ -87,13 +77,7 @@ pub fn tool_groups(cluster: &Cluster, bootstrap: &str) -> Vec<String> {
 /// (transactional id, coordinator id) for each line `kafka-transactions.sh
 /// list` prints through `bootstrap`, repeats included.
 pub fn tool_transactions(cluster: &Cluster, bootstrap: &str) -> Vec<(String, i32)> {
-    let out = cluster.tool(
-        TRANSACTIONS_COMMAND,
-        &["--bootstrap-server", bootstrap, "list"],
-        Duration::from_secs(60),
-    );
-    out.assert_success("kafka-transactions list");
-    out.stdout
+    clients::tool_ok(cluster, TRANSACTIONS_COMMAND, bootstrap, &["list"])
         .lines()
         .skip_while(|l| !l.starts_with("TransactionalId"))
         .skip(1)

@@ -98,8 +98,6 @@ impl Cluster {
         let (p, r) = (partitions.to_string(), replication.to_string());
         let bootstrap = self.bootstrap("PLAINTEXT");
         let mut args = vec![
-            "--bootstrap-server",
-            &bootstrap,
             "--create",
             "--topic",
             topic,
@@ -111,8 +109,7 @@ impl Cluster {
         for config in configs {
             args.extend_from_slice(&["--config", config]);
         }
-        self.tool(clients::TOPIC_COMMAND, &args, Duration::from_secs(60))
-            .assert_success("create topic");
+        clients::tool_ok(self, clients::TOPIC_COMMAND, &bootstrap, &args);
     }
 
     /// The PLAINTEXT address of every node that accepts connections now.
@@ -156,27 +153,8 @@ impl Cluster {
     /// preferred replica are left alone; the tool fails for partitions whose
     /// preferred replica is not in sync yet, so callers poll.
     pub fn elect_preferred_leaders(&self, topic: &str, partitions: u32) -> ClientOutput {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let file = dir.path().join("partitions.json");
-        let list: Vec<String> = (0..partitions)
-            .map(|p| format!("{{\"topic\":\"{topic}\",\"partition\":{p}}}"))
-            .collect();
-        std::fs::write(&file, format!("{{\"partitions\":[{}]}}", list.join(",")))
-            .expect("write partitions file");
         let bootstrap = self.live_brokers().join(",");
-        let path = file.display().to_string();
-        self.tool(
-            LEADER_ELECTION_COMMAND,
-            &[
-                "--bootstrap-server",
-                &bootstrap,
-                "--election-type",
-                "PREFERRED",
-                "--path-to-json-file",
-                &path,
-            ],
-            Duration::from_secs(60),
-        )
+        crate::fronted::elect_preferred(self, &bootstrap, topic, partitions)
     }
 }
 
@@ -188,17 +166,7 @@ pub fn socket_destroy_supported() -> Result<(), String> {
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let mut client = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     let (_server, _) = listener.accept().map_err(|e| e.to_string())?;
-    let filter = format!("( sport = :{port} )");
-    let out = Command::new("ss")
-        .args(["-K", "-tn", "state", "established", &filter])
-        .output()
-        .map_err(|e| format!("cannot run ss: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ss -K failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    destroy_sockets(&format!("( sport = :{port} )"))?;
     client
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|e| e.to_string())?;
@@ -226,17 +194,7 @@ pub fn reset_connections(broker_port: u16, pid: u32) -> Result<usize, String> {
         ));
     }
     for port in &local_ports {
-        let filter = format!("( sport = :{broker_port} and dport = :{port} )");
-        let out = Command::new("ss")
-            .args(["-K", "-tn", "state", "established", &filter])
-            .output()
-            .map_err(|e| format!("cannot run ss: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "ss -K failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
+        destroy_sockets(&format!("( sport = :{broker_port} and dport = :{port} )"))?;
     }
     let left: Vec<u16> = connections_of(broker_port, pid)?
         .into_iter()
@@ -247,6 +205,23 @@ pub fn reset_connections(broker_port: u16, pid: u32) -> Result<usize, String> {
     } else {
         Err(format!(
             "ss -K left the connections from ports {left:?} open (no kernel support for socket destroy?)"
+        ))
+    }
+}
+
+/// Destroys the established TCP sockets that `filter` (an `ss` filter)
+/// selects, with `ss -K`.
+fn destroy_sockets(filter: &str) -> Result<(), String> {
+    let out = Command::new("ss")
+        .args(["-K", "-tn", "state", "established", filter])
+        .output()
+        .map_err(|e| format!("cannot run ss: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ss -K failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
 }

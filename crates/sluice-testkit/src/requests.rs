@@ -203,20 +203,22 @@ pub fn describe_topic_partitions(topics: &[&str]) -> RequestKind {
     )
 }
 
+/// One config resource per `(resource type, name)` pair, built by `resource`.
+fn config_resources<T>(pairs: &[(i8, &str)], resource: impl Fn(i8, StrBytes) -> T) -> Vec<T> {
+    pairs
+        .iter()
+        .map(|(t, n)| resource(*t, StrBytes::from_string((*n).to_owned())))
+        .collect()
+}
+
 /// A DescribeConfigs request for `(resource type, name)` pairs.
 pub fn describe_configs(resources: &[(i8, &str)]) -> RequestKind {
-    RequestKind::DescribeConfigs(
-        DescribeConfigsRequest::default().with_resources(
-            resources
-                .iter()
-                .map(|(t, n)| {
-                    describe_configs_request::DescribeConfigsResource::default()
-                        .with_resource_type(*t)
-                        .with_resource_name(StrBytes::from_string((*n).to_owned()))
-                })
-                .collect(),
-        ),
-    )
+    let resources = config_resources(resources, |t, n| {
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(t)
+            .with_resource_name(n)
+    });
+    RequestKind::DescribeConfigs(DescribeConfigsRequest::default().with_resources(resources))
 }
 
 /// An IncrementalAlterConfigs request setting `name=value` on each of the
@@ -230,19 +232,33 @@ pub fn incremental_alter_configs(
     let config = incremental_alter_configs_request::AlterableConfig::default()
         .with_name(StrBytes::from_string(name.to_owned()))
         .with_value(Some(StrBytes::from_string(value.to_owned())));
+    let resources = config_resources(resources, |t, n| {
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(t)
+            .with_resource_name(n)
+            .with_configs(vec![config.clone()])
+    });
     RequestKind::IncrementalAlterConfigs(
         IncrementalAlterConfigsRequest::default()
             .with_validate_only(validate_only)
-            .with_resources(
-                resources
-                    .iter()
-                    .map(|(t, n)| {
-                        incremental_alter_configs_request::AlterConfigsResource::default()
-                            .with_resource_type(*t)
-                            .with_resource_name(StrBytes::from_string((*n).to_owned()))
-                            .with_configs(vec![config.clone()])
-                    })
-                    .collect(),
-            ),
+            .with_resources(resources),
     )
+}
+
+/// `(resource type, resource name, error code)` of each result of a
+/// DescribeConfigs or IncrementalAlterConfigs answer, in order.
+pub fn config_outcomes(answer: &ResponseKind) -> Vec<(i8, String, i16)> {
+    match answer {
+        ResponseKind::DescribeConfigs(d) => d
+            .results
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
+            .collect(),
+        ResponseKind::IncrementalAlterConfigs(a) => a
+            .responses
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
+            .collect(),
+        other => panic!("not a config answer: {other:?}"),
+    }
 }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cluster::Cluster;
+use crate::fronted::{contact_points, sink_topology};
 use crate::sluice::SluiceProcess;
 
 /// Kafka's config tool (also alters broker loggers).
@@ -60,12 +61,6 @@ pub fn sasl_topology(
     token_lifetime_secs: Option<u64>,
     read_timeout_secs: u64,
 ) -> String {
-    let ports = |listener: &str| {
-        (1..=cluster.node_count())
-            .map(|id| format!("\"127.0.0.1:{}\"", cluster.port(id, listener)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let scram = match token_lifetime_secs {
         None => String::new(),
         Some(lifetime) => format!(
@@ -77,31 +72,20 @@ pub fn sasl_topology(
                 certificate_path: "{cert}"
                 private_key_path: "{key}"
 "#,
-            mtls = ports("SSL"),
+            mtls = contact_points(cluster, "SSL"),
             ca = cluster.cert("ca.pem"),
             cert = cluster.cert("sluice-admin.pem"),
             key = cluster.cert("sluice-admin-key.pem"),
         ),
     };
-    format!(
-        r#"sources:
-  - Kafka:
-      name: "kafka"
-      listen_addr: "{listen}"
-      chain:
-        - KafkaSinkCluster:
-            name: "kafka-sink-cluster"
-            shotover_nodes:
-              - address_for_clients: "{listen}"
-                address_for_peers: "{listen}"
-                rack: "rack0"
-                broker_id: 0
-            local_shotover_broker_id: 0
-            first_contact_points: [{sasl}]
-            connect_timeout_ms: 3000
-            read_timeout: {read_timeout_secs}
-{scram}"#,
-        sasl = ports("SASL_PLAINTEXT"),
+    let sasl = contact_points(cluster, "SASL_PLAINTEXT");
+    sink_topology(
+        &[listen.to_owned()],
+        &["rack0"],
+        0,
+        &sasl,
+        read_timeout_secs,
+        &scram,
     )
 }
 
