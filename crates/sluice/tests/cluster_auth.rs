@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::MetadataRequest;
 use sluice_codec::{ApiKey, RequestKind};
-use sluice_testkit::clients::{self, java_consume, java_produce};
+use sluice_testkit::clients::{
+    self, ClientOutput, java_consume, java_produce, java_round_trip, librdkafka_round_trip, tool_at,
+};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
@@ -76,6 +78,41 @@ fn grant_basic_produce_consume(cluster: &Cluster) {
     }
 }
 
+/// `produce_consume.py` through `listen` (100 records) with a SASL login.
+fn librdkafka_sasl_round_trip(
+    listen: &str,
+    topic: &str,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+) {
+    let sasl = clients::sasl_settings(mechanism, user, password);
+    let sasl: Vec<&str> = sasl.iter().map(String::as_str).collect();
+    librdkafka_round_trip(
+        listen,
+        topic,
+        100,
+        &sasl,
+        &format!("librdkafka with {mechanism}"),
+    );
+}
+
+/// `auth_check.py` through `listen` with a SASL login; it must run to the
+/// end whether the login succeeds or not.
+fn librdkafka_auth_check(
+    listen: &str,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+) -> ClientOutput {
+    let sasl = clients::sasl_settings(mechanism, user, password);
+    let mut args = vec!["--bootstrap", listen];
+    args.extend(sasl.iter().map(String::as_str));
+    let out = clients::run_librdkafka("auth_check.py", &args, Duration::from_secs(60));
+    out.assert_success("auth_check.py");
+    out
+}
+
 fn config_with_password(cluster: &Cluster, name: &str, password: &str) -> String {
     let original = std::fs::read_to_string(cluster.client_config(name)).unwrap();
     let edited = original
@@ -104,20 +141,7 @@ fn java_clients_authenticate_with_scram_sha_256_and_512_and_produce_and_consume(
         cluster.create_topic(&topic, 6, 3);
         let props = cluster.client_config(config);
         let sent: Vec<String> = (0..30).map(|i| format!("r{i}")).collect();
-        java_produce(
-            &cluster,
-            &listen,
-            &topic,
-            &sent,
-            &["--producer.config", &props],
-        );
-        let got = java_consume(
-            &cluster,
-            &listen,
-            &topic,
-            sent.len(),
-            &["--consumer.config", &props],
-        );
+        let got = java_round_trip(&cluster, &listen, &topic, &sent, Some(&props));
         assert_eq!(got.len(), sent.len(), "SCRAM-SHA-{mechanism}: {got:?}");
     }
     assert_eq!(
@@ -135,28 +159,7 @@ fn librdkafka_authenticates_with_scram_sha_256_and_512() {
     for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
         let topic = unique("scram-rdkafka");
         cluster.create_topic(&topic, 6, 3);
-        let mech = format!("sasl.mechanism={mechanism}");
-        let out = clients::run_librdkafka(
-            "produce_consume.py",
-            &[
-                "--bootstrap",
-                &listen,
-                "--topic",
-                &topic,
-                "--count",
-                "100",
-                "-X",
-                "security.protocol=sasl_plaintext",
-                "-X",
-                &mech,
-                "-X",
-                "sasl.username=basic",
-                "-X",
-                "sasl.password=basic-secret",
-            ],
-            Duration::from_secs(120),
-        );
-        out.assert_success(mechanism);
+        librdkafka_sasl_round_trip(&listen, &topic, mechanism, "basic", "basic-secret");
     }
 }
 
@@ -165,45 +168,24 @@ fn wrong_password_is_an_authentication_failure_for_java_and_librdkafka() {
     let cluster = Cluster::get(TRIO);
     let (_sluice, listen) = start(&cluster);
     let props = config_with_password(&cluster, "scram512-admin", "not-the-password");
-    let out = cluster.tool(
+    let out = tool_at(
+        &cluster,
         clients::TOPIC_COMMAND,
-        &[
-            "--bootstrap-server",
-            &listen,
-            "--command-config",
-            &props,
-            "--list",
-        ],
-        Duration::from_secs(90),
+        &listen,
+        &["--command-config", &props, "--list"],
     );
     assert_ne!(
         out.code,
         Some(0),
         "listing topics with a wrong password must fail"
     );
-    let text = format!("{}{}", out.stdout, out.stderr);
+    let text = out.text();
     assert!(
         text.contains("SaslAuthenticationException") && text.contains("invalid credentials"),
         "Java reports the standard invalid-credentials error:\n{text}"
     );
 
-    let out = clients::run_librdkafka(
-        "auth_check.py",
-        &[
-            "--bootstrap",
-            &listen,
-            "-X",
-            "security.protocol=sasl_plaintext",
-            "-X",
-            "sasl.mechanism=SCRAM-SHA-256",
-            "-X",
-            "sasl.username=admin",
-            "-X",
-            "sasl.password=wrong",
-        ],
-        Duration::from_secs(60),
-    );
-    out.assert_success("auth_check.py");
+    let out = librdkafka_auth_check(&listen, "SCRAM-SHA-256", "admin", "wrong");
     // librdkafka must see the broker's SaslAuthenticate error (not a bare
     // disconnect). auth_check.py's error_cb is not served by list_topics, so
     // its "auth_failed" stays false even against Kafka directly; librdkafka
@@ -226,11 +208,11 @@ fn wrong_password_is_an_authentication_failure_for_java_and_librdkafka() {
 fn create_topic_as(cluster: &Cluster, listen: &str, config: &str) -> (bool, String) {
     let props = cluster.client_config(config);
     let topic = unique("acl");
-    let out = cluster.tool(
+    let out = tool_at(
+        cluster,
         clients::TOPIC_COMMAND,
+        listen,
         &[
-            "--bootstrap-server",
-            listen,
             "--command-config",
             &props,
             "--create",
@@ -241,9 +223,8 @@ fn create_topic_as(cluster: &Cluster, listen: &str, config: &str) -> (bool, Stri
             "--replication-factor",
             "1",
         ],
-        Duration::from_secs(90),
     );
-    (out.code == Some(0), format!("{}{}", out.stdout, out.stderr))
+    (out.code == Some(0), out.text())
 }
 
 #[test]
@@ -328,65 +309,16 @@ fn plain_credentials_are_replayed_on_every_broker_and_scram_is_not_offered_witho
     cluster.create_topic(&topic, 6, 3);
     let props = cluster.client_config("plain-admin");
     let sent: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
-    java_produce(
-        &cluster,
-        &listen,
-        &topic,
-        &sent,
-        &["--producer.config", &props],
-    );
-    let got = java_consume(
-        &cluster,
-        &listen,
-        &topic,
-        sent.len(),
-        &["--consumer.config", &props],
-    );
+    let got = java_round_trip(&cluster, &listen, &topic, &sent, Some(&props));
     assert_eq!(got.len(), sent.len(), "PLAIN through sluice: {got:?}");
 
     let topic = unique("plain-rdkafka");
     cluster.create_topic(&topic, 6, 3);
-    clients::run_librdkafka(
-        "produce_consume.py",
-        &[
-            "--bootstrap",
-            &listen,
-            "--topic",
-            &topic,
-            "--count",
-            "100",
-            "-X",
-            "security.protocol=sasl_plaintext",
-            "-X",
-            "sasl.mechanism=PLAIN",
-            "-X",
-            "sasl.username=basic",
-            "-X",
-            "sasl.password=basic-secret",
-        ],
-        Duration::from_secs(120),
-    )
-    .assert_success("librdkafka with PLAIN");
+    librdkafka_sasl_round_trip(&listen, &topic, "PLAIN", "basic", "basic-secret");
 
     // Without SCRAM over mTLS a SCRAM login cannot be carried to the other
     // brokers: SCRAM is not offered, and a client asking for it gets no data.
-    let out = clients::run_librdkafka(
-        "auth_check.py",
-        &[
-            "--bootstrap",
-            &listen,
-            "-X",
-            "security.protocol=sasl_plaintext",
-            "-X",
-            "sasl.mechanism=SCRAM-SHA-256",
-            "-X",
-            "sasl.username=admin",
-            "-X",
-            "sasl.password=admin-secret",
-        ],
-        Duration::from_secs(60),
-    );
-    out.assert_success("auth_check.py");
+    let out = librdkafka_auth_check(&listen, "SCRAM-SHA-256", "admin", "admin-secret");
     assert!(
         out.stdout.contains("\"brokers\": []"),
         "no broker data: {}",

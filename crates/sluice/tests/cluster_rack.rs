@@ -13,9 +13,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::time::Duration;
 
-use sluice_testkit::clients::{java_consume, java_produce, run_librdkafka};
+use sluice_testkit::clients::{
+    KEYED, java_consume, java_produce, keyed_records, librdkafka_round_trip, sorted_values,
+};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted;
 use sluice_testkit::sluice::SluiceProcess;
@@ -29,23 +30,7 @@ fn sluice_bin() -> &'static Path {
 
 /// One Sluice node in `rack` in front of `cluster`; returns it and its address.
 fn start_in_rack(cluster: &Cluster, rack: &str) -> (SluiceProcess, String) {
-    let nodes = fronted::listen_addrs(1);
-    let topology = fronted::topology_in_racks(cluster, &nodes, &[rack], 0, 1000);
-    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&nodes[0]]);
-    (sluice, nodes[0].clone())
-}
-
-fn keyed(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
-}
-
-fn sorted_values(lines: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = lines
-        .iter()
-        .map(|l| l.split_once(':').map_or(l.as_str(), |(_, v)| v).to_owned())
-        .collect();
-    v.sort();
-    v
+    fronted::start_one_in_rack(sluice_bin(), cluster, rack)
 }
 
 #[test]
@@ -55,14 +40,8 @@ fn consumer_fetches_stay_in_the_sluice_nodes_rack() {
     fronted::create_spread_topic(&cluster, &topic, 6);
     let (sluice, listen) = start_in_rack(&cluster, "az-2");
 
-    let sent = keyed("rack", 300);
-    let keyed_args = [
-        "--property",
-        "parse.key=true",
-        "--property",
-        "key.separator=:",
-    ];
-    java_produce(&cluster, &listen, &topic, &sent, &keyed_args);
+    let sent = keyed_records("rack", 300);
+    java_produce(&cluster, &listen, &topic, &sent, &KEYED);
     let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert!(
         offsets.len() == 6 && offsets.values().all(|o| *o > 0),
@@ -79,27 +58,9 @@ fn consumer_fetches_stay_in_the_sluice_nodes_rack() {
         sorted_values(&sent),
         "java read every record"
     );
-    let out = run_librdkafka(
-        "produce_consume.py",
-        &[
-            "--bootstrap",
-            &listen,
-            "--topic",
-            &topic,
-            "--count",
-            "300",
-            "--skip-produce",
-            "--group",
-            &unique("rack-rdkafka"),
-        ],
-        Duration::from_secs(120),
-    );
-    out.assert_success("librdkafka consumer");
-    assert!(
-        out.stdout.contains("\"consumed\": 300"),
-        "librdkafka read every record: {}",
-        out.stdout
-    );
+    let group = unique("rack-rdkafka");
+    let extra = ["--skip-produce", "--group", &group];
+    librdkafka_round_trip(&listen, &topic, 300, &extra, "librdkafka read every record");
 
     assert!(
         sluice.metric("sluice_requests_total", &["api=\"Fetch\""]) >= 2.0,
@@ -123,7 +84,7 @@ fn fetches_from_a_rack_without_brokers_are_counted_out_of_rack() {
     let topic = unique("rack-elsewhere");
     fronted::create_spread_topic(&cluster, &topic, 3);
     let (sluice, listen) = start_in_rack(&cluster, "az-9");
-    let sent = keyed("elsewhere", 30);
+    let sent = keyed_records("elsewhere", 30);
     java_produce(&cluster, &listen, &topic, &sent, &[]);
     let got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
     assert_eq!(got.len(), sent.len(), "read every record");
@@ -141,37 +102,20 @@ fn one_sluice_node_per_rack_keeps_produce_and_fetch_in_their_racks() {
     let (nodes, addrs) =
         fronted::start_nodes_in_racks(sluice_bin(), &cluster, &["az-1", "az-2", "az-3"]);
     let bootstrap = addrs.join(",");
-    let sent = keyed("trio", 300);
-    let keyed_args = [
-        "--property",
-        "parse.key=true",
-        "--property",
-        "key.separator=:",
-    ];
-    java_produce(&cluster, &bootstrap, &topic, &sent, &keyed_args);
+    let sent = keyed_records("trio", 300);
+    java_produce(&cluster, &bootstrap, &topic, &sent, &KEYED);
     let got = java_consume(&cluster, &bootstrap, &topic, sent.len(), &[]);
     assert_eq!(
         sorted_values(&got),
         sorted_values(&sent),
         "java read every record"
     );
-    let out = run_librdkafka(
-        "produce_consume.py",
-        &[
-            "--bootstrap",
-            &bootstrap,
-            "--topic",
-            &topic,
-            "--count",
-            "200",
-        ],
-        Duration::from_secs(120),
-    );
-    out.assert_success("librdkafka produce and consume");
-    assert!(
-        out.stdout.contains("\"delivered\": 200, \"consumed\": 200"),
-        "{}",
-        out.stdout
+    librdkafka_round_trip(
+        &bootstrap,
+        &topic,
+        200,
+        &[],
+        "librdkafka produce and consume",
     );
 
     let sum = |api: &str| -> f64 {

@@ -14,39 +14,19 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
-use sluice_testkit::clients::{self, java_consume, java_produce};
+use sluice_testkit::clients::{
+    self, KEYED, java_consume, java_produce, keyed_records, sorted_values,
+};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted;
 use sluice_testkit::listings;
 use sluice_testkit::raw::RawClient;
-use sluice_testkit::sluice::SluiceProcess;
-use sluice_testkit::{free_port, unique, wait};
+use sluice_testkit::scram::CONFIG_COMMAND;
+use sluice_testkit::{unique, wait};
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
 }
-
-/// `key:value` lines, for a console producer with `parse.key=true`, so that
-/// the records spread over every partition.
-fn keyed(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
-}
-
-fn values(lines: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = lines
-        .iter()
-        .map(|l| l.split_once(':').map_or(l.as_str(), |(_, v)| v).to_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-const KEYED: [&str; 4] = [
-    "--property",
-    "parse.key=true",
-    "--property",
-    "key.separator=:",
-];
 
 #[test]
 fn java_round_trip_over_partitions_led_by_three_brokers() {
@@ -55,7 +35,7 @@ fn java_round_trip_over_partitions_led_by_three_brokers() {
     let topic = unique("java-cluster");
     fronted::create_spread_topic(&cluster, &topic, 6);
 
-    let sent = keyed("java", 300);
+    let sent = keyed_records("java", 300);
     java_produce(&cluster, &listen, &topic, &sent, &KEYED);
     let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert_eq!(offsets.len(), 6, "every partition listed: {offsets:?}");
@@ -66,8 +46,8 @@ fn java_round_trip_over_partitions_led_by_three_brokers() {
     );
     let got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
     assert_eq!(
-        values(&got),
-        values(&sent),
+        sorted_values(&got),
+        sorted_values(&sent),
         "records read back through Sluice"
     );
     assert_eq!(
@@ -84,17 +64,7 @@ fn librdkafka_round_trip() {
     let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("rdkafka-cluster");
     fronted::create_spread_topic(&cluster, &topic, 6);
-    let out = clients::run_librdkafka(
-        "produce_consume.py",
-        &["--bootstrap", &listen, "--topic", &topic, "--count", "500"],
-        Duration::from_secs(120),
-    );
-    out.assert_success("librdkafka produce/consume");
-    assert!(
-        out.stdout.contains("\"delivered\": 500, \"consumed\": 500"),
-        "{}",
-        out.stdout
-    );
+    clients::librdkafka_round_trip(&listen, &topic, 500, &[], "librdkafka produce/consume");
 }
 
 #[test]
@@ -208,39 +178,32 @@ fn group_resumes(cluster: &Cluster, listen: &str, protocol: &[&str]) {
     let topic = unique("group-resume");
     fronted::create_spread_topic(cluster, &topic, 6);
     let group = unique("group");
-    let first = keyed("first", 120);
+    let first = keyed_records("first", 120);
     java_produce(cluster, listen, &topic, &first, &KEYED);
     let got = consume_in_group(cluster, listen, &topic, &group, first.len(), protocol);
-    assert_eq!(values(&got), values(&first));
+    assert_eq!(sorted_values(&got), sorted_values(&first));
 
-    let second = keyed("second", 60);
+    let second = keyed_records("second", 60);
     java_produce(cluster, listen, &topic, &second, &KEYED);
     let got = consume_in_group(cluster, listen, &topic, &group, second.len(), protocol);
     assert_eq!(
-        values(&got),
-        values(&second),
+        sorted_values(&got),
+        sorted_values(&second),
         "the group resumed from its committed offsets"
     );
 
-    let out = cluster.tool(
+    let described = clients::tool_ok(
+        cluster,
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        &[
-            "--bootstrap-server",
-            listen,
-            "--describe",
-            "--group",
-            &group,
-        ],
-        Duration::from_secs(60),
+        listen,
+        &["--describe", "--group", &group],
     );
-    out.assert_success("describe the group through Sluice");
-    let committed: u64 = out
-        .stdout
+    let committed: u64 = described
         .lines()
         .filter(|l| l.contains(&topic))
         .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
         .sum();
-    assert_eq!(committed, 180, "{}", out.stdout);
+    assert_eq!(committed, 180, "{described}");
 }
 
 #[test]
@@ -264,42 +227,9 @@ fn kip848_consumer_group_resumes_from_committed_offsets() {
 #[test]
 fn two_sluice_nodes_share_the_cluster() {
     let cluster = Cluster::get(TRIO);
-    let nodes = [
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    let _a = SluiceProcess::start(
-        sluice_bin(),
-        &fronted::topology(&cluster, &nodes, 0, 1000),
-        &[&nodes[0]],
-    );
-    let _b = SluiceProcess::start(
-        sluice_bin(),
-        &fronted::topology(&cluster, &nodes, 1, 1000),
-        &[&nodes[1]],
-    );
-    // Node 0 checked node 1 before it listened: it shows node 1 once its
-    // next health check (every second) finds it up.
-    wait::until(Duration::from_secs(20), "node 0 to show both nodes", || {
-        let mut client = RawClient::connect(&nodes[0]);
-        let ResponseKind::Metadata(m) = client.request(
-            ApiKey::Metadata,
-            12,
-            RequestKind::Metadata(MetadataRequest::default().with_topics(Some(Vec::new()))),
-        ) else {
-            panic!("not a Metadata answer");
-        };
-        let shown: Vec<String> = m
-            .brokers
-            .iter()
-            .map(|b| format!("{}:{}", b.host.as_str(), b.port))
-            .collect();
-        if shown == nodes {
-            Ok(())
-        } else {
-            Err(format!("{shown:?}"))
-        }
-    });
+    // Returned once each node shows both: a node that checked the other
+    // before it listened shows it after its next health check.
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 2);
     // Leaders and coordinators are spread over both nodes: the client talks
     // to both, and each routes by its own view of the cluster.
     group_resumes(&cluster, &nodes[0], &[]);
@@ -310,13 +240,7 @@ fn admin_operations_through_sluice() {
     let cluster = Cluster::get(TRIO);
     let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("admin");
-    let topics = |args: &[&str]| {
-        let mut all = vec!["--bootstrap-server", listen.as_str()];
-        all.extend_from_slice(args);
-        let out = cluster.tool(clients::TOPIC_COMMAND, &all, Duration::from_secs(60));
-        out.assert_success(&format!("kafka-topics {args:?}"));
-        out.stdout
-    };
+    let topics = |args: &[&str]| clients::tool_ok(&cluster, clients::TOPIC_COMMAND, &listen, args);
     topics(&[
         "--create",
         "--topic",
@@ -329,13 +253,7 @@ fn admin_operations_through_sluice() {
     let described = topics(&["--describe", "--topic", &topic]);
     assert!(described.contains("PartitionCount: 3"), "{described}");
 
-    let configs = |args: &[&str]| {
-        let mut all = vec!["--bootstrap-server", listen.as_str()];
-        all.extend_from_slice(args);
-        let out = cluster.tool("kafka.admin.ConfigCommand", &all, Duration::from_secs(60));
-        out.assert_success(&format!("kafka-configs {args:?}"));
-        out.stdout
-    };
+    let configs = |args: &[&str]| clients::tool_ok(&cluster, CONFIG_COMMAND, &listen, args);
     let entity = ["--entity-type", "topics", "--entity-name", &topic];
     let mut alter = entity.to_vec();
     alter.extend_from_slice(&["--alter", "--add-config", "retention.ms=1234567"]);
@@ -349,7 +267,7 @@ fn admin_operations_through_sluice() {
     let described = topics(&["--describe", "--topic", &topic]);
     assert!(described.contains("PartitionCount: 5"), "{described}");
     // The new partitions are routable at once.
-    let sent = keyed("admin", 50);
+    let sent = keyed_records("admin", 50);
     java_produce(&cluster, &listen, &topic, &sent, &KEYED);
     let offsets = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert_eq!(offsets.len(), 5, "{offsets:?}");
@@ -366,10 +284,13 @@ fn admin_operations_through_sluice() {
     });
 }
 
-/// Which of `nodes` (by index) listed each of `wanted`, from `listed(node)`.
-fn listed_by(
+/// Which of `nodes` (by index) listed each of `wanted`, from `listed(node)`;
+/// checks that each was listed by exactly one node, the one FindCoordinator
+/// (`key_type`: 0 group, 1 transaction) names for it.
+fn listed_once_by_coordinator(
     nodes: &[String],
     wanted: &[String],
+    key_type: i8,
     listed: impl Fn(&str) -> Vec<String>,
 ) -> BTreeMap<String, Vec<i32>> {
     let mut by: BTreeMap<String, Vec<i32>> =
@@ -380,6 +301,11 @@ fn listed_by(
                 on.push(i as i32);
             }
         }
+    }
+    for (key, on) in &by {
+        assert_eq!(on.len(), 1, "{key} listed by nodes {on:?}: {by:?}");
+        let found = listings::coordinator_of(&nodes[0], key_type, key);
+        assert_eq!(found, on[0], "{key} is found on the node that listed it");
     }
     by
 }
@@ -402,12 +328,7 @@ fn three_sluice_nodes_list_each_group_and_transaction_once() {
         listings::commit_transaction_directly(&cluster, &topic, id);
     }
 
-    let by_node = listed_by(&nodes, &groups, listings::raw_groups);
-    for (group, on) in &by_node {
-        assert_eq!(on.len(), 1, "{group} listed by nodes {on:?}: {by_node:?}");
-        let found = listings::coordinator_of(&nodes[0], 0, group);
-        assert_eq!(found, on[0], "{group} is found on the node that listed it");
-    }
+    listed_once_by_coordinator(&nodes, &groups, 0, listings::raw_groups);
     let listed = listings::tool_groups(&cluster, &nodes[0]);
     for group in &groups {
         let times = listed.iter().filter(|l| *l == group).count();
@@ -417,12 +338,7 @@ fn three_sluice_nodes_list_each_group_and_transaction_once() {
         );
     }
 
-    let by_node = listed_by(&nodes, &transactions, listings::raw_transactions);
-    for (id, on) in &by_node {
-        assert_eq!(on.len(), 1, "{id} listed by nodes {on:?}: {by_node:?}");
-        let found = listings::coordinator_of(&nodes[0], 1, id);
-        assert_eq!(found, on[0], "{id} is found on the node that listed it");
-    }
+    let by_node = listed_once_by_coordinator(&nodes, &transactions, 1, listings::raw_transactions);
     let listed = listings::tool_transactions(&cluster, &nodes[0]);
     for id in &transactions {
         let on: Vec<i32> = listed

@@ -14,7 +14,7 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
-use sluice_testkit::clients::{self, java_consume, java_produce};
+use sluice_testkit::clients::{self, java_round_trip, sorted_values};
 use sluice_testkit::cluster::{Cluster, SINGLE};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
@@ -76,12 +76,12 @@ fn java_console_round_trip_through_single_sink() {
     cluster.create_topic(&topic, 3, 1);
 
     let sent = records(50);
-    java_produce(&cluster, &listen, &topic, &sent, &[]);
-    let mut got = java_consume(&cluster, &listen, &topic, sent.len(), &[]);
-    got.sort();
-    let mut want = sent.clone();
-    want.sort();
-    assert_eq!(got, want, "records read back through Sluice");
+    let got = java_round_trip(&cluster, &listen, &topic, &sent, None);
+    assert_eq!(
+        sorted_values(&got),
+        sorted_values(&sent),
+        "records read back through Sluice"
+    );
     assert!(
         sluice.metric("sluice_requests_total", &["api=\"Produce\""]) >= 1.0,
         "Produce requests are counted"
@@ -95,17 +95,7 @@ fn librdkafka_round_trip_through_single_sink() {
     let topic = unique("rdkafka-single");
     cluster.create_topic(&topic, 3, 1);
 
-    let out = clients::run_librdkafka(
-        "produce_consume.py",
-        &["--bootstrap", &listen, "--topic", &topic, "--count", "200"],
-        Duration::from_secs(120),
-    );
-    out.assert_success("librdkafka produce/consume");
-    assert!(
-        out.stdout.contains("\"delivered\": 200, \"consumed\": 200"),
-        "{}",
-        out.stdout
-    );
+    clients::librdkafka_round_trip(&listen, &topic, 200, &[], "librdkafka produce/consume");
 }
 
 #[test]
@@ -119,41 +109,12 @@ fn tls_listener_serves_java_and_librdkafka_clients() {
         "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
         cluster.cert("ca.pem")
     ));
-    let sent = records(10);
-    java_produce(
-        &cluster,
-        &listen,
-        &topic,
-        &sent,
-        &["--producer.config", &props],
-    );
-    let got = java_consume(
-        &cluster,
-        &listen,
-        &topic,
-        10,
-        &["--consumer.config", &props],
-    );
+    let got = java_round_trip(&cluster, &listen, &topic, &records(10), Some(&props));
     assert_eq!(got.len(), 10, "read back over TLS: {got:?}");
 
     let ca = format!("ssl.ca.location={}", cluster.cert("ca.pem"));
-    let out = clients::run_librdkafka(
-        "produce_consume.py",
-        &[
-            "--bootstrap",
-            &listen,
-            "--topic",
-            &topic,
-            "--count",
-            "20",
-            "-X",
-            "security.protocol=ssl",
-            "-X",
-            &ca,
-        ],
-        Duration::from_secs(120),
-    );
-    out.assert_success("librdkafka over TLS");
+    let tls = ["-X", "security.protocol=ssl", "-X", &ca];
+    clients::librdkafka_round_trip(&listen, &topic, 20, &tls, "librdkafka over TLS");
 }
 
 #[test]
@@ -194,14 +155,7 @@ fn mtls_listener_rejects_missing_and_foreign_certs_and_accepts_a_good_one() {
     let topic = unique("mtls-single");
     cluster.create_topic(&topic, 1, 1);
     let props = cluster.client_config("ssl-client");
-    java_produce(
-        &cluster,
-        &listen,
-        &topic,
-        &records(5),
-        &["--producer.config", &props],
-    );
-    let got = java_consume(&cluster, &listen, &topic, 5, &["--consumer.config", &props]);
+    let got = java_round_trip(&cluster, &listen, &topic, &records(5), Some(&props));
     assert_eq!(got.len(), 5);
     assert!(
         sluice.metric(
