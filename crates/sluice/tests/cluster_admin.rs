@@ -2,11 +2,11 @@
 //! (`trio`, PLAINTEXT: the principal is ANONYMOUS, a super user), with Kafka's
 //! own Java tools pointed at one Sluice node.
 //!
-//! What works as against Kafka: topics, topic configs and broker default
-//! configs, describing a broker's configs and loggers, ACLs, partition
+//! What works as against Kafka: topics and topic configs, ACLs, partition
 //! increases, log dirs (DescribeLogDirs sent to every broker and merged),
 //! delete records, consumer groups (describe, reset, delete offsets, delete),
-//! listing and cancelling partition reassignments.
+//! listing and cancelling partition reassignments. Broker configs and
+//! loggers are in `cluster_broker_configs.rs`.
 //!
 //! What topology hiding changes, pinned here so that a change is noticed:
 //! - Topic descriptions show Sluice node ids: with one Sluice node every
@@ -19,10 +19,6 @@
 //!   Sluice compares real ids with Sluice ids and never reports it complete.
 //! - Topic descriptions go through DescribeTopicPartitions (Java's Admin
 //!   uses it when offered), rewritten like Metadata: only Sluice ids.
-//! - A BROKER or BROKER_LOGGER config resource named by a Sluice id is
-//!   described by a real broker standing for that node (its own config
-//!   values); altering one is refused with a message pointing at
-//!   `--entity-default`, which works.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,54 +26,27 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_codec::{ApiKey, ResponseKind};
-use sluice_testkit::clients::{self, ClientOutput, java_produce};
+use sluice_testkit::clients::{self, KEYED, java_produce, keyed_records, tool_at, tool_ok};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted::{self, REASSIGN_PARTITIONS, create_spread_topic, temp_file};
 use sluice_testkit::raw::RawClient;
-use sluice_testkit::requests::{
-    self, BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, INVALID_REQUEST, TOPIC_RESOURCE,
-};
+use sluice_testkit::requests;
+use sluice_testkit::scram::CONFIG_COMMAND;
 use sluice_testkit::{unique, wait};
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
 }
 
-/// Runs Java tool `class` with `--bootstrap-server bootstrap` and `args`.
-fn tool(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> ClientOutput {
-    let mut all = vec!["--bootstrap-server", bootstrap];
-    all.extend_from_slice(args);
-    cluster.tool(class, &all, Duration::from_secs(90))
-}
-
-/// Like [`tool`], and panics unless it succeeded; returns stdout.
-fn ok(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -> String {
-    let out = tool(cluster, class, bootstrap, args);
-    out.assert_success(&format!("{class} {args:?}"));
-    out.stdout
-}
-
-const CONFIGS: &str = "kafka.admin.ConfigCommand";
 const ACLS: &str = "org.apache.kafka.tools.AclCommand";
 const GROUPS: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
-
-fn keyed(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("k{i}:{prefix}-{i}")).collect()
-}
-
-const KEYED: [&str; 4] = [
-    "--property",
-    "parse.key=true",
-    "--property",
-    "key.separator=:",
-];
 
 #[test]
 fn topics_configs_and_partitions() {
     let cluster = Cluster::get(TRIO);
     let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("admin-topic");
-    let topics = |args: &[&str]| ok(&cluster, clients::TOPIC_COMMAND, &listen, args);
+    let topics = |args: &[&str]| tool_ok(&cluster, clients::TOPIC_COMMAND, &listen, args);
     let create = [
         "--create",
         "--topic",
@@ -111,7 +80,7 @@ fn topics_configs_and_partitions() {
     let configs = |extra: &[&str]| {
         let mut args = entity.to_vec();
         args.extend_from_slice(extra);
-        ok(&cluster, CONFIGS, &listen, &args)
+        tool_ok(&cluster, CONFIG_COMMAND, &listen, &args)
     };
     configs(&[
         "--alter",
@@ -124,9 +93,9 @@ fn topics_configs_and_partitions() {
     assert!(shown.contains("max.message.bytes=65536"), "{shown}");
     assert!(!shown.contains("cleanup.policy"), "{shown}");
 
-    let defaults = ok(
+    let defaults = tool_ok(
         &cluster,
-        CONFIGS,
+        CONFIG_COMMAND,
         &listen,
         &["--entity-type", "brokers", "--entity-default", "--describe"],
     );
@@ -179,8 +148,8 @@ fn acls_create_describe_delete() {
     ];
     let mut add = vec!["--add"];
     add.extend_from_slice(&acl);
-    ok(&cluster, ACLS, &listen, &add);
-    let list = || ok(&cluster, ACLS, &listen, &["--list", "--topic", &topic]);
+    tool_ok(&cluster, ACLS, &listen, &add);
+    let list = || tool_ok(&cluster, ACLS, &listen, &["--list", "--topic", &topic]);
     // Every broker applies ACLs from the metadata log on its own time, and
     // Sluice may ask any of them.
     wait::until(Duration::from_secs(30), "both ACLs to be listed", || {
@@ -194,7 +163,7 @@ fn acls_create_describe_delete() {
     });
     let mut remove = vec!["--remove", "--force"];
     remove.extend_from_slice(&acl);
-    ok(&cluster, ACLS, &listen, &remove);
+    tool_ok(&cluster, ACLS, &listen, &remove);
     wait::until(Duration::from_secs(30), "the ACLs to be gone", || {
         let listed = list();
         if listed.contains(&principal) {
@@ -211,14 +180,20 @@ fn log_dirs_and_delete_records() {
     let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("admin-records");
     create_spread_topic(&cluster, &topic, 6);
-    java_produce(&cluster, &listen, &topic, &keyed("rec", 300), &KEYED);
+    java_produce(
+        &cluster,
+        &listen,
+        &topic,
+        &keyed_records("rec", 300),
+        &KEYED,
+    );
     let ends = fronted::offsets(&cluster, &listen, &topic, "-1");
     assert_eq!(ends.values().sum::<u64>(), 300, "{ends:?}");
 
     // DescribeLogDirs goes to every broker; the client, which only knows
     // Sluice node 0, sees one broker holding every partition once (each is
     // kept from its real leader's answer only, see rewrite/fan_out.rs).
-    let dirs = ok(
+    let dirs = tool_ok(
         &cluster,
         "org.apache.kafka.tools.LogDirsCommand",
         &listen,
@@ -249,7 +224,7 @@ fn log_dirs_and_delete_records() {
         "{{\"version\":1,\"partitions\":[{}]}}",
         partitions.join(",")
     ));
-    let deleted = ok(
+    let deleted = tool_ok(
         &cluster,
         "org.apache.kafka.tools.DeleteRecordsCommand",
         &listen,
@@ -288,7 +263,13 @@ fn consumer_groups_describe_reset_and_delete() {
     let topic = unique("admin-group");
     let group = unique("admin-group");
     create_spread_topic(&cluster, &topic, 6);
-    java_produce(&cluster, &listen, &topic, &keyed("grp", 120), &KEYED);
+    java_produce(
+        &cluster,
+        &listen,
+        &topic,
+        &keyed_records("grp", 120),
+        &KEYED,
+    );
     let out = clients::run(
         clients::java(
             &cluster,
@@ -314,7 +295,7 @@ fn consumer_groups_describe_reset_and_delete() {
     );
     out.assert_success("java console consumer in a group");
 
-    let groups = |args: &[&str]| ok(&cluster, GROUPS, &listen, args);
+    let groups = |args: &[&str]| tool_ok(&cluster, GROUPS, &listen, args);
     let describe = || groups(&["--describe", "--group", &group]);
     let offsets = committed(&describe(), &topic);
     assert_eq!(offsets.len(), 6, "{offsets:?}");
@@ -366,7 +347,7 @@ fn partition_reassignments_take_real_broker_ids() {
     let direct = cluster.bootstrap("PLAINTEXT");
     let topic = unique("admin-reassign");
     // One partition on brokers 1 and 2, with 2 MB to copy to a new replica.
-    ok(
+    tool_ok(
         &cluster,
         clients::TOPIC_COMMAND,
         &direct,
@@ -391,7 +372,7 @@ fn partition_reassignments_take_real_broker_ids() {
     );
     perf.assert_success("ProducerPerformance through Sluice");
     let reassign =
-        |bootstrap: &str, args: &[&str]| tool(&cluster, REASSIGN_PARTITIONS, bootstrap, args);
+        |bootstrap: &str, args: &[&str]| tool_at(&cluster, REASSIGN_PARTITIONS, bootstrap, args);
     let listed = || {
         let out = reassign(&listen, &["--list"]);
         out.assert_success("list reassignments through Sluice");
@@ -503,7 +484,7 @@ fn a_reassignment_executes_through_sluice() {
     let direct = cluster.bootstrap("PLAINTEXT");
     let first = direct.split(',').next().unwrap();
     let topic = unique("admin-move");
-    ok(
+    tool_ok(
         &cluster,
         clients::TOPIC_COMMAND,
         &direct,
@@ -547,7 +528,7 @@ fn a_reassignment_executes_through_sluice() {
             other => Err(format!("{other:?}")),
         },
     );
-    let listed = tool(&cluster, REASSIGN_PARTITIONS, &listen, &["--list"]);
+    let listed = tool_at(&cluster, REASSIGN_PARTITIONS, &listen, &["--list"]);
     listed.assert_success("list reassignments through Sluice");
     assert!(
         !listed.stdout.contains(&topic),
@@ -572,7 +553,7 @@ fn describe_topics_shows_only_sluice_ids() {
 
     // Java's Admin describes topics with DescribeTopicPartitions when the
     // node offers it (the `Elr:` columns come from its answer).
-    let described = ok(
+    let described = tool_ok(
         &cluster,
         clients::TOPIC_COMMAND,
         &listen,
@@ -625,213 +606,4 @@ fn describe_topics_shows_only_sluice_ids() {
     let real: std::collections::BTreeSet<i32> =
         cluster.partition_leaders(&topic).into_values().collect();
     assert_eq!(real.len(), 3, "{real:?}");
-}
-
-/// `kafka-configs` with `args` through `listen`, its stdout and stderr.
-fn configs_tool(cluster: &Cluster, listen: &str, args: &[&str]) -> ClientOutput {
-    tool(cluster, CONFIGS, listen, args)
-}
-
-#[test]
-fn broker_configs_of_a_sluice_node() {
-    let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
-    let broker = [
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "0",
-        "--describe",
-    ];
-    let all = ok(
-        &cluster,
-        CONFIGS,
-        &listen,
-        &[&broker[..], &["--all"]].concat(),
-    );
-    assert!(all.contains("All configs for broker 0 are:"), "{all}");
-    for config in ["log.cleaner.threads=", "num.io.threads=", "node.id="] {
-        assert!(all.contains(config), "{config}\n{all}");
-    }
-    let dynamic = ok(&cluster, CONFIGS, &listen, &broker);
-    assert!(
-        dynamic.contains("Dynamic configs for broker 0 are:"),
-        "{dynamic}"
-    );
-    let loggers = ok(
-        &cluster,
-        CONFIGS,
-        &listen,
-        &[
-            "--entity-type",
-            "broker-loggers",
-            "--entity-name",
-            "0",
-            "--describe",
-        ],
-    );
-    assert!(
-        loggers.contains("Dynamic configs for broker-logger 0 are:"),
-        "{loggers}"
-    );
-    assert!(loggers.contains("kafka.log.LogCleaner=INFO"), "{loggers}");
-
-    // Raw: an id that is no Sluice node is refused by Sluice, the rest of
-    // the request is answered, in request order.
-    let mut client = RawClient::connect(&listen);
-    let answer = client.request(
-        ApiKey::DescribeConfigs,
-        requests::DESCRIBE_CONFIGS_VERSION,
-        requests::describe_configs(&[
-            (BROKER_RESOURCE, "7"),
-            (BROKER_LOGGER_RESOURCE, "0"),
-            (BROKER_RESOURCE, ""),
-        ]),
-    );
-    let ResponseKind::DescribeConfigs(answer) = answer else {
-        panic!("not a DescribeConfigs answer: {answer:?}");
-    };
-    let results: Vec<(i8, &str, i16)> = answer
-        .results
-        .iter()
-        .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
-        .collect();
-    assert_eq!(
-        results,
-        [
-            (BROKER_RESOURCE, "7", INVALID_REQUEST),
-            (BROKER_LOGGER_RESOURCE, "0", 0),
-            (BROKER_RESOURCE, "", 0),
-        ],
-        "{answer:?}"
-    );
-    let message = answer.results[0]
-        .error_message
-        .as_deref()
-        .unwrap_or_default();
-    assert!(message.contains("Unknown broker id 7"), "{message}");
-    assert!(!answer.results[1].configs.is_empty(), "logger levels");
-}
-
-/// Removes the cluster-wide `log.cleaner.threads` default, directly, when
-/// dropped (also when the test fails).
-struct ResetCleanerThreads<'a>(&'a Cluster);
-
-impl Drop for ResetCleanerThreads<'_> {
-    fn drop(&mut self) {
-        let direct = self.0.bootstrap("PLAINTEXT");
-        let out = configs_tool(
-            self.0,
-            &direct,
-            &[
-                "--alter",
-                "--entity-type",
-                "brokers",
-                "--entity-default",
-                "--delete-config",
-                "log.cleaner.threads",
-            ],
-        );
-        if out.code != Some(0) {
-            eprintln!("could not reset log.cleaner.threads: {out:?}");
-        }
-    }
-}
-
-#[test]
-fn per_broker_alters_are_refused_cluster_defaults_work() {
-    let cluster = Cluster::get(TRIO);
-    let (_sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
-    let set = ["--alter", "--add-config", "log.cleaner.threads=2"];
-    let refused = configs_tool(
-        &cluster,
-        &listen,
-        &[
-            &["--entity-type", "brokers", "--entity-name", "0"][..],
-            &set,
-        ]
-        .concat(),
-    );
-    assert_ne!(refused.code, Some(0), "{refused:?}");
-    let said = format!("{}{}", refused.stdout, refused.stderr);
-    assert!(
-        said.contains("Per-broker configs cannot be altered through Sluice")
-            && said.contains("--entity-default"),
-        "{refused:?}"
-    );
-    let direct = cluster.bootstrap("PLAINTEXT");
-    for id in ["1", "2", "3"] {
-        let shown = ok(
-            &cluster,
-            CONFIGS,
-            &direct,
-            &[
-                "--entity-type",
-                "brokers",
-                "--entity-name",
-                id,
-                "--describe",
-            ],
-        );
-        assert!(
-            !shown.contains("log.cleaner.threads"),
-            "broker {id}: {shown}"
-        );
-    }
-
-    let _reset = ResetCleanerThreads(&cluster);
-    ok(
-        &cluster,
-        CONFIGS,
-        &listen,
-        &[&["--entity-type", "brokers", "--entity-default"][..], &set].concat(),
-    );
-    wait::until(
-        Duration::from_secs(30),
-        "the cluster default to be shown through Sluice",
-        || {
-            let shown = ok(
-                &cluster,
-                CONFIGS,
-                &listen,
-                &["--entity-type", "brokers", "--entity-default", "--describe"],
-            );
-            if shown.contains("log.cleaner.threads=2") {
-                Ok(())
-            } else {
-                Err(shown)
-            }
-        },
-    );
-
-    // Raw, validate only: the topic resource is checked by a broker, the
-    // broker resource refused by Sluice, both answered in request order.
-    let topic = unique("admin-alter");
-    cluster.create_topic(&topic, 1, 3);
-    let mut client = RawClient::connect(&listen);
-    let answer = client.request(
-        ApiKey::IncrementalAlterConfigs,
-        requests::INCREMENTAL_ALTER_CONFIGS_VERSION,
-        requests::incremental_alter_configs(
-            &[(BROKER_RESOURCE, "0"), (TOPIC_RESOURCE, &topic)],
-            ("retention.ms", "3600000"),
-            true,
-        ),
-    );
-    let ResponseKind::IncrementalAlterConfigs(answer) = answer else {
-        panic!("not an IncrementalAlterConfigs answer: {answer:?}");
-    };
-    let results: Vec<(i8, &str, i16)> = answer
-        .responses
-        .iter()
-        .map(|r| (r.resource_type, r.resource_name.as_str(), r.error_code))
-        .collect();
-    assert_eq!(
-        results,
-        [
-            (BROKER_RESOURCE, "0", INVALID_REQUEST),
-            (TOPIC_RESOURCE, topic.as_str(), 0)
-        ],
-        "{answer:?}"
-    );
 }
