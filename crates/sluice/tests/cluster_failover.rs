@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::delivery::{
-    self, Acked, Consumed, Produced, ProducerRun, ToolProcess, assigned_partitions, disconnects,
+    self, Acked, Consumed, Produced, ProducerRun, ToolProcess, disconnects,
 };
-use sluice_testkit::fronted::{self, create_spread_topic, listed_brokers};
+use sluice_testkit::fronted::{self, create_spread_topic};
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{clients, unique, wait};
 
@@ -35,70 +35,14 @@ fn sluice_bin() -> &'static Path {
 
 const CLOSED_ON_ERROR: &str = "sluice_client_connections_closed_on_error_total";
 
-/// Panics with the tool's output if it exited before it was done.
-fn still_running(process: &mut ToolProcess, what: &str) {
-    if process.exited() {
-        panic!(
-            "{what} exited early\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            process.stdout(),
-            process.stderr()
-        );
-    }
-}
-
-/// Waits until the consumer is assigned all `partitions`.
-fn wait_assigned(consumer: &mut ToolProcess, partitions: usize) {
-    wait::until(
-        Duration::from_secs(60),
-        "the consumer to be assigned every partition",
-        || {
-            still_running(consumer, "VerifiableConsumer");
-            match assigned_partitions(&consumer.events()) {
-                Some(n) if n == partitions => Ok(()),
-                other => Err(format!("assigned: {other:?}")),
-            }
-        },
-    );
-}
-
 /// Waits until the producer has `n` acknowledged sends; returns how many.
 fn wait_acked(producer: &mut ToolProcess, n: usize) -> usize {
-    wait::until(
-        Duration::from_secs(90),
-        &format!("{n} acknowledged sends"),
-        || {
-            still_running(producer, "VerifiableProducer");
-            let acked = Produced::from_events(&producer.events()).acked.len();
-            if acked >= n {
-                Ok(acked)
-            } else {
-                Err(format!("{acked} acked"))
-            }
-        },
-    )
+    delivery::wait_acked(producer, n, Duration::from_secs(90))
 }
 
 /// Waits until the consumer has read every record of `acked`, then stops it.
 fn consume_all(consumer: &mut ToolProcess, topic: &str, acked: &[Acked]) -> Consumed {
-    let consumed = wait::until(
-        Duration::from_secs(90),
-        "the consumer to read every acknowledged record",
-        || {
-            still_running(consumer, "VerifiableConsumer");
-            let consumed = Consumed::from_events(&consumer.events(), topic);
-            let missing = consumed.missing(acked);
-            if missing.is_empty() {
-                Ok(consumed)
-            } else {
-                Err(format!(
-                    "{} of {} acked records not consumed yet, e.g. {:?}",
-                    missing.len(),
-                    acked.len(),
-                    &missing[..missing.len().min(5)]
-                ))
-            }
-        },
-    );
+    let consumed = delivery::wait_consumed(consumer, topic, acked, Duration::from_secs(90));
     consumer.terminate(Duration::from_secs(60));
     consumed
 }
@@ -123,7 +67,7 @@ fn stop_after_acks_everywhere(
         Duration::from_secs(90),
         &format!("acks on all {partitions} partitions after the change"),
         || {
-            still_running(producer, "VerifiableProducer");
+            producer.assert_running();
             let after = acked_partitions_after(&Produced::from_events(&producer.events()), from);
             if after.len() == partitions {
                 Ok(())
@@ -231,7 +175,7 @@ fn leaders_move_under_load_without_client_errors_or_loss() {
     });
 
     let mut consumer = delivery::start_consumer(&cluster, &listen, &topic, &unique("failover"));
-    wait_assigned(&mut consumer, 3);
+    delivery::wait_assigned(&mut consumer, 3, Duration::from_secs(60));
     // Runs until stopped: the test stops it once the leaders have moved.
     let mut producer = ProducerRun::idempotent(1_000_000, 200).start(&cluster, &listen, &topic);
     wait_acked(&mut producer, 400);
@@ -258,28 +202,7 @@ fn leaders_move_under_load_without_client_errors_or_loss() {
 /// Three Sluice nodes, each knowing all three and checking the others every
 /// 500 ms; returns them and their addresses once each lists all three.
 fn three_sluice_nodes(cluster: &Cluster) -> (Vec<SluiceProcess>, Vec<String>) {
-    let nodes = fronted::listen_addrs(3);
-    let processes: Vec<SluiceProcess> = (0..3)
-        .map(|i| {
-            let topology = fronted::topology(cluster, &nodes, i, 500);
-            SluiceProcess::start(sluice_bin(), &topology, &[&nodes[i]])
-        })
-        .collect();
-    for node in &nodes {
-        wait::until(
-            Duration::from_secs(20),
-            &format!("{node} to list all three Sluice nodes"),
-            || {
-                let shown = listed_brokers(node);
-                if shown == nodes {
-                    Ok(())
-                } else {
-                    Err(format!("{shown:?}"))
-                }
-            },
-        );
-    }
-    (processes, nodes)
+    fronted::start_nodes_checking(sluice_bin(), cluster, &["rack0"; 3], 500)
 }
 
 /// A new topic (6 partitions, leaders on every broker) of which at least
@@ -329,7 +252,7 @@ fn third_node_goes_away(how: Stop) {
     let bootstrap = format!("{},{}", nodes[0], nodes[1]);
 
     let mut consumer = delivery::start_consumer(&cluster, &bootstrap, &topic, &unique("failover"));
-    wait_assigned(&mut consumer, 6);
+    delivery::wait_assigned(&mut consumer, 6, Duration::from_secs(60));
     let mut producer = ProducerRun::idempotent(1_000_000, 200).start(&cluster, &bootstrap, &topic);
     wait_acked(&mut producer, 400);
 
@@ -351,18 +274,8 @@ fn third_node_goes_away(how: Stop) {
     let at_stop = wait_acked(&mut producer, 0);
     let survivors = &nodes[..2];
     for node in survivors {
-        wait::until(
-            Duration::from_secs(30),
-            &format!("{node} to stop listing the stopped node"),
-            || {
-                let shown = listed_brokers(node);
-                if shown == survivors {
-                    Ok(())
-                } else {
-                    Err(format!("{shown:?}"))
-                }
-            },
-        );
+        let what = format!("{node} to stop listing the stopped node");
+        fronted::wait_listed(node, survivors, &what);
     }
     // Partitions whose leaders the clients saw on the stopped node moved to
     // the survivors: every partition takes writes after the stop.

@@ -32,7 +32,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::delivery::{
-    self, Acked, Consumed, Produced, ProducerRun, ToolProcess, assigned_partitions, disconnects,
+    self, Acked, Consumed, Produced, ProducerRun, ToolProcess, disconnects,
 };
 use sluice_testkit::nodes::{self, KilledNode};
 use sluice_testkit::raw::RawClient;
@@ -40,9 +40,9 @@ use sluice_testkit::requests::{
     self, FETCH_VERSION, METADATA_VERSION, NOT_LEADER_OR_FOLLOWER, PRODUCE_VERSION,
     RETRIABLE_BROKER_LOSS_CODES, partition_errors,
 };
-use sluice_testkit::scram;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, unique, wait};
+use sluice_testkit::{fronted, scram};
 
 const PARTITIONS: u32 = 6;
 /// The broker the kill-under-load tests kill.
@@ -70,31 +70,9 @@ fn sluice_bin() -> &'static Path {
 /// cluster's PLAINTEXT listeners, with a read timeout.
 fn start(cluster: &Cluster) -> (SluiceProcess, String) {
     let listen = format!("127.0.0.1:{}", free_port());
-    let contact_points = cluster
-        .bootstrap("PLAINTEXT")
-        .split(',')
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let topology = format!(
-        r#"sources:
-  - Kafka:
-      name: "kafka"
-      listen_addr: "{listen}"
-      chain:
-        - KafkaSinkCluster:
-            name: "kafka-sink-cluster"
-            shotover_nodes:
-              - address_for_clients: "{listen}"
-                address_for_peers: "{listen}"
-                rack: "rack0"
-                broker_id: 0
-            local_shotover_broker_id: 0
-            first_contact_points: [{contact_points}]
-            connect_timeout_ms: 3000
-            read_timeout: 10
-"#
-    );
+    let contact_points = fronted::contact_points(cluster, "PLAINTEXT");
+    let nodes = std::slice::from_ref(&listen);
+    let topology = fronted::sink_topology(nodes, &["rack0"], 0, &contact_points, 10, "");
     let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
     (sluice, listen)
 }
@@ -146,13 +124,6 @@ fn warnings(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| matches!(l.split_whitespace().nth(1), Some("WARN" | "ERROR")))
         .collect()
-}
-
-/// Panics with the tool's stderr if it exited before it was done.
-fn still_running(process: &mut ToolProcess, what: &str) {
-    if process.exited() {
-        panic!("{what} exited early; stderr:\n{}", process.stderr());
-    }
 }
 
 /// Preferred leader elections of `topic` until broker `id` leads one of its
@@ -273,55 +244,19 @@ fn broker_killed_under_load_with_scram_over_mtls_loses_no_acked_record_and_close
 
 /// Waits until the consumer is assigned every partition of the topic.
 fn wait_assigned(consumer: &mut ToolProcess) {
-    wait::until(
-        Duration::from_secs(60),
-        "the consumer to be assigned all partitions",
-        || {
-            still_running(consumer, "VerifiableConsumer");
-            match assigned_partitions(&consumer.events()) {
-                Some(n) if n == PARTITIONS as usize => Ok(()),
-                other => Err(format!("assigned: {other:?}")),
-            }
-        },
-    );
+    delivery::wait_assigned(consumer, PARTITIONS as usize, Duration::from_secs(60));
 }
 
 /// Waits until the consumer has read every record of `acked`.
 fn wait_consumed(consumer: &mut ToolProcess, topic: &str, acked: &[Acked]) -> Consumed {
-    wait::until(
-        Duration::from_secs(90),
-        "the consumer to read every acknowledged record",
-        || {
-            still_running(consumer, "VerifiableConsumer");
-            let consumed = Consumed::from_events(&consumer.events(), topic);
-            let missing = consumed.missing(acked);
-            if missing.is_empty() {
-                Ok(consumed)
-            } else {
-                Err(format!(
-                    "{} of {} acked records not consumed yet, e.g. {:?}",
-                    missing.len(),
-                    acked.len(),
-                    &missing[..missing.len().min(5)]
-                ))
-            }
-        },
-    )
+    delivery::wait_consumed(consumer, topic, acked, Duration::from_secs(90))
 }
 
 /// Kills broker 2 once the producer has 1500 acks, waits until the producer
 /// writes to every partition again, and checks that Sluice synthesized the
 /// retriable errors; returns the broker's guard.
 fn kill_under_load(cluster: &Cluster, front: &Front, producer: &mut ToolProcess) -> KilledNode {
-    wait::until(Duration::from_secs(60), "1500 acks before the kill", || {
-        still_running(producer, "VerifiableProducer");
-        let acked = Produced::from_events(&producer.events()).acked.len();
-        if acked >= 1500 {
-            Ok(())
-        } else {
-            Err(format!("{acked} acked"))
-        }
-    });
+    delivery::wait_acked(producer, 1500, Duration::from_secs(60));
     let killed = cluster.kill_node(VICTIM);
     let acked_at_kill = Produced::from_events(&producer.events()).acked.len();
     // The partitions the victim led move to the survivors, and the producer

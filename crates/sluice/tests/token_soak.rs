@@ -24,9 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sluice_testkit::cluster::{Cluster, TRIO};
-use sluice_testkit::delivery::{
-    self, Consumed, Produced, ProducerRun, ToolProcess, assigned_partitions, disconnects,
-};
+use sluice_testkit::delivery::{self, Produced, ProducerRun, disconnects};
 use sluice_testkit::scram::{self, DebugLogger, EXPIRED_CHANNEL, NEW_CONNECTION, PROCESSOR_LOGGER};
 use sluice_testkit::{unique, wait};
 
@@ -61,13 +59,6 @@ fn java_warnings(stderr: &str) -> Vec<&str> {
         .lines()
         .filter(|l| l.contains("] WARN ") || l.contains("] ERROR "))
         .collect()
-}
-
-/// Panics with the tool's stderr if it exited before it was done.
-fn still_running(process: &mut ToolProcess, what: &str) {
-    if process.exited() {
-        panic!("{what} exited early; stderr:\n{}", process.stderr());
-    }
 }
 
 /// Broker log lines that say a connection was closed for an expired SASL
@@ -115,17 +106,7 @@ fn java_clients_ride_through_minutes_of_token_rotation() {
         &unique("token-soak-group"),
         &["--consumer.config", &props],
     );
-    wait::until(
-        Duration::from_secs(90),
-        "the consumer to be assigned all partitions",
-        || {
-            still_running(&mut consumer, "VerifiableConsumer");
-            match assigned_partitions(&consumer.events()) {
-                Some(n) if n == PARTITIONS as usize => Ok(()),
-                other => Err(format!("assigned: {other:?}")),
-            }
-        },
-    );
+    delivery::wait_assigned(&mut consumer, PARTITIONS as usize, Duration::from_secs(90));
     let mut run = ProducerRun::idempotent(secs * RATE, RATE);
     run.config
         .extend(scram::client_properties(&cluster, CLIENT_CONFIG));
@@ -136,7 +117,7 @@ fn java_clients_ride_through_minutes_of_token_rotation() {
         Duration::from_secs(secs + 240),
         "the producer to send every record",
         || {
-            still_running(&mut consumer, "VerifiableConsumer");
+            consumer.assert_running();
             if producer.exited() {
                 Ok(())
             } else {
@@ -151,24 +132,11 @@ fn java_clients_ride_through_minutes_of_token_rotation() {
     let producer_stderr = out.stderr;
     let ran = started.elapsed();
 
-    let consumed = wait::until(
+    let consumed = delivery::wait_consumed(
+        &mut consumer,
+        &topic,
+        &produced.acked,
         Duration::from_secs(120),
-        "the consumer to read every acknowledged record",
-        || {
-            still_running(&mut consumer, "VerifiableConsumer");
-            let consumed = Consumed::from_events(&consumer.events(), &topic);
-            let missing = consumed.missing(&produced.acked);
-            if missing.is_empty() {
-                Ok(consumed)
-            } else {
-                Err(format!(
-                    "{} of {} acked records not consumed yet, e.g. {:?}",
-                    missing.len(),
-                    produced.acked.len(),
-                    &missing[..missing.len().min(5)]
-                ))
-            }
-        },
     );
     let out = consumer.terminate(Duration::from_secs(60));
     let consumer_events = delivery::events(&out.stdout);
