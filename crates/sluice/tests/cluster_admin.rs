@@ -103,7 +103,7 @@ fn topics_configs_and_partitions() {
         defaults.contains("Default configs for brokers"),
         "{defaults}"
     );
-    // (A broker named by its Sluice id: `broker_configs_of_a_sluice_node`.)
+    // (A broker named by its Sluice id: `cluster_broker_configs.rs`.)
 
     topics(&["--alter", "--topic", &topic, "--partitions", "6"]);
     // Sluice forgets the topic after CreatePartitions, and the broker the next
