@@ -231,7 +231,10 @@ impl Connections {
             .iter()
             .filter(|(id, c)| !c.connection().is_closed() && avoid != Some(Target::Broker(**id)))
             .filter(|(_, c)| !self.shared.is_suspect(c.connection().address()))
-            .min_by_key(|(id, c)| (self.out_of_rack(**id), c.connection().outstanding()))
+            .min_by_key(|(id, c)| {
+                let out = self.shared.out_of_rack(&self.shared.view.read(), **id);
+                (out, c.connection().outstanding())
+            })
             .map(|(id, _)| Target::Broker(*id));
         if let Some(target) = open {
             match self.ensure(target).await {
@@ -285,27 +288,14 @@ impl Connections {
             ids
         };
         // A stable sort keeps the round-robin order within each group.
+        let view = self.shared.view.read();
         ids.sort_by_key(|id| {
-            let suspect = self
-                .address_of(*id)
-                .is_ok_and(|addr| self.shared.is_suspect(&addr));
-            (suspect, self.out_of_rack(*id))
+            (
+                self.shared.is_suspect_id(&view, *id),
+                self.shared.out_of_rack(&view, *id),
+            )
         });
         ids
-    }
-
-    /// Whether broker `id` is known to sit outside the local Sluice node's
-    /// rack (false when either rack is unknown): requests any broker can
-    /// serve prefer the brokers in the rack.
-    fn out_of_rack(&self, id: BrokerId) -> bool {
-        let local = self.shared.nodes.local_rack();
-        !local.is_empty()
-            && self
-                .shared
-                .view
-                .read()
-                .broker_rack(id)
-                .is_some_and(|rack| &**rack != local)
     }
 
     /// Makes the connection behind `target` usable: opens it if there is

@@ -69,7 +69,7 @@ pub use error::{InternalRequestError, SinkClusterError};
 use crate::auth::ClientAuth;
 use crate::connections::Connections;
 use crate::pending::PendingResponse;
-use crate::topology::{BrokerId, SharedClusterView, SluiceNodes};
+use crate::topology::{BrokerId, ClusterView, SharedClusterView, SluiceNodes};
 
 /// How long an internal request may wait for its answer when the config sets
 /// no read timeout.
@@ -123,6 +123,22 @@ impl Shared {
     pub(crate) fn is_suspect(&self, broker: &BrokerAddress) -> bool {
         self.failures
             .is_suspect(broker, tokio::time::Instant::now())
+    }
+
+    /// Whether a request to broker `id` (at its address in `view`) failed
+    /// recently; false for a broker the view does not know.
+    pub(crate) fn is_suspect_id(&self, view: &ClusterView, id: BrokerId) -> bool {
+        view.broker_address(id).is_some_and(|a| {
+            u16::try_from(a.port)
+                .is_ok_and(|port| self.is_suspect(&BrokerAddress::new(a.host.as_str(), port)))
+        })
+    }
+
+    /// Whether broker `id` is known to sit outside the local Sluice node's
+    /// rack (false when either rack is unknown).
+    pub(crate) fn out_of_rack(&self, view: &ClusterView, id: BrokerId) -> bool {
+        let local = self.nodes.local_rack();
+        !local.is_empty() && view.broker_rack(id).is_some_and(|rack| &**rack != local)
     }
 
     /// The connect options for `addr` (TLS verifies the broker's own name).

@@ -21,7 +21,6 @@ use crate::split::dispatch::{SplitRequest, split_request};
 use crate::split::{RackRouting, Unroutable};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 use sluice_chain::ChainError;
-use sluice_chain::broker::BrokerAddress;
 
 /// Where a whole request goes.
 #[derive(Debug, Clone, Copy)]
@@ -506,14 +505,7 @@ impl KafkaSinkCluster {
             view: &view,
             rack: self.shared.nodes.local_rack(),
             now,
-            usable: |id: BrokerId| {
-                view.broker_address(id).is_some_and(|a| {
-                    let port = u16::try_from(a.port).unwrap_or(0);
-                    !self
-                        .shared
-                        .is_suspect(&BrokerAddress::new(a.host.as_str(), port))
-                })
-            },
+            usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
         split_request(body, version, &routing).ok_or_else(|| {
             ChainError::Internal("a request routed as split cannot be split".to_owned())
@@ -527,16 +519,7 @@ fn count_out_of_rack(shared: &Shared, target: Target, api: ApiKey) {
     let Target::Broker(id) = target else {
         return;
     };
-    let local = shared.nodes.local_rack();
-    if local.is_empty() {
-        return;
-    }
-    let out = shared
-        .view
-        .read()
-        .broker_rack(id)
-        .is_some_and(|rack| &**rack != local);
-    if out {
+    if shared.out_of_rack(&shared.view.read(), id) {
         metrics::counter!(names::OUT_OF_RACK_REQUESTS, "api" => format!("{api:?}")).increment(1);
     }
 }
