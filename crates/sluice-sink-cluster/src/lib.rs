@@ -7,6 +7,8 @@
 //!   ApiVersions rewritten so that only Sluice nodes appear.
 //! - [`split`]: requests that span brokers split per broker, and their
 //!   responses merged back in order.
+//! - [`consume`]: a fetch split over brokers answered as soon as its data
+//!   is ready; parts still out serve the next fetch.
 //! - [`route`]: the routing decisions, as pure functions: which broker serves
 //!   each API, what to do with the answer, what to answer when a broker fails.
 //! - [`sink`]: the sink driver ([`KafkaSinkClusterBuilder`],
@@ -22,6 +24,7 @@
 
 pub mod auth;
 pub mod connections;
+pub mod consume;
 pub mod kafka_connection;
 pub mod peers;
 pub mod pending;

@@ -16,6 +16,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 
 use crate::auth::SaslStep;
+use crate::consume::FetchCombine;
 use crate::connections::Target;
 use crate::route::OnFailure;
 use crate::split::dispatch::MergePlan;
@@ -48,8 +49,13 @@ impl PendingResponse {
         }
     }
 
-    /// Waits (cancel-safe) until every part has a result.
+    /// Waits (cancel-safe) until every part has a result, or, for a split
+    /// fetch, until it may be answered early or one more part has answered
+    /// (see [`crate::consume`]).
     pub async fn wait_parts(&mut self) {
+        if let Combine::Fetch(fetch) = &self.combine {
+            return fetch.wait(&mut self.parts).await;
+        }
         for part in &mut self.parts {
             part.wait().await;
         }
@@ -154,6 +160,9 @@ pub enum Combine {
     /// Parts of a multi-key request split by coordinator (see
     /// [`crate::route::keyed`]).
     Keyed(Box<KeyedCombine>),
+    /// Parts of a fetch answered as soon as its data is ready (see
+    /// [`crate::consume`]).
+    Fetch(Box<FetchCombine>),
 }
 
 /// The parts of a multi-key request split by coordinator.

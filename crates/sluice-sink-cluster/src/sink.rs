@@ -40,6 +40,7 @@
 mod auth;
 mod error;
 mod failures;
+mod fetch;
 mod finish;
 mod follower;
 mod internal;
@@ -68,6 +69,7 @@ pub use error::{InternalRequestError, SinkClusterError};
 
 use crate::auth::ClientAuth;
 use crate::connections::Connections;
+use crate::consume::FetchState;
 use crate::pending::PendingResponse;
 use crate::topology::{BrokerId, ClusterView, SharedClusterView, SluiceNodes};
 
@@ -359,6 +361,7 @@ impl KafkaSinkClusterBuilder {
             auth: ClientAuth::new(self.shared.tokens.is_some()),
             sasl_in_flight: 0,
             head_resent: Vec::new(),
+            fetch: FetchState::default(),
         }
     }
 }
@@ -376,6 +379,9 @@ pub struct KafkaSinkCluster {
     /// The parts (by index) of the oldest pending entry already sent again
     /// after failing unsent; each is sent again at most once.
     head_resent: Vec<usize>,
+    /// Fetch parts still out after their fetch was answered, and their
+    /// answers, for the client's next fetch (see [`crate::consume`]).
+    fetch: FetchState,
 }
 
 impl std::fmt::Debug for KafkaSinkCluster {
@@ -414,7 +420,10 @@ impl Sink for KafkaSinkCluster {
             };
             // Cancel-safe: each part keeps its receiver until its result is stored.
             head.wait_parts().await;
-            if self.resend_unsent_parts().await? || self.retry_head_elsewhere().await? {
+            if self.resend_unsent_parts().await?
+                || self.retry_head_elsewhere().await?
+                || self.fetch_head_waits().await?
+            {
                 continue;
             }
             let Some(entry) = self.pending.pop_front() else {

@@ -194,6 +194,9 @@ impl KafkaSinkCluster {
             Combine::Keyed(keyed) => {
                 self.finish_keyed(api_key, api_version, correlation_id, *keyed, parts)?
             }
+            Combine::Fetch(fetch) => {
+                self.finish_fetch(api_version, correlation_id, *fetch, parts)?
+            }
         };
         response.set_correlation_id(correlation_id);
         Ok(response)
@@ -347,7 +350,7 @@ impl KafkaSinkCluster {
 
     /// Logs a failed part (rate-limited per broker) and drops its (closed)
     /// connection.
-    fn part_failed(
+    pub(super) fn part_failed(
         &mut self,
         target: Target,
         broker: &BrokerAddress,
@@ -386,7 +389,7 @@ impl KafkaSinkCluster {
     /// Records staleness from a split API's answer and rewrites leader hints
     /// when it carries a partition error. `raw`: the answer came through
     /// undecoded.
-    fn post_split(
+    pub(super) fn post_split(
         &mut self,
         response: &mut Response,
         raw: bool,
@@ -597,7 +600,7 @@ fn fetch_may_need_rewrite(response: &Response) -> bool {
     }
 }
 
-fn count_synthesized(api: ApiKey) {
+pub(super) fn count_synthesized(api: ApiKey) {
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
 }
 

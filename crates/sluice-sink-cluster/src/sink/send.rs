@@ -61,6 +61,7 @@ impl KafkaSinkCluster {
                 self.send_coordinator(request, CoordinatorKeyType::Group)
                     .await
             }
+            Family::ByLeader if api == ApiKey::Fetch => self.send_fetch(request).await,
             Family::ByLeader | Family::ByCoordinator | Family::FanOut => {
                 self.send_split(request).await
             }
@@ -79,7 +80,7 @@ impl KafkaSinkCluster {
     /// returned failed, to be answered like any failed part. `Err` when the
     /// client cannot be served any more (e.g. its broker connection cannot be
     /// authenticated): the client is closed with it.
-    async fn send_part(
+    pub(super) async fn send_part(
         &mut self,
         dest: Dest,
         request: Request,
@@ -419,16 +420,27 @@ impl KafkaSinkCluster {
         &mut self,
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
+        let version = request.api_version();
+        let split = {
+            let body = request.body()?;
+            self.split_with_refresh(body, version).await?
+        };
+        self.send_split_parts(request, split, false).await
+    }
+
+    /// Sends the parts of `split` (the client's own bytes when it passes
+    /// through; `strip_rack`: a Fetch whose `rack_id` must be cleared never
+    /// does).
+    pub(super) async fn send_split_parts(
+        &mut self,
+        request: Request,
+        split: SplitRequest,
+        strip_rack: bool,
+    ) -> Result<Option<PendingResponse>, ChainError> {
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
         let expects_response = request.expects_response();
-        let (split, strip_rack) = {
-            let body = request.body()?;
-            let strip_rack = matches!(body, RequestKind::Fetch(f)
-                if route::produce_fetch::fetch_has_rack_id(&f.rack_id));
-            (self.split_with_refresh(body, version).await?, strip_rack)
-        };
         let single = split.parts.len() == 1 && split.unroutable.is_empty();
         let mut parts = Vec::with_capacity(split.parts.len());
         match split.passthrough().filter(|_| !strip_rack) {
@@ -462,7 +474,7 @@ impl KafkaSinkCluster {
     /// Splits `body`; when something is unroutable, fills the view (Metadata
     /// for partitions without a leader or when no broker is known,
     /// FindCoordinator for groups) and splits once more.
-    async fn split_with_refresh(
+    pub(super) async fn split_with_refresh(
         &mut self,
         body: &RequestKind,
         version: i16,

@@ -155,7 +155,7 @@ impl SplitApi for FetchRequest {
 }
 
 /// A partition answer carrying `error_code` and no records, as a broker writes one.
-fn error_partition(index: i32, error_code: i16) -> PartitionData {
+pub(crate) fn error_partition(index: i32, error_code: i16) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error_code)

@@ -1,0 +1,748 @@
+//! The consume path: a Fetch split over several brokers is answered as soon
+//! as its data is ready, not when its slowest part is.
+//!
+//! A consumer fetching partitions led by several brokers sends Sluice one
+//! Fetch; Sluice sends one part per broker. A broker with nothing new holds
+//! its part for the client's `max_wait_ms`, so waiting for every part would
+//! make every record wait for the idlest broker. Instead a split fetch's
+//! entry ([`FetchCombine`]) is answered as soon as one of these holds:
+//! - the answers in hand carry at least the client's `min_bytes` of records;
+//! - the client's `max_wait_ms` has passed since Sluice read the request;
+//! - every part has answered.
+//!
+//! A full fetch answer must list every partition it was asked for, so the
+//! partitions whose part is still out are listed with no records, no error
+//! and the last watermarks Sluice saw for them ([`Marks`]; -1, which clients
+//! ignore, before any).
+//!
+//! **Parked parts.** A part still owed when its fetch is answered is not
+//! lost: it is *parked* in the connection's [`FetchState`]. A broker answers
+//! one request per connection at a time, so a new part to that broker would
+//! only queue behind the parked one; instead the client's next fetch that
+//! needs the broker *adopts* the parked part, which serves every partition it
+//! asked for at the offset the client asks again. A parked part whose answer
+//! arrives between two fetches has its partitions' data *stashed*; the next
+//! fetch takes a stashed partition if it asks for it at the same offset, and
+//! every other stashed partition is dropped then. So each partition's records
+//! start exactly where the client asked (none twice, none skipped), and a
+//! broker has at most one of the connection's fetches at a time, as with a
+//! direct client.
+//!
+//! **Refetch.** While an entry waits, a broker whose parts have all answered
+//! without records for some of its partitions (an adopted part asked at
+//! other offsets, or timed out empty) gets one new part for them, with the
+//! time left as its `max_wait_ms`, so data arriving there before the deadline
+//! is seen. Sluice so never polls a broker faster than a direct client: a new
+//! part goes to a broker only once its previous one has answered.
+//!
+//! ```text
+//! t=0    fetch A+B+C arrives; parts to A, B, C (max_wait 500 ms)
+//! t=3    A answers with records          -> client answered: A's data, B and C empty
+//!                                           B and C parked
+//! t=4    next fetch arrives              -> adopts B and C, new part to A
+//! t=120  B answers with records          -> client answered: B's data, A and C empty
+//! t=500  C's part times out, empty       -> C gets a new part (max_wait = time left)
+//! ```
+//!
+//! A fetch with `max_wait_ms` or `min_bytes` of 0 or less waits for every
+//! part (the brokers answer it at once anyway). A fetch whose partitions all
+//! go to one broker, while nothing is parked or stashed, passes through
+//! untouched (see `sink/fetch.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use sluice_codec::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, PartitionData,
+};
+use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::ResponseKind;
+use uuid::Uuid;
+use tokio::time::Instant;
+
+use crate::pending::{Part, PartState};
+use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID, error_partition};
+use crate::split::order::{TopicEntry, dedup_by_key};
+use crate::topology::{BrokerId, TopicRef};
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
+
+/// A partition, as the fetch names it (by topic name up to v12, by id from v13).
+pub type PartitionKey = (TopicRef, i32);
+
+/// The watermarks a broker last reported for a partition: what an empty
+/// partition answer carries while its part is still out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Marks {
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+}
+
+impl Marks {
+    /// Brokers write -1 where they know nothing; clients ignore it.
+    const UNKNOWN: Marks = Marks {
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+    };
+}
+
+/// A partition answer that came after its fetch was answered.
+#[derive(Debug)]
+struct Stashed {
+    /// The offset the part asked for: the answer serves only a fetch at it.
+    fetch_offset: i64,
+    data: Box<PartitionData>,
+}
+
+/// A part owed by its broker after its fetch was answered.
+#[derive(Debug)]
+pub struct Parked {
+    /// The part, with its receiver (or its result, once it arrived).
+    pub part: Part,
+    /// What it asked for.
+    pub meta: PartMeta,
+}
+
+/// What a fetch part asked its broker for.
+#[derive(Debug, Clone)]
+pub struct PartMeta {
+    /// The broker it went to.
+    pub broker: BrokerId,
+    /// The version it was sent at (its answer's topics are keyed by it).
+    pub version: i16,
+    /// Each partition it asked for, at which offset.
+    pub asked: HashMap<PartitionKey, i64>,
+}
+
+/// One client connection's fetch state between fetches: parked parts, their
+/// stashed answers, and the last watermarks seen per partition.
+#[derive(Debug, Default)]
+pub struct FetchState {
+    parked: Vec<Parked>,
+    stash: HashMap<PartitionKey, Stashed>,
+    marks: HashMap<PartitionKey, Marks>,
+}
+
+/// Where one partition's answer comes from.
+#[derive(Debug)]
+enum Source {
+    /// A stashed answer at the asked offset.
+    Stashed(Box<PartitionData>),
+    /// The answer of the entry's part at this index.
+    Part(usize),
+    /// Nothing asked yet: its broker is busy with a part that asked other
+    /// offsets (or other partitions).
+    Pending,
+    /// No broker serves it: answered with this error.
+    Error(i16),
+}
+
+/// One partition of the client's fetch.
+#[derive(Debug)]
+struct PartitionPlan {
+    request: FetchPartition,
+    /// The broker it is routed to (`None`: unroutable).
+    broker: Option<BrokerId>,
+    source: Source,
+}
+
+/// One topic entry of the client's fetch.
+#[derive(Debug)]
+struct TopicPlan {
+    topic: TopicName,
+    topic_id: Uuid,
+    key: TopicRef,
+    partitions: Vec<PartitionPlan>,
+}
+
+/// A split fetch's answer-to-be: where each partition's answer comes from,
+/// and when to answer (see the module doc).
+#[derive(Debug)]
+pub struct FetchCombine {
+    version: i16,
+    /// The client's id, for the header of parts sent later.
+    client_id: Option<Bytes>,
+    min_bytes: i32,
+    /// When to answer with what is in hand; `None`: when every part has.
+    deadline: Option<Instant>,
+    /// A part request with no topics: the client's fields, sessionless.
+    base: FetchRequest,
+    topics: Vec<TopicPlan>,
+    /// Per part of the entry, in order.
+    metas: Vec<PartMeta>,
+}
+
+/// What a finished part yielded, for [`FetchState::assemble`].
+#[derive(Debug)]
+pub enum Outcome {
+    /// The broker's answer, decoded.
+    Answer(FetchResponse),
+    /// No answer: its partitions get this error.
+    Failed(i16),
+    /// Still out: parked.
+    Parked,
+}
+
+/// A part to send for an entry.
+#[derive(Debug)]
+pub struct NewPart {
+    /// Where to.
+    pub broker: BrokerId,
+    /// What (at the entry's version).
+    pub request: FetchRequest,
+    /// What the entry records once it is sent ([`FetchCombine::commit`]).
+    pub claim: Claim,
+}
+
+/// The partitions a [`NewPart`] serves, and what it asks.
+#[derive(Debug)]
+pub struct Claim {
+    meta: PartMeta,
+    slots: Vec<(usize, usize)>,
+}
+
+/// A fetch planned against the connection's [`FetchState`].
+#[derive(Debug)]
+pub struct Planned {
+    /// The entry's combine.
+    pub combine: FetchCombine,
+    /// Parked parts the fetch adopted: the entry's first parts, in order.
+    pub adopted: Vec<Part>,
+    /// New parts to send, after the adopted ones, in order; each is
+    /// committed to `combine` once sent.
+    pub fresh: Vec<NewPart>,
+}
+
+impl FetchState {
+    /// Whether nothing is parked or stashed (a fetch to one broker may then
+    /// pass through untouched).
+    pub fn is_idle(&self) -> bool {
+        self.parked.is_empty() && self.stash.is_empty()
+    }
+
+    /// Takes the parked parts out (to see which have answered).
+    pub fn take_parked(&mut self) -> Vec<Parked> {
+        std::mem::take(&mut self.parked)
+    }
+
+    /// Parks a part still out.
+    pub fn park(&mut self, parked: Parked) {
+        self.parked.push(parked);
+    }
+
+    /// Stashes the answer of a parked part that arrived between fetches.
+    pub fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
+        for (key, data) in answer_partitions(answer, meta.version) {
+            self.note_marks(&key, &data);
+            if let Some(&fetch_offset) = meta.asked.get(&key)
+                && worth_serving(&data)
+            {
+                self.stash.insert(key, Stashed { fetch_offset, data: Box::new(data) });
+            }
+        }
+    }
+
+    /// Stashes `error_code` for every partition a failed parked part asked
+    /// for, so that the client's next fetch of them learns it.
+    pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
+        for (key, &fetch_offset) in &meta.asked {
+            let data = Box::new(error_partition(key.1, error_code));
+            self.stash.insert(key.clone(), Stashed { fetch_offset, data });
+        }
+    }
+
+    /// Plans the client's `request` (decoded at `version`), given its split
+    /// into parts per broker (`routed`), at `now`. Every stashed answer is
+    /// used or dropped here.
+    pub fn plan(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+        client_id: Option<Bytes>,
+        routed: &[(BrokerId, FetchRequest)],
+        now: Instant,
+    ) -> Planned {
+        let mut stash = std::mem::take(&mut self.stash);
+        let route = routes(routed, version);
+        let mut adopted = Vec::new();
+        let mut metas = Vec::new();
+        let mut busy: HashSet<BrokerId> = HashSet::new();
+        for broker in routed.iter().map(|(b, _)| *b) {
+            while let Some(at) = self.parked.iter().position(|p| p.meta.broker == broker) {
+                let parked = self.parked.swap_remove(at);
+                busy.insert(broker);
+                adopted.push(parked.part);
+                metas.push(parked.meta);
+            }
+        }
+        let mut topics = Vec::with_capacity(request.topics.len());
+        for topic in &request.topics {
+            let key = topic.topic_ref(version);
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let pkey = (key.clone(), p.partition);
+                    let broker = route.get(&pkey).copied();
+                    let source = match stash.remove(&pkey) {
+                        Some(s) if s.fetch_offset == p.fetch_offset => Source::Stashed(s.data),
+                        _ => match broker {
+                            None => Source::Error(NOT_LEADER_OR_FOLLOWER),
+                            Some(_) => adopted_source(&metas, &pkey, p.fetch_offset),
+                        },
+                    };
+                    PartitionPlan {
+                        request: p.clone(),
+                        broker,
+                        source,
+                    }
+                })
+                .collect();
+            topics.push(TopicPlan {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                key,
+                partitions,
+            });
+        }
+        let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
+            .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
+        let combine = FetchCombine {
+            version,
+            client_id,
+            min_bytes: request.min_bytes,
+            deadline,
+            base: base_request(request),
+            topics,
+            metas,
+        };
+        let pending = |(t, p): (usize, usize)| {
+            combine
+                .topics
+                .get(t)
+                .and_then(|topic| topic.partitions.get(p))
+                .is_some_and(|plan| matches!(plan.source, Source::Pending))
+        };
+        let fresh = combine.new_parts(pending, |b| !busy.contains(&b), request.max_wait_ms);
+        Planned {
+            combine,
+            adopted,
+            fresh,
+        }
+    }
+
+    /// Builds the client's answer from one [`Outcome`] per part; parts still
+    /// out have been parked by the caller. Answers of adopted parts for
+    /// partitions the client asked at other offsets are stashed.
+    pub fn assemble(&mut self, combine: FetchCombine, outcomes: Vec<Outcome>) -> FetchResponse {
+        let FetchCombine { topics, metas, .. } = combine;
+        let mut answered: HashMap<(usize, PartitionKey), PartitionData> = HashMap::new();
+        let mut failed: HashMap<usize, i16> = HashMap::new();
+        let mut throttle_time_ms = 0;
+        let mut error_code = 0;
+        let mut node_endpoints = Vec::new();
+        for (index, (outcome, meta)) in outcomes.into_iter().zip(&metas).enumerate() {
+            match outcome {
+                Outcome::Answer(mut answer) => {
+                    throttle_time_ms = throttle_time_ms.max(answer.throttle_time_ms);
+                    if error_code == 0 {
+                        error_code = answer.error_code;
+                    }
+                    node_endpoints.append(&mut answer.node_endpoints);
+                    for (key, data) in answer_partitions(answer, meta.version) {
+                        self.note_marks(&key, &data);
+                        answered.insert((index, key), data);
+                    }
+                }
+                Outcome::Failed(code) => {
+                    failed.insert(index, code);
+                }
+                Outcome::Parked => {}
+            }
+        }
+        let mut responses = Vec::with_capacity(topics.len());
+        let mut requested = HashSet::new();
+        for topic in topics {
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for plan in topic.partitions {
+                let index = plan.request.partition;
+                let key = (topic.key.clone(), index);
+                let data = match plan.source {
+                    Source::Stashed(data) => *data,
+                    Source::Error(code) => error_partition(index, code),
+                    Source::Part(part) => match answered.remove(&(part, key.clone())) {
+                        Some(data) => data,
+                        None => match failed.get(&part) {
+                            Some(&code) => error_partition(index, code),
+                            None => self.empty_partition(&key),
+                        },
+                    },
+                    Source::Pending => self.empty_partition(&key),
+                };
+                partitions.push(data);
+                requested.insert(key);
+            }
+            responses.push(
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic)
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(partitions),
+            );
+        }
+        for ((part, key), data) in answered {
+            let asked = metas.get(part).and_then(|m| m.asked.get(&key));
+            if let Some(&fetch_offset) = asked
+                && worth_serving(&data)
+            {
+                self.stash.insert(key, Stashed { fetch_offset, data: Box::new(data) });
+            }
+        }
+        self.prune_marks(&requested);
+        dedup_by_key(&mut node_endpoints, |n| &n.node_id);
+        FetchResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_error_code(error_code)
+            .with_session_id(NO_SESSION_ID)
+            .with_responses(responses)
+            .with_node_endpoints(node_endpoints)
+    }
+
+    fn note_marks(&mut self, key: &PartitionKey, data: &PartitionData) {
+        if data.error_code == 0 && data.high_watermark >= 0 {
+            let marks = Marks {
+                high_watermark: data.high_watermark,
+                last_stable_offset: data.last_stable_offset,
+                log_start_offset: data.log_start_offset,
+            };
+            self.marks.insert(key.clone(), marks);
+        }
+    }
+
+    /// Keeps the marks of the partitions the client fetches now once there
+    /// are many more than that (it stopped fetching the others).
+    fn prune_marks(&mut self, requested: &HashSet<PartitionKey>) {
+        if self.marks.len() > 2 * requested.len() + 64 {
+            self.marks.retain(|key, _| requested.contains(key));
+        }
+    }
+
+    fn empty_partition(&self, key: &PartitionKey) -> PartitionData {
+        let marks = self.marks.get(key).copied().unwrap_or(Marks::UNKNOWN);
+        PartitionData::default()
+            .with_partition_index(key.1)
+            .with_high_watermark(marks.high_watermark)
+            .with_last_stable_offset(marks.last_stable_offset)
+            .with_log_start_offset(marks.log_start_offset)
+            .with_aborted_transactions(None)
+    }
+}
+
+impl FetchCombine {
+    /// The client's id, for the header of parts sent later.
+    pub fn client_id(&self) -> Option<Bytes> {
+        self.client_id.clone()
+    }
+
+    /// Whether the entry has waited enough: its deadline has passed, or the
+    /// answers in hand carry `min_bytes`. Never for an entry without a
+    /// deadline, which waits for every part.
+    pub fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
+        let Some(deadline) = self.deadline else {
+            return false;
+        };
+        now >= deadline || self.ready_bytes(parts) >= usize::try_from(self.min_bytes).unwrap_or(0)
+    }
+
+    /// Waits (cancel-safe) until the entry has waited [`enough`](Self::enough),
+    /// or every part has answered, or one more part has.
+    pub async fn wait(&self, parts: &mut [Part]) {
+        if self.enough(parts, Instant::now()) || parts.iter().all(|p| !p.is_waiting()) {
+            return;
+        }
+        let Some(deadline) = self.deadline else {
+            for part in parts.iter_mut() {
+                part.wait().await;
+            }
+            return;
+        };
+        let waiting: Vec<_> = parts
+            .iter_mut()
+            .filter(|p| p.is_waiting())
+            .map(|p| Box::pin(p.wait()))
+            .collect();
+        tokio::select! {
+            _ = futures::future::select_all(waiting) => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+
+    /// Record bytes the entry would answer with now.
+    fn ready_bytes(&self, parts: &mut [Part]) -> usize {
+        let mut answers: HashMap<usize, HashMap<PartitionKey, usize>> = HashMap::new();
+        let mut bytes: usize = 0;
+        for topic in &self.topics {
+            for plan in &topic.partitions {
+                match &plan.source {
+                    Source::Stashed(data) => bytes = bytes.saturating_add(weight(data)),
+                    Source::Part(index) => {
+                        // A failed part's partitions are answered with an error.
+                        if parts.get(*index).is_some_and(|p| p.error().is_some()) {
+                            bytes = bytes.saturating_add(ERROR_WEIGHT);
+                            continue;
+                        }
+                        let sizes = answers
+                            .entry(*index)
+                            .or_insert_with(|| answer_sizes(parts.get_mut(*index)));
+                        let size = sizes.get(&(topic.key.clone(), plan.request.partition));
+                        bytes = bytes.saturating_add(size.copied().unwrap_or(0));
+                    }
+                    Source::Pending | Source::Error(_) => {}
+                }
+            }
+        }
+        bytes
+    }
+
+    /// New parts for the brokers that have nothing out for this entry any
+    /// more but owe it partitions (an adopted part asked other offsets, or a
+    /// part answered them empty), with the time left as their `max_wait_ms`.
+    /// Each is [`commit`](Self::commit)ted once sent.
+    pub fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
+        let Some(deadline) = self.deadline else {
+            return Vec::new();
+        };
+        let left = deadline.saturating_duration_since(now).as_millis();
+        let left_ms = i32::try_from(left).unwrap_or(i32::MAX);
+        if left_ms <= 0 {
+            return Vec::new();
+        }
+        let busy: HashSet<BrokerId> = parts
+            .iter()
+            .zip(&self.metas)
+            .filter(|(part, _)| part.is_waiting())
+            .map(|(_, meta)| meta.broker)
+            .collect();
+        let mut answers: HashMap<usize, HashMap<PartitionKey, usize>> = HashMap::new();
+        let mut owed = HashSet::new();
+        for (t, topic) in self.topics.iter().enumerate() {
+            for (p, plan) in topic.partitions.iter().enumerate() {
+                let empty = match plan.source {
+                    Source::Pending => true,
+                    Source::Part(index) => {
+                        let sizes = answers
+                            .entry(index)
+                            .or_insert_with(|| answer_sizes(parts.get_mut(index)));
+                        // Answered, without records and without an error.
+                        sizes.get(&(topic.key.clone(), plan.request.partition)) == Some(&0)
+                    }
+                    Source::Stashed(_) | Source::Error(_) => false,
+                };
+                if empty {
+                    owed.insert((t, p));
+                }
+            }
+        }
+        self.new_parts(|slot| owed.contains(&slot), |b| !busy.contains(&b), left_ms)
+    }
+
+    /// One part per free broker (`free`) for the partitions that need one
+    /// (`needs`, by topic and partition slot).
+    fn new_parts(
+        &self,
+        needs: impl Fn((usize, usize)) -> bool,
+        free: impl Fn(BrokerId) -> bool,
+        max_wait_ms: i32,
+    ) -> Vec<NewPart> {
+        let mut fresh: Vec<NewPart> = Vec::new();
+        for (t, topic) in self.topics.iter().enumerate() {
+            for (p, plan) in topic.partitions.iter().enumerate() {
+                let Some(broker) = plan.broker.filter(|b| free(*b) && needs((t, p))) else {
+                    continue;
+                };
+                let at = match fresh.iter().position(|n| n.broker == broker) {
+                    Some(at) => at,
+                    None => {
+                        fresh.push(NewPart {
+                            broker,
+                            request: self.base.clone().with_max_wait_ms(max_wait_ms),
+                            claim: Claim {
+                                meta: PartMeta {
+                                    broker,
+                                    version: self.version,
+                                    asked: HashMap::new(),
+                                },
+                                slots: Vec::new(),
+                            },
+                        });
+                        fresh.len() - 1
+                    }
+                };
+                let Some(new) = fresh.get_mut(at) else {
+                    continue;
+                };
+                push_partition(&mut new.request, &topic.topic, topic.topic_id, &plan.request);
+                let key = (topic.key.clone(), plan.request.partition);
+                new.claim.meta.asked.insert(key, plan.request.fetch_offset);
+                new.claim.slots.push((t, p));
+            }
+        }
+        fresh
+    }
+
+    /// Records a sent [`NewPart`] as the entry's next part: its partitions
+    /// wait for it.
+    pub fn commit(&mut self, claim: Claim) {
+        let index = self.metas.len();
+        for (t, p) in claim.slots {
+            if let Some(plan) = self.topics.get_mut(t).and_then(|t| t.partitions.get_mut(p)) {
+                plan.source = Source::Part(index);
+            }
+        }
+        self.metas.push(claim.meta);
+    }
+
+    /// What part `index` asked for.
+    pub fn meta(&self, index: usize) -> Option<&PartMeta> {
+        self.metas.get(index)
+    }
+}
+
+impl Part {
+    /// Whether the part's answer has not arrived.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.state, PartState::Waiting(_))
+    }
+}
+
+/// What an error answer weighs against `min_bytes`: an error is worth
+/// answering at once.
+const ERROR_WEIGHT: usize = usize::MAX / 4;
+
+/// Per partition of a part's answer (if it has arrived and decodes): its
+/// [`weight`]; empty while it is out, failed or undecodable.
+fn answer_sizes(part: Option<&mut Part>) -> HashMap<PartitionKey, usize> {
+    let mut sizes = HashMap::new();
+    let Some(Part {
+        state: PartState::Done(Ok(response)),
+        ..
+    }) = part
+    else {
+        return sizes;
+    };
+    let version = response.api_version();
+    if let Ok(ResponseKind::Fetch(answer)) = response.body() {
+        for topic in &answer.responses {
+            let key = topic.topic_ref(version);
+            for p in &topic.partitions {
+                sizes.insert((key.clone(), p.partition_index), weight(p));
+            }
+        }
+    }
+    sizes
+}
+
+/// The broker each partition of the split goes to.
+fn routes(
+    routed: &[(BrokerId, FetchRequest)],
+    version: i16,
+) -> HashMap<PartitionKey, BrokerId> {
+    let mut route = HashMap::new();
+    for (broker, part) in routed {
+        for topic in &part.topics {
+            let key = topic.topic_ref(version);
+            for p in &topic.partitions {
+                route.insert((key.clone(), p.partition), *broker);
+            }
+        }
+    }
+    route
+}
+
+/// An adopted part asking for `key` at `offset` serves it; else it waits for
+/// its broker.
+fn adopted_source(metas: &[PartMeta], key: &PartitionKey, offset: i64) -> Source {
+    match metas.iter().position(|m| m.asked.get(key) == Some(&offset)) {
+        Some(index) => Source::Part(index),
+        None => Source::Pending,
+    }
+}
+
+/// The client's request with no topics, as a sessionless part (see
+/// `split/fetch.rs`); the rack id is cleared (Sluice picks replicas).
+fn base_request(request: &FetchRequest) -> FetchRequest {
+    FetchRequest::default()
+        .with_cluster_id(request.cluster_id.clone())
+        .with_replica_id(request.replica_id)
+        .with_replica_state(request.replica_state.clone())
+        .with_max_wait_ms(request.max_wait_ms)
+        .with_min_bytes(request.min_bytes)
+        .with_max_bytes(request.max_bytes)
+        .with_isolation_level(request.isolation_level)
+        .with_session_id(NO_SESSION_ID)
+        .with_session_epoch(FINAL_EPOCH)
+        .with_rack_id(StrBytes::default())
+        .with_unknown_tagged_fields(request.unknown_tagged_fields.clone())
+}
+
+/// Adds a partition to `request`, under its topic's entry.
+fn push_partition(request: &mut FetchRequest, topic: &TopicName, id: Uuid, p: &FetchPartition) {
+    let entry = match request
+        .topics
+        .iter()
+        .position(|t| t.topic == *topic && t.topic_id == id)
+    {
+        Some(at) => at,
+        None => {
+            let entry = FetchTopic::default()
+                .with_topic(topic.clone())
+                .with_topic_id(id);
+            request.topics.push(entry);
+            request.topics.len() - 1
+        }
+    };
+    if let Some(entry) = request.topics.get_mut(entry) {
+        entry.partitions.push(p.clone());
+    }
+}
+
+/// A part's answer as partitions by key.
+fn answer_partitions(
+    answer: FetchResponse,
+    version: i16,
+) -> impl Iterator<Item = (PartitionKey, PartitionData)> {
+    answer.responses.into_iter().flat_map(move |topic| {
+        let key = topic.topic_ref(version);
+        topic
+            .partitions
+            .into_iter()
+            .map(move |p| ((key.clone(), p.partition_index), p))
+    })
+}
+
+/// Whether a partition answer tells the client something beyond watermarks.
+fn worth_serving(data: &PartitionData) -> bool {
+    data.error_code != 0 || records_len(data) > 0
+}
+
+/// A partition answer's weight against `min_bytes`: its record bytes, or
+/// [`ERROR_WEIGHT`] for an error.
+fn weight(data: &PartitionData) -> usize {
+    if data.error_code != 0 {
+        ERROR_WEIGHT
+    } else {
+        records_len(data)
+    }
+}
+
+fn records_len(data: &PartitionData) -> usize {
+    data.records.as_ref().map_or(0, |r| r.len())
+}

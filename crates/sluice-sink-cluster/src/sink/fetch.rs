@@ -1,0 +1,210 @@
+//! The sink's half of the consume path (see [`crate::consume`]): a Fetch
+//! goes out as the client's own bytes when one broker serves it all and
+//! nothing is parked or stashed; else it is planned against the
+//! connection's [`FetchState`](crate::consume::FetchState), answered as soon
+//! as its data is ready, and what is still out when it is answered is parked
+//! for the next fetch.
+
+use futures::FutureExt;
+use sluice_chain::ChainError;
+use sluice_codec::kafka_protocol::messages::FetchRequest;
+use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::KafkaSinkCluster;
+use super::finish::count_synthesized;
+use super::send::Dest;
+use crate::consume::{FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned};
+use crate::pending::{Combine, Part, PendingResponse};
+use crate::route::produce_fetch::fetch_has_rack_id;
+use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::topology::BrokerId;
+
+impl KafkaSinkCluster {
+    /// Routes a client's Fetch.
+    pub(super) async fn send_fetch(
+        &mut self,
+        mut request: Request,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        self.harvest_parked();
+        let version = request.api_version();
+        let (split, strip_rack) = {
+            let body = request.body()?;
+            let strip_rack = matches!(body, RequestKind::Fetch(f) if fetch_has_rack_id(&f.rack_id));
+            (self.split_with_refresh(body, version).await?, strip_rack)
+        };
+        if self.fetch.is_idle() && split.parts.len() == 1 && split.unroutable.is_empty() {
+            return self.send_split_parts(request, split, strip_rack).await;
+        }
+        let routed: Vec<(BrokerId, FetchRequest)> = split
+            .parts
+            .into_iter()
+            .filter_map(|(broker, body)| match body {
+                RequestKind::Fetch(fetch) => Some((broker, fetch)),
+                _ => None,
+            })
+            .collect();
+        let correlation_id = request.correlation_id();
+        let client_id = request.header().client_id.clone();
+        let RequestKind::Fetch(fetch) = request.body()? else {
+            return Err(ChainError::Internal("a fetch without a fetch body".to_owned()));
+        };
+        let now = Instant::now();
+        let Planned {
+            mut combine,
+            adopted,
+            fresh,
+        } = self.fetch.plan(fetch, version, client_id.clone(), &routed, now);
+        let mut parts = adopted;
+        for NewPart {
+            broker,
+            request,
+            claim,
+        } in fresh
+        {
+            let header = (version, correlation_id, client_id.clone());
+            parts.push(self.send_fetch_part(broker, request, header).await?);
+            combine.commit(claim);
+        }
+        Ok(Some(PendingResponse {
+            correlation_id,
+            api_key: ApiKey::Fetch,
+            api_version: version,
+            parts,
+            combine: Combine::Fetch(Box::new(combine)),
+        }))
+    }
+
+    /// Sends one fetch part with the client's header fields.
+    async fn send_fetch_part(
+        &mut self,
+        broker: BrokerId,
+        body: FetchRequest,
+        (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
+    ) -> Result<Part, ChainError> {
+        let part = Request::from_body(
+            ApiKey::Fetch,
+            version,
+            correlation_id,
+            client_id,
+            RequestKind::Fetch(body),
+        );
+        self.send_part(Dest::Broker(broker), part)
+            .await?
+            .ok_or_else(|| ChainError::Internal("a fetch part expects an answer".to_owned()))
+    }
+
+    /// Whether the oldest entry is a fetch that must wait more: not yet
+    /// [`enough`](FetchCombine::enough), and a part still out or a broker
+    /// free to be asked again (sent here). Cancel-safe: a new part is
+    /// recorded once sent; one lost to a cancel is planned again.
+    pub(super) async fn fetch_head_waits(&mut self) -> Result<bool, ChainError> {
+        let now = Instant::now();
+        let (refetches, header) = {
+            let Some(head) = self.pending.front_mut() else {
+                return Ok(false);
+            };
+            let Combine::Fetch(fetch) = &mut head.combine else {
+                return Ok(false);
+            };
+            if fetch.enough(&mut head.parts, now) {
+                return Ok(false);
+            }
+            let refetches = fetch.refetches(&mut head.parts, now);
+            if refetches.is_empty() {
+                return Ok(head.parts.iter().any(Part::is_waiting));
+            }
+            let header = (head.api_version, head.correlation_id, fetch.client_id());
+            (refetches, header)
+        };
+        for NewPart {
+            broker,
+            request,
+            claim,
+        } in refetches
+        {
+            let part = self.send_fetch_part(broker, request, header.clone()).await?;
+            if let Some(head) = self.pending.front_mut()
+                && let Combine::Fetch(fetch) = &mut head.combine
+            {
+                fetch.commit(claim);
+                head.parts.push(part);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Stashes the answers of parked parts that have arrived.
+    fn harvest_parked(&mut self) {
+        for mut parked in self.fetch.take_parked() {
+            if parked.part.wait().now_or_never().is_none() {
+                self.fetch.park(parked);
+                continue;
+            }
+            let Parked { part, meta } = parked;
+            match self.fetch_outcome(part, &meta) {
+                Outcome::Answer(answer) => self.fetch.absorb(&meta, answer),
+                Outcome::Failed(code) => self.fetch.absorb_failure(&meta, code),
+                Outcome::Parked => {}
+            }
+        }
+    }
+
+    /// A fetch part's outcome; a part still out is parked. A failed part is
+    /// logged and its connection dropped.
+    fn fetch_outcome(&mut self, mut part: Part, meta: &PartMeta) -> Outcome {
+        let mut response = match part.take_result() {
+            None => {
+                self.fetch.park(Parked {
+                    part,
+                    meta: meta.clone(),
+                });
+                return Outcome::Parked;
+            }
+            Some(Ok(response)) => response,
+            Some(Err(error)) => {
+                self.part_failed(part.target, &part.broker, ApiKey::Fetch, &error);
+                count_synthesized(ApiKey::Fetch);
+                return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
+            }
+        };
+        let decoded = self
+            .post_follower_fetch(&mut response, Some(&part.broker))
+            .and_then(|()| response.into_body());
+        match decoded {
+            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer),
+            Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
+            Err(e) => {
+                warn!(connection = self.connection_id, broker = %part.broker, "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
+                count_synthesized(ApiKey::Fetch);
+                Outcome::Failed(NOT_LEADER_OR_FOLLOWER)
+            }
+        }
+    }
+
+    /// The client's answer to a planned fetch: what has arrived, the rest
+    /// parked.
+    pub(super) fn finish_fetch(
+        &mut self,
+        version: i16,
+        correlation_id: i32,
+        combine: FetchCombine,
+        parts: Vec<Part>,
+    ) -> Result<Response, ChainError> {
+        let mut outcomes = Vec::with_capacity(parts.len());
+        for (index, part) in parts.into_iter().enumerate() {
+            let Some(meta) = combine.meta(index).cloned() else {
+                return Err(ChainError::Internal(format!(
+                    "fetch part {index} has no record of what it asked"
+                )));
+            };
+            outcomes.push(self.fetch_outcome(part, &meta));
+        }
+        let body = self.fetch.assemble(combine, outcomes);
+        let mut response =
+            Response::from_body(ApiKey::Fetch, version, correlation_id, ResponseKind::Fetch(body));
+        self.post_split(&mut response, false, None)?;
+        Ok(response)
+    }
+}
