@@ -54,15 +54,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use sluice_codec::ResponseKind;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, PartitionData,
 };
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::ResponseKind;
-use uuid::Uuid;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 use crate::pending::{Part, PartState};
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
@@ -246,7 +246,13 @@ impl FetchState {
             if let Some(&fetch_offset) = meta.asked.get(&key)
                 && worth_serving(&data)
             {
-                self.stash.insert(key, Stashed { fetch_offset, data: Box::new(data) });
+                self.stash.insert(
+                    key,
+                    Stashed {
+                        fetch_offset,
+                        data: Box::new(data),
+                    },
+                );
             }
         }
     }
@@ -256,7 +262,8 @@ impl FetchState {
     pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
         for (key, &fetch_offset) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash.insert(key.clone(), Stashed { fetch_offset, data });
+            self.stash
+                .insert(key.clone(), Stashed { fetch_offset, data });
         }
     }
 
@@ -342,7 +349,7 @@ impl FetchState {
 
     /// Builds the client's answer from one [`Outcome`] per part; parts still
     /// out have been parked by the caller. Answers of adopted parts for
-    /// partitions the client asked at other offsets are stashed.
+    /// partitions the client did not ask for now are stashed.
     pub fn assemble(&mut self, combine: FetchCombine, outcomes: Vec<Outcome>) -> FetchResponse {
         let FetchCombine { topics, metas, .. } = combine;
         let mut answered: HashMap<(usize, PartitionKey), PartitionData> = HashMap::new();
@@ -398,12 +405,23 @@ impl FetchState {
                     .with_partitions(partitions),
             );
         }
+        // What the client asked for now at other offsets is of no use to it;
+        // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in answered {
+            if requested.contains(&key) {
+                continue;
+            }
             let asked = metas.get(part).and_then(|m| m.asked.get(&key));
             if let Some(&fetch_offset) = asked
                 && worth_serving(&data)
             {
-                self.stash.insert(key, Stashed { fetch_offset, data: Box::new(data) });
+                self.stash.insert(
+                    key,
+                    Stashed {
+                        fetch_offset,
+                        data: Box::new(data),
+                    },
+                );
             }
         }
         self.prune_marks(&requested);
@@ -589,7 +607,12 @@ impl FetchCombine {
                 let Some(new) = fresh.get_mut(at) else {
                     continue;
                 };
-                push_partition(&mut new.request, &topic.topic, topic.topic_id, &plan.request);
+                push_partition(
+                    &mut new.request,
+                    &topic.topic,
+                    topic.topic_id,
+                    &plan.request,
+                );
                 let key = (topic.key.clone(), plan.request.partition);
                 new.claim.meta.asked.insert(key, plan.request.fetch_offset);
                 new.claim.slots.push((t, p));
@@ -651,10 +674,7 @@ fn answer_sizes(part: Option<&mut Part>) -> HashMap<PartitionKey, usize> {
 }
 
 /// The broker each partition of the split goes to.
-fn routes(
-    routed: &[(BrokerId, FetchRequest)],
-    version: i16,
-) -> HashMap<PartitionKey, BrokerId> {
+fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> HashMap<PartitionKey, BrokerId> {
     let mut route = HashMap::new();
     for (broker, part) in routed {
         for topic in &part.topics {

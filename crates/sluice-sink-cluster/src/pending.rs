@@ -16,8 +16,8 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 
 use crate::auth::SaslStep;
-use crate::consume::FetchCombine;
 use crate::connections::Target;
+use crate::consume::FetchCombine;
 use crate::route::OnFailure;
 use crate::split::dispatch::MergePlan;
 use crate::topology::{CoordinatorKeyType, TopicRef};

@@ -1,0 +1,491 @@
+//! The answer-early rules and the matching of parked parts and stashed
+//! answers to the next fetch, on paused tokio time.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use sluice_codec::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, PartitionData,
+};
+use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, Response, ResponseKind};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::*;
+use crate::connections::Target;
+use crate::pending::Part;
+
+const VERSION: i16 = 12;
+const MAX_WAIT_MS: i32 = 500;
+
+fn topic() -> TopicName {
+    TopicName(StrBytes::from_static_str("t"))
+}
+
+fn key(partition: i32) -> PartitionKey {
+    (TopicRef::Name(topic()), partition)
+}
+
+/// A fetch of `partitions` (index, offset) of topic `t`.
+fn fetch(partitions: &[(i32, i64)], min_bytes: i32) -> FetchRequest {
+    let partitions = partitions
+        .iter()
+        .map(|&(p, offset)| {
+            FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(offset)
+        })
+        .collect();
+    FetchRequest::default()
+        .with_max_wait_ms(MAX_WAIT_MS)
+        .with_min_bytes(min_bytes)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(partitions),
+        ])
+}
+
+/// `request` split by `leader_of`.
+fn routed(request: &FetchRequest, leader_of: impl Fn(i32) -> i32) -> Vec<(BrokerId, FetchRequest)> {
+    let mut parts: Vec<(BrokerId, FetchRequest)> = Vec::new();
+    for p in &request.topics[0].partitions {
+        let broker = BrokerId(leader_of(p.partition));
+        let at = match parts.iter().position(|(b, _)| *b == broker) {
+            Some(at) => at,
+            None => {
+                let topic = FetchTopic::default().with_topic(topic());
+                parts.push((broker, FetchRequest::default().with_topics(vec![topic])));
+                parts.len() - 1
+            }
+        };
+        parts[at].1.topics[0].partitions.push(p.clone());
+    }
+    parts
+}
+
+/// Partition `p` answered with `records` bytes and high watermark `hw`.
+fn data(p: i32, records: usize, hw: i64) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(p)
+        .with_high_watermark(hw)
+        .with_records(Some(Bytes::from(vec![7u8; records])))
+}
+
+fn answer(partitions: Vec<PartitionData>) -> Response {
+    let body = FetchResponse::default().with_responses(vec![
+        FetchableTopicResponse::default()
+            .with_topic(topic())
+            .with_partitions(partitions),
+    ]);
+    Response::from_body(ApiKey::Fetch, VERSION, 0, ResponseKind::Fetch(body))
+}
+
+type Reply = oneshot::Sender<Result<Response, BrokerError>>;
+
+/// A sent part to `broker` and the sender of its answer.
+fn part(broker: BrokerId) -> (Part, Reply) {
+    let (tx, rx) = oneshot::channel();
+    let address = BrokerAddress::new("127.0.0.1", 9092).with_id(broker.0);
+    (Part::sent(Target::Broker(broker), address, rx), tx)
+}
+
+/// Sends the planned parts: one sent part per new part, committed.
+fn send(
+    planned: Planned,
+) -> (
+    FetchCombine,
+    Vec<Part>,
+    Vec<(BrokerId, FetchRequest, Reply)>,
+) {
+    let Planned {
+        mut combine,
+        adopted,
+        fresh,
+    } = planned;
+    let mut parts = adopted;
+    let mut replies = Vec::new();
+    for new in fresh {
+        let (p, tx) = part(new.broker);
+        parts.push(p);
+        replies.push((new.broker, new.request, tx));
+        combine.commit(new.claim);
+    }
+    (combine, parts, replies)
+}
+
+/// The outcome of each part, parking those still out (as the sink does).
+fn outcomes(state: &mut FetchState, combine: &FetchCombine, parts: Vec<Part>) -> Vec<Outcome> {
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut part)| {
+            let meta = combine.meta(index).unwrap().clone();
+            match part.take_result() {
+                None => {
+                    state.park(Parked { part, meta });
+                    Outcome::Parked
+                }
+                Some(Ok(response)) => match response.into_body().unwrap() {
+                    ResponseKind::Fetch(answer) => Outcome::Answer(answer),
+                    other => panic!("not a fetch answer: {other:?}"),
+                },
+                Some(Err(_)) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
+            }
+        })
+        .collect()
+}
+
+/// Each partition's (index, record bytes, error, high watermark), in order.
+fn partitions(response: &FetchResponse) -> Vec<(i32, usize, i16, i64)> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            (
+                p.partition_index,
+                records_len(p),
+                p.error_code,
+                p.high_watermark,
+            )
+        })
+        .collect()
+}
+
+fn leader(p: i32) -> i32 {
+    p % 3 + 1
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_part_with_data_answers_before_the_others() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    assert_eq!(replies.len(), 3, "one part per broker");
+    assert!(!combine.enough(&mut parts, Instant::now()));
+
+    let (_, _, tx) = replies.remove(1);
+    tx.send(Ok(answer(vec![data(1, 100, 25)]))).unwrap();
+    let started = Instant::now();
+    combine.wait(&mut parts).await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "answered at once, not at max wait"
+    );
+    assert!(combine.enough(&mut parts, Instant::now()));
+
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, -1), (1, 100, 0, 25), (2, 0, 0, -1)],
+        "every partition is listed, in request order; the parked ones empty"
+    );
+    assert_eq!(state.parked.len(), 2, "the parts still out are parked");
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_ready_answers_at_max_wait() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, _replies) = send(planned);
+    let started = Instant::now();
+    combine.wait(&mut parts).await;
+    assert_eq!(started.elapsed(), Duration::from_millis(500));
+    assert!(combine.enough(&mut parts, Instant::now()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn min_bytes_counts_every_answer_in_hand() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 150);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, tx) = replies.remove(0);
+    tx.send(Ok(answer(vec![data(0, 100, 11)]))).unwrap();
+    combine.wait(&mut parts).await;
+    assert!(
+        !combine.enough(&mut parts, Instant::now()),
+        "100 of 150 bytes"
+    );
+    let (_, _, tx) = replies.remove(0);
+    tx.send(Ok(answer(vec![data(1, 60, 21)]))).unwrap();
+    combine.wait(&mut parts).await;
+    assert!(
+        combine.enough(&mut parts, Instant::now()),
+        "160 of 150 bytes"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_part_answers_at_once_with_a_retriable_error() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, tx) = replies.remove(0);
+    let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
+    tx.send(Err(BrokerError::Shutdown { broker })).unwrap();
+    combine.wait(&mut parts).await;
+    assert!(combine.enough(&mut parts, Instant::now()));
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, NOT_LEADER_OR_FOLLOWER, -1), (1, 0, 0, -1)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fetch_without_max_wait_waits_for_every_part() {
+    let mut state = FetchState::default();
+    let mut request = fetch(&[(0, 10), (1, 20)], 1);
+    request.max_wait_ms = 0;
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, first) = replies.remove(0);
+    first.send(Ok(answer(vec![data(0, 100, 11)]))).unwrap();
+    assert!(!combine.enough(&mut parts, Instant::now()));
+    let (_, _, second) = replies.remove(0);
+    second.send(Ok(answer(vec![data(1, 0, 21)]))).unwrap();
+    combine.wait(&mut parts).await;
+    assert!(parts.iter().all(|p| !p.is_waiting()));
+}
+
+/// Answers the first fetch with broker 1's data; brokers 2 and 3 stay out.
+async fn first_fetch_answered_by_broker_1(
+    state: &mut FetchState,
+) -> Vec<(BrokerId, FetchRequest, Reply)> {
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, tx) = replies.remove(0);
+    tx.send(Ok(answer(vec![data(0, 100, 12)]))).unwrap();
+    combine.wait(&mut parts).await;
+    let outcomes = outcomes(state, &combine, parts);
+    state.assemble(combine, outcomes);
+    replies
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_fetch_adopts_parked_parts_at_the_same_offsets() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    // The client advanced partition 0 only.
+    let request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    assert_eq!(planned.adopted.len(), 2, "brokers 2 and 3 are still busy");
+    let (combine, mut parts, replies) = send(planned);
+    assert_eq!(replies.len(), 1, "only broker 1 gets a new part");
+    assert_eq!(replies[0].1.topics[0].partitions[0].fetch_offset, 12);
+
+    let (_, _, tx) = out.remove(0);
+    tx.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    combine.wait(&mut parts).await;
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, 12), (1, 40, 0, 22), (2, 0, 0, -1)],
+        "the parked part's data serves the next fetch; watermarks last seen fill the rest"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parked_part_at_other_offsets_is_asked_again_once_it_answers() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    // The client sought partition 1 back to offset 5.
+    let request = fetch(&[(0, 12), (1, 5), (2, 30)], 1);
+    let now = Instant::now();
+    let planned = state.plan(&request, VERSION, None, &routed(&request, leader), now);
+    let (mut combine, mut parts, _replies) = send(planned);
+    assert!(
+        combine.refetches(&mut parts, now).is_empty(),
+        "broker 2 still has the old part"
+    );
+
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let (_, _, tx) = out.remove(0);
+    tx.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    combine.wait(&mut parts).await;
+    assert!(
+        !combine.enough(&mut parts, Instant::now()),
+        "the old part's data is for offset 20, not 5"
+    );
+    let again = combine.refetches(&mut parts, Instant::now());
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].broker, BrokerId(2));
+    assert_eq!(again[0].request.max_wait_ms, 400, "the time left");
+    assert_eq!(again[0].request.topics[0].partitions[0].fetch_offset, 5);
+    let (p, tx) = part(again[0].broker);
+    parts.push(p);
+    combine.commit(again.into_iter().next().unwrap().claim);
+    tx.send(Ok(answer(vec![data(1, 70, 22)]))).unwrap();
+    combine.wait(&mut parts).await;
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(partitions(&response)[1], (1, 70, 0, 22));
+    assert!(
+        state.stash.is_empty(),
+        "data for an offset the client left is dropped"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    for (_, _, tx) in out.drain(..) {
+        // Partition 1 (broker 2) and 2 (broker 3) answer between fetches.
+        tx.send(Ok(answer(vec![data(1, 40, 22), data(2, 50, 33)])))
+            .unwrap();
+    }
+    for mut parked in state.take_parked() {
+        parked.part.wait().await;
+        let Some(Ok(response)) = parked.part.take_result() else {
+            panic!("answered");
+        };
+        let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
+            panic!("a fetch answer");
+        };
+        state.absorb(&parked.meta, answer);
+    }
+    // The client asks partition 1 where the stash has it, partition 2 elsewhere.
+    let request = fetch(&[(0, 12), (1, 20), (2, 31)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    assert!(
+        state.stash.is_empty(),
+        "every stashed answer is used or dropped"
+    );
+    let (combine, mut parts, replies) = send(planned);
+    let asked: Vec<(i32, i32, i64)> = replies
+        .iter()
+        .flat_map(|(b, r, _)| {
+            r.topics[0]
+                .partitions
+                .iter()
+                .map(move |p| (b.0, p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(1, 0, 12), (3, 2, 31)],
+        "partition 1 comes from the stash"
+    );
+    combine.wait(&mut parts).await;
+    assert!(
+        combine.enough(&mut parts, Instant::now()),
+        "stashed data is ready at once"
+    );
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, 12), (1, 40, 0, 22), (2, 0, 0, 33)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
+    let mut state = FetchState::default();
+    let _out = first_fetch_answered_by_broker_1(&mut state).await;
+    let parked = state.take_parked();
+    for p in &parked {
+        state.absorb_failure(&p.meta, NOT_LEADER_OR_FOLLOWER);
+    }
+    let request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        None,
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, _replies) = send(planned);
+    combine.wait(&mut parts).await;
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    let errors: Vec<i16> = partitions(&response).iter().map(|p| p.2).collect();
+    assert_eq!(
+        errors,
+        vec![0, NOT_LEADER_OR_FOLLOWER, NOT_LEADER_OR_FOLLOWER]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unroutable_partition_is_answered_not_leader() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20)], 1);
+    // Only partition 0 has a leader.
+    let mut split = routed(&request, leader);
+    split.retain(|(b, _)| b.0 == 1);
+    let planned = state.plan(&request, VERSION, None, &split, Instant::now());
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, tx) = replies.remove(0);
+    tx.send(Ok(answer(vec![data(0, 0, 10)]))).unwrap();
+    combine.wait(&mut parts).await;
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, 10), (1, 0, NOT_LEADER_OR_FOLLOWER, -1)]
+    );
+    assert_eq!(key(1).1, 1);
+}

@@ -48,14 +48,18 @@ impl KafkaSinkCluster {
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
         let RequestKind::Fetch(fetch) = request.body()? else {
-            return Err(ChainError::Internal("a fetch without a fetch body".to_owned()));
+            return Err(ChainError::Internal(
+                "a fetch without a fetch body".to_owned(),
+            ));
         };
         let now = Instant::now();
         let Planned {
             mut combine,
             adopted,
             fresh,
-        } = self.fetch.plan(fetch, version, client_id.clone(), &routed, now);
+        } = self
+            .fetch
+            .plan(fetch, version, client_id.clone(), &routed, now);
         let mut parts = adopted;
         for NewPart {
             broker,
@@ -124,7 +128,9 @@ impl KafkaSinkCluster {
             claim,
         } in refetches
         {
-            let part = self.send_fetch_part(broker, request, header.clone()).await?;
+            let part = self
+                .send_fetch_part(broker, request, header.clone())
+                .await?;
             if let Some(head) = self.pending.front_mut()
                 && let Combine::Fetch(fetch) = &mut head.combine
             {
@@ -202,8 +208,12 @@ impl KafkaSinkCluster {
             outcomes.push(self.fetch_outcome(part, &meta));
         }
         let body = self.fetch.assemble(combine, outcomes);
-        let mut response =
-            Response::from_body(ApiKey::Fetch, version, correlation_id, ResponseKind::Fetch(body));
+        let mut response = Response::from_body(
+            ApiKey::Fetch,
+            version,
+            correlation_id,
+            ResponseKind::Fetch(body),
+        );
         self.post_split(&mut response, false, None)?;
         Ok(response)
     }
