@@ -70,9 +70,15 @@ use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID, error_partition};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
+mod session;
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
+
+pub use session::{
+    ClientSessions, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SessionReply,
+};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub type PartitionKey = (TopicRef, i32);
@@ -127,6 +133,8 @@ pub struct PartMeta {
 /// stashed answers, and the last watermarks seen per partition.
 #[derive(Debug, Default)]
 pub struct FetchState {
+    /// The client's fetch session with Sluice.
+    pub sessions: ClientSessions,
     parked: Vec<Parked>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
@@ -169,6 +177,8 @@ struct TopicPlan {
 #[derive(Debug)]
 pub struct FetchCombine {
     version: i16,
+    /// How the client's session shapes the answer.
+    session: SessionReply,
     /// The client's id, for the header of parts sent later.
     client_id: Option<Bytes>,
     min_bytes: i32,
@@ -223,8 +233,8 @@ pub struct Planned {
 }
 
 impl FetchState {
-    /// Whether nothing is parked or stashed (a fetch to one broker may then
-    /// pass through untouched).
+    /// Whether nothing is parked or stashed (a sessionless fetch to one
+    /// broker may then pass through untouched).
     pub fn is_idle(&self) -> bool {
         self.parked.is_empty() && self.stash.is_empty()
     }
@@ -274,7 +284,7 @@ impl FetchState {
         &mut self,
         request: &FetchRequest,
         version: i16,
-        client_id: Option<Bytes>,
+        (client_id, session): (Option<Bytes>, SessionReply),
         routed: &[(BrokerId, FetchRequest)],
         now: Instant,
     ) -> Planned {
@@ -325,6 +335,7 @@ impl FetchState {
             .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
         let combine = FetchCombine {
             version,
+            session,
             client_id,
             min_bytes: request.min_bytes,
             deadline,
@@ -351,7 +362,13 @@ impl FetchState {
     /// out have been parked by the caller. Answers of adopted parts for
     /// partitions the client did not ask for now are stashed.
     pub fn assemble(&mut self, combine: FetchCombine, outcomes: Vec<Outcome>) -> FetchResponse {
-        let FetchCombine { topics, metas, .. } = combine;
+        let FetchCombine {
+            version,
+            session,
+            topics,
+            metas,
+            ..
+        } = combine;
         let mut answered: HashMap<(usize, PartitionKey), PartitionData> = HashMap::new();
         let mut failed: HashMap<usize, i16> = HashMap::new();
         let mut throttle_time_ms = 0;
@@ -426,12 +443,14 @@ impl FetchState {
         }
         self.prune_marks(&requested);
         dedup_by_key(&mut node_endpoints, |n| &n.node_id);
-        FetchResponse::default()
+        let mut response = FetchResponse::default()
             .with_throttle_time_ms(throttle_time_ms)
             .with_error_code(error_code)
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
-            .with_node_endpoints(node_endpoints)
+            .with_node_endpoints(node_endpoints);
+        self.sessions.answer(session, &mut response, version);
+        response
     }
 
     fn note_marks(&mut self, key: &PartitionKey, data: &PartitionData) {

@@ -168,7 +168,7 @@ async fn one_part_with_data_answers_before_the_others() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -204,7 +204,7 @@ async fn nothing_ready_answers_at_max_wait() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -222,7 +222,7 @@ async fn min_bytes_counts_every_answer_in_hand() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -250,7 +250,7 @@ async fn a_failed_part_answers_at_once_with_a_retriable_error() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -276,7 +276,7 @@ async fn a_fetch_without_max_wait_waits_for_every_part() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -298,7 +298,7 @@ async fn first_fetch_answered_by_broker_1(
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -320,7 +320,7 @@ async fn the_next_fetch_adopts_parked_parts_at_the_same_offsets() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -348,7 +348,13 @@ async fn a_parked_part_at_other_offsets_is_asked_again_once_it_answers() {
     // The client sought partition 1 back to offset 5.
     let request = fetch(&[(0, 12), (1, 5), (2, 30)], 1);
     let now = Instant::now();
-    let planned = state.plan(&request, VERSION, None, &routed(&request, leader), now);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        (None, SessionReply::None),
+        &routed(&request, leader),
+        now,
+    );
     let (mut combine, mut parts, _replies) = send(planned);
     assert!(
         combine.refetches(&mut parts, now).is_empty(),
@@ -406,7 +412,7 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -454,7 +460,7 @@ async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let planned = state.plan(
         &request,
         VERSION,
-        None,
+        (None, SessionReply::None),
         &routed(&request, leader),
         Instant::now(),
     );
@@ -476,7 +482,13 @@ async fn an_unroutable_partition_is_answered_not_leader() {
     // Only partition 0 has a leader.
     let mut split = routed(&request, leader);
     split.retain(|(b, _)| b.0 == 1);
-    let planned = state.plan(&request, VERSION, None, &split, Instant::now());
+    let planned = state.plan(
+        &request,
+        VERSION,
+        (None, SessionReply::None),
+        &split,
+        Instant::now(),
+    );
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(0);
     tx.send(Ok(answer(vec![data(0, 0, 10)]))).unwrap();
@@ -488,4 +500,127 @@ async fn an_unroutable_partition_is_answered_not_leader() {
         vec![(0, 0, 0, 10), (1, 0, NOT_LEADER_OR_FOLLOWER, -1)]
     );
     assert_eq!(key(1).1, 1);
+}
+
+mod sessions {
+    use sluice_codec::kafka_protocol::messages::fetch_request::ForgottenTopic;
+
+    use super::*;
+
+    /// A fetch in session `id` at `epoch` of `partitions`.
+    fn in_session(id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+        let mut request = fetch(partitions, 1);
+        request.session_id = id;
+        request.session_epoch = epoch;
+        request
+    }
+
+    fn response(partitions: Vec<PartitionData>) -> FetchResponse {
+        FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic(topic())
+                .with_partitions(partitions),
+        ])
+    }
+
+    fn listed(response: &FetchResponse) -> Vec<i32> {
+        partitions(response).iter().map(|p| p.0).collect()
+    }
+
+    fn offsets(request: &FetchRequest) -> Vec<(i32, i64)> {
+        request.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect()
+    }
+
+    #[test]
+    fn a_session_remembers_what_incremental_fetches_leave_out() {
+        let mut sessions = ClientSessions::default();
+        let (full, reply) = sessions
+            .apply(&in_session(0, 0, &[(0, 10), (1, 20), (2, 30)]), VERSION)
+            .unwrap();
+        let SessionReply::Opened(id) = reply else {
+            panic!("a new session: {reply:?}");
+        };
+        assert_ne!(id, 0);
+        let full = full.unwrap();
+        assert_eq!(
+            (full.session_id, full.session_epoch),
+            (0, -1),
+            "parts are sessionless"
+        );
+        let mut first = response(vec![data(0, 0, 10), data(1, 5, 21), data(2, 0, 30)]);
+        sessions.answer(reply, &mut first, VERSION);
+        assert_eq!(first.session_id, id);
+        assert_eq!(listed(&first), vec![0, 1, 2], "the first answer is full");
+
+        // Only partition 1 moved on.
+        let (full, reply) = sessions
+            .apply(&in_session(id, 1, &[(1, 21)]), VERSION)
+            .unwrap();
+        assert_eq!(reply, SessionReply::Incremental(id));
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 10), (1, 21), (2, 30)]);
+        let mut next = response(vec![data(0, 0, 10), data(1, 0, 21), data(2, 9, 31)]);
+        sessions.answer(reply, &mut next, VERSION);
+        assert_eq!(listed(&next), vec![2], "only partitions with news");
+
+        let mut forget = in_session(id, 2, &[]);
+        forget.topics.clear();
+        forget.forgotten_topics_data = vec![
+            ForgottenTopic::default()
+                .with_topic(topic())
+                .with_partitions(vec![0]),
+        ];
+        let (full, _) = sessions.apply(&forget, VERSION).unwrap();
+        assert_eq!(offsets(&full.unwrap()), vec![(1, 21), (2, 30)]);
+    }
+
+    #[test]
+    fn an_unknown_session_or_epoch_is_a_session_error() {
+        let mut sessions = ClientSessions::default();
+        let unknown = sessions.apply(&in_session(77, 1, &[(0, 1)]), VERSION);
+        assert_eq!(unknown.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+        let (_, reply) = sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened");
+        };
+        let skipped = sessions.apply(&in_session(id, 2, &[]), VERSION);
+        assert_eq!(skipped.unwrap_err(), INVALID_FETCH_SESSION_EPOCH);
+        assert!(sessions.apply(&in_session(id, 1, &[]), VERSION).is_ok());
+    }
+
+    #[test]
+    fn the_final_epoch_closes_the_session() {
+        let mut sessions = ClientSessions::default();
+        let (_, reply) = sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened");
+        };
+        let (full, reply) = sessions
+            .apply(&in_session(id, -1, &[(0, 2)]), VERSION)
+            .unwrap();
+        assert_eq!(reply, SessionReply::None);
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 2)]);
+        let gone = sessions.apply(&in_session(id, 1, &[]), VERSION);
+        assert_eq!(gone.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+        let (plain, reply) = sessions.apply(&fetch(&[(0, 3)], 1), VERSION).unwrap();
+        assert!(
+            plain.is_none() && reply == SessionReply::None,
+            "sessionless as is"
+        );
+        let (_, again) = sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        assert_ne!(
+            again,
+            SessionReply::Opened(id),
+            "a new session gets a new id"
+        );
+    }
 }

@@ -10,12 +10,12 @@ use sluice_chain::ChainError;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
-use crate::consume::{FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned};
+use crate::consume::{FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned, SessionReply};
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
@@ -29,12 +29,39 @@ impl KafkaSinkCluster {
     ) -> Result<Option<PendingResponse>, ChainError> {
         self.harvest_parked();
         let version = request.api_version();
-        let (split, strip_rack) = {
-            let body = request.body()?;
-            let strip_rack = matches!(body, RequestKind::Fetch(f) if fetch_has_rack_id(&f.rack_id));
-            (self.split_with_refresh(body, version).await?, strip_rack)
+        let (applied, strip_rack, asked) = {
+            let RequestKind::Fetch(fetch) = request.body()? else {
+                return Err(ChainError::Internal(
+                    "a fetch without a fetch body".to_owned(),
+                ));
+            };
+            let applied = self.fetch.sessions.apply(fetch, version);
+            let asked = (fetch.session_id, fetch.session_epoch);
+            (applied, fetch_has_rack_id(&fetch.rack_id), asked)
         };
-        if self.fetch.is_idle() && split.parts.len() == 1 && split.unroutable.is_empty() {
+        let (full, session) = match applied {
+            Ok(applied) => applied,
+            Err(code) => {
+                debug!(
+                    connection = self.connection_id,
+                    session_id = asked.0,
+                    epoch = asked.1,
+                    "answering a fetch in a session sluice does not have with error {code}"
+                );
+                return Ok(Some(super::send::ready(&request, session_error(code))));
+            }
+        };
+        let full = full.map(RequestKind::Fetch);
+        let split = match &full {
+            Some(full) => self.split_with_refresh(full, version).await?,
+            None => self.split_with_refresh(request.body()?, version).await?,
+        };
+        let sessionless = full.is_none() && session == SessionReply::None;
+        if sessionless
+            && self.fetch.is_idle()
+            && split.parts.len() == 1
+            && split.unroutable.is_empty()
+        {
             return self.send_split_parts(request, split, strip_rack).await;
         }
         let routed: Vec<(BrokerId, FetchRequest)> = split
@@ -47,19 +74,28 @@ impl KafkaSinkCluster {
             .collect();
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
-        let RequestKind::Fetch(fetch) = request.body()? else {
-            return Err(ChainError::Internal(
-                "a fetch without a fetch body".to_owned(),
-            ));
+        let fetch = match full {
+            Some(RequestKind::Fetch(full)) => full,
+            _ => match request.into_body()? {
+                RequestKind::Fetch(fetch) => fetch,
+                _ => {
+                    return Err(ChainError::Internal(
+                        "a fetch without a fetch body".to_owned(),
+                    ));
+                }
+            },
         };
-        let now = Instant::now();
         let Planned {
             mut combine,
             adopted,
             fresh,
-        } = self
-            .fetch
-            .plan(fetch, version, client_id.clone(), &routed, now);
+        } = self.fetch.plan(
+            &fetch,
+            version,
+            (client_id.clone(), session),
+            &routed,
+            Instant::now(),
+        );
         let mut parts = adopted;
         for NewPart {
             broker,
@@ -217,4 +253,12 @@ impl KafkaSinkCluster {
         self.post_split(&mut response, false, None)?;
         Ok(response)
     }
+}
+
+/// The answer to a fetch in a session Sluice does not have (or at an epoch
+/// it does not expect): the error, no session, no partitions.
+fn session_error(code: i16) -> ResponseKind {
+    ResponseKind::Fetch(
+        sluice_codec::kafka_protocol::messages::FetchResponse::default().with_error_code(code),
+    )
 }
