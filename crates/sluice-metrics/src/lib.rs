@@ -69,6 +69,21 @@ pub mod names {
     /// Counter: error responses synthesized for requests a broker never answered.
     /// Labels: `api`.
     pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";
+    /// Counter: fetch sessions (KIP-227) opened, by clients with Sluice
+    /// (`side="client"`) and by Sluice with brokers (`side="broker"`).
+    /// Labels: `side`.
+    pub const FETCH_SESSIONS_OPENED: &str = "sluice_fetch_sessions_opened_total";
+    /// Counter: incremental fetches, received from clients (`side="client"`)
+    /// and sent to brokers (`side="broker"`). Labels: `side`.
+    pub const FETCH_INCREMENTAL: &str = "sluice_fetch_incremental_total";
+    /// Counter: fetch session errors: answered to clients (`side="client"`)
+    /// or received from brokers (`side="broker"`), by `error`
+    /// (`FETCH_SESSION_ID_NOT_FOUND`, `INVALID_FETCH_SESSION_EPOCH`). Labels:
+    /// `side`, `error`.
+    pub const FETCH_SESSION_ERRORS: &str = "sluice_fetch_session_errors_total";
+    /// Counter: split fetches answered before every part had (their data was
+    /// ready); the parts still out are parked for the next fetch.
+    pub const FETCHES_ANSWERED_EARLY: &str = "sluice_fetches_answered_early_total";
 }
 
 /// The exporter could not start.

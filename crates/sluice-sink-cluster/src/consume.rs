@@ -71,6 +71,7 @@ use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
 mod session;
+mod upstream;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -79,6 +80,7 @@ mod tests;
 pub use session::{
     ClientSessions, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SessionReply,
 };
+pub use upstream::{SentIn, UpstreamSessions};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub type PartitionKey = (TopicRef, i32);
@@ -127,6 +129,10 @@ pub struct PartMeta {
     pub version: i16,
     /// Each partition it asked for, at which offset.
     pub asked: HashMap<PartitionKey, i64>,
+    /// The broker session it went out in.
+    pub sent_in: SentIn,
+    /// Whether its answer (or failure) was learned from (see [`learn`]).
+    learned: bool,
 }
 
 /// One client connection's fetch state between fetches: parked parts, their
@@ -135,6 +141,8 @@ pub struct PartMeta {
 pub struct FetchState {
     /// The client's fetch session with Sluice.
     pub sessions: ClientSessions,
+    /// Sluice's fetch sessions with the brokers.
+    pub upstream: UpstreamSessions,
     parked: Vec<Parked>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
@@ -218,6 +226,13 @@ pub struct NewPart {
 pub struct Claim {
     meta: PartMeta,
     slots: Vec<(usize, usize)>,
+}
+
+impl Claim {
+    /// Records the broker session the part went out in.
+    pub fn sent_in(&mut self, sent_in: SentIn) {
+        self.meta.sent_in = sent_in;
+    }
 }
 
 /// A fetch planned against the connection's [`FetchState`].
@@ -484,6 +499,14 @@ impl FetchState {
 }
 
 impl FetchCombine {
+    /// Learns the broker sessions from the parts that have answered since
+    /// last time (see [`learn`]).
+    pub fn learn(&mut self, parts: &mut [Part], upstream: &mut UpstreamSessions) {
+        for (part, meta) in parts.iter_mut().zip(self.metas.iter_mut()) {
+            learn(part, meta, upstream);
+        }
+    }
+
     /// The client's id, for the header of parts sent later.
     pub fn client_id(&self) -> Option<Bytes> {
         self.client_id.clone()
@@ -524,7 +547,7 @@ impl FetchCombine {
 
     /// Record bytes the entry would answer with now.
     fn ready_bytes(&self, parts: &mut [Part]) -> usize {
-        let mut answers: HashMap<usize, HashMap<PartitionKey, usize>> = HashMap::new();
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
         let mut bytes: usize = 0;
         for topic in &self.topics {
             for plan in &topic.partitions {
@@ -539,7 +562,8 @@ impl FetchCombine {
                         let sizes = answers
                             .entry(*index)
                             .or_insert_with(|| answer_sizes(parts.get_mut(*index)));
-                        let size = sizes.get(&(topic.key.clone(), plan.request.partition));
+                        let key = (topic.key.clone(), plan.request.partition);
+                        let size = sizes.as_ref().and_then(|s| s.get(&key));
                         bytes = bytes.saturating_add(size.copied().unwrap_or(0));
                     }
                     Source::Pending | Source::Error(_) => {}
@@ -568,7 +592,7 @@ impl FetchCombine {
             .filter(|(part, _)| part.is_waiting())
             .map(|(_, meta)| meta.broker)
             .collect();
-        let mut answers: HashMap<usize, HashMap<PartitionKey, usize>> = HashMap::new();
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
         let mut owed = HashSet::new();
         for (t, topic) in self.topics.iter().enumerate() {
             for (p, plan) in topic.partitions.iter().enumerate() {
@@ -579,7 +603,10 @@ impl FetchCombine {
                             .entry(index)
                             .or_insert_with(|| answer_sizes(parts.get_mut(index)));
                         // Answered, without records and without an error.
-                        sizes.get(&(topic.key.clone(), plan.request.partition)) == Some(&0)
+                        let key = (topic.key.clone(), plan.request.partition);
+                        sizes
+                            .as_ref()
+                            .is_some_and(|s| s.get(&key).copied().unwrap_or(0) == 0)
                     }
                     Source::Stashed(_) | Source::Error(_) => false,
                 };
@@ -616,6 +643,8 @@ impl FetchCombine {
                                     broker,
                                     version: self.version,
                                     asked: HashMap::new(),
+                                    sent_in: None,
+                                    learned: false,
                                 },
                                 slots: Vec::new(),
                             },
@@ -670,15 +699,16 @@ impl Part {
 const ERROR_WEIGHT: usize = usize::MAX / 4;
 
 /// Per partition of a part's answer (if it has arrived and decodes): its
-/// [`weight`]; empty while it is out, failed or undecodable.
-fn answer_sizes(part: Option<&mut Part>) -> HashMap<PartitionKey, usize> {
+/// [`weight`]; `None` while it is out, or if it failed or is undecodable. A
+/// partition an incremental answer leaves out has no news: weight 0.
+fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, usize>> {
     let mut sizes = HashMap::new();
     let Some(Part {
         state: PartState::Done(Ok(response)),
         ..
     }) = part
     else {
-        return sizes;
+        return None;
     };
     let version = response.api_version();
     if let Ok(ResponseKind::Fetch(answer)) = response.body() {
@@ -688,8 +718,36 @@ fn answer_sizes(part: Option<&mut Part>) -> HashMap<PartitionKey, usize> {
                 sizes.insert((key.clone(), p.partition_index), weight(p));
             }
         }
+        return Some(sizes);
     }
-    sizes
+    None
+}
+
+/// Learns the broker session from a part's answer or failure, once: a
+/// session error is the session's business, so it is cleared from the
+/// answer (the broker listed no partition with it; they count as answered
+/// empty and are fetched again).
+pub fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
+    if meta.learned || part.is_waiting() {
+        return;
+    }
+    meta.learned = true;
+    let PartState::Done(Ok(response)) = &mut part.state else {
+        upstream.failed(meta.broker, meta.sent_in);
+        return;
+    };
+    if meta.sent_in.is_none() {
+        return;
+    }
+    match response.body_mut() {
+        Ok(ResponseKind::Fetch(answer)) => {
+            upstream.answered(meta.broker, meta.sent_in, answer);
+            if upstream::is_session_error(answer.error_code) {
+                answer.error_code = 0;
+            }
+        }
+        _ => upstream.failed(meta.broker, meta.sent_in),
+    }
 }
 
 /// The broker each partition of the split goes to.

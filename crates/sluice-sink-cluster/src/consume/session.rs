@@ -31,6 +31,7 @@ use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use sluice_metrics::names;
 use uuid::Uuid;
 
 use super::{Marks, PartitionKey};
@@ -93,6 +94,25 @@ impl ClientSessions {
     /// full fetch to serve (the session's partitions for an incremental
     /// one) and how to answer, or the session error to answer with.
     pub fn apply(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+    ) -> Result<(Option<FetchRequest>, SessionReply), i16> {
+        let applied = self.apply_fields(request, version);
+        match &applied {
+            Ok((_, SessionReply::Opened(_))) => {
+                metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "client").increment(1);
+            }
+            Ok((_, SessionReply::Incremental(_))) => {
+                metrics::counter!(names::FETCH_INCREMENTAL, "side" => "client").increment(1);
+            }
+            Ok((_, SessionReply::None)) => {}
+            Err(code) => count_session_error("client", *code),
+        }
+        applied
+    }
+
+    fn apply_fields(
         &mut self,
         request: &FetchRequest,
         version: i16,
@@ -260,6 +280,16 @@ fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest 
     full.forgotten_topics_data = Vec::new();
     full.topics = topics;
     full
+}
+
+/// Counts a fetch session error seen on `side` (client or broker).
+pub fn count_session_error(side: &'static str, code: i16) {
+    let error = if code == FETCH_SESSION_ID_NOT_FOUND {
+        "FETCH_SESSION_ID_NOT_FOUND"
+    } else {
+        "INVALID_FETCH_SESSION_EPOCH"
+    };
+    metrics::counter!(names::FETCH_SESSION_ERRORS, "side" => side, "error" => error).increment(1);
 }
 
 /// The epoch (or session id) after `n`: 1 after the largest.

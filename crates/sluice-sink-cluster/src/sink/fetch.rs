@@ -9,13 +9,16 @@ use futures::FutureExt;
 use sluice_chain::ChainError;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
+use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
-use crate::consume::{FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned, SessionReply};
+use crate::consume::{
+    FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned, SentIn, SessionReply, learn,
+};
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
@@ -100,11 +103,13 @@ impl KafkaSinkCluster {
         for NewPart {
             broker,
             request,
-            claim,
+            mut claim,
         } in fresh
         {
             let header = (version, correlation_id, client_id.clone());
-            parts.push(self.send_fetch_part(broker, request, header).await?);
+            let (part, sent_in) = self.send_fetch_part(broker, request, header).await?;
+            claim.sent_in(sent_in);
+            parts.push(part);
             combine.commit(claim);
         }
         Ok(Some(PendingResponse {
@@ -120,9 +125,10 @@ impl KafkaSinkCluster {
     async fn send_fetch_part(
         &mut self,
         broker: BrokerId,
-        body: FetchRequest,
+        mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
-    ) -> Result<Part, ChainError> {
+    ) -> Result<(Part, SentIn), ChainError> {
+        let sent_in = self.fetch.upstream.prepare(broker, &mut body, version);
         let part = Request::from_body(
             ApiKey::Fetch,
             version,
@@ -130,9 +136,10 @@ impl KafkaSinkCluster {
             client_id,
             RequestKind::Fetch(body),
         );
-        self.send_part(Dest::Broker(broker), part)
-            .await?
-            .ok_or_else(|| ChainError::Internal("a fetch part expects an answer".to_owned()))
+        let part = self.send_part(Dest::Broker(broker), part).await?;
+        let part =
+            part.ok_or_else(|| ChainError::Internal("a fetch part expects an answer".to_owned()))?;
+        Ok((part, sent_in))
     }
 
     /// Whether the oldest entry is a fetch that must wait more: not yet
@@ -148,6 +155,7 @@ impl KafkaSinkCluster {
             let Combine::Fetch(fetch) = &mut head.combine else {
                 return Ok(false);
             };
+            fetch.learn(&mut head.parts, &mut self.fetch.upstream);
             if fetch.enough(&mut head.parts, now) {
                 return Ok(false);
             }
@@ -161,12 +169,13 @@ impl KafkaSinkCluster {
         for NewPart {
             broker,
             request,
-            claim,
+            mut claim,
         } in refetches
         {
-            let part = self
+            let (part, sent_in) = self
                 .send_fetch_part(broker, request, header.clone())
                 .await?;
+            claim.sent_in(sent_in);
             if let Some(head) = self.pending.front_mut()
                 && let Combine::Fetch(fetch) = &mut head.combine
             {
@@ -184,8 +193,8 @@ impl KafkaSinkCluster {
                 self.fetch.park(parked);
                 continue;
             }
-            let Parked { part, meta } = parked;
-            match self.fetch_outcome(part, &meta) {
+            let Parked { part, mut meta } = parked;
+            match self.fetch_outcome(part, &mut meta) {
                 Outcome::Answer(answer) => self.fetch.absorb(&meta, answer),
                 Outcome::Failed(code) => self.fetch.absorb_failure(&meta, code),
                 Outcome::Parked => {}
@@ -195,7 +204,8 @@ impl KafkaSinkCluster {
 
     /// A fetch part's outcome; a part still out is parked. A failed part is
     /// logged and its connection dropped.
-    fn fetch_outcome(&mut self, mut part: Part, meta: &PartMeta) -> Outcome {
+    fn fetch_outcome(&mut self, mut part: Part, meta: &mut PartMeta) -> Outcome {
+        learn(&mut part, meta, &mut self.fetch.upstream);
         let mut response = match part.take_result() {
             None => {
                 self.fetch.park(Parked {
@@ -236,12 +246,15 @@ impl KafkaSinkCluster {
     ) -> Result<Response, ChainError> {
         let mut outcomes = Vec::with_capacity(parts.len());
         for (index, part) in parts.into_iter().enumerate() {
-            let Some(meta) = combine.meta(index).cloned() else {
+            let Some(mut meta) = combine.meta(index).cloned() else {
                 return Err(ChainError::Internal(format!(
                     "fetch part {index} has no record of what it asked"
                 )));
             };
-            outcomes.push(self.fetch_outcome(part, &meta));
+            outcomes.push(self.fetch_outcome(part, &mut meta));
+        }
+        if outcomes.iter().any(|o| matches!(o, Outcome::Parked)) {
+            metrics::counter!(names::FETCHES_ANSWERED_EARLY).increment(1);
         }
         let body = self.fetch.assemble(combine, outcomes);
         let mut response = Response::from_body(

@@ -1,0 +1,235 @@
+//! The fetch sessions Sluice keeps with brokers (KIP-227), one per broker
+//! per client connection, as a broker's own client keeps one per broker.
+//!
+//! Every fetch part names the partitions the client wants from that broker
+//! now, at their offsets. Within a session only what changed goes out: new
+//! partitions and changed fetch fields in `topics`, dropped ones in
+//! `forgotten_topics_data`; the broker remembers the rest, and its answer
+//! lists only partitions with news (the others count as answered empty).
+//!
+//! ```text
+//! no session ──part──▶ opening (epoch 0, full) ──answer with an id──▶ open (epoch 1, 2, …)
+//!      ▲                    │ answer without an id                     │
+//!      └────────────────────┴──── a failed part, an undecodable answer, ┘
+//!                                 FETCH_SESSION_ID_NOT_FOUND or
+//!                                 INVALID_FETCH_SESSION_EPOCH
+//! ```
+//!
+//! While a session is opening, another part to that broker (only a client
+//! pipelining fetches makes one) goes out sessionless. After an error the
+//! next part is a full fetch opening a new session, as the Java client's
+//! `FetchSessionHandler` does.
+
+use std::collections::HashMap;
+
+use sluice_codec::kafka_protocol::messages::FetchRequest;
+use sluice_codec::kafka_protocol::messages::FetchResponse;
+use sluice_codec::kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchTopic, ForgottenTopic,
+};
+use uuid::Uuid;
+
+use super::PartitionKey;
+use super::session::{
+    FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SESSION_VERSION, count_session_error,
+};
+use sluice_codec::kafka_protocol::messages::TopicName;
+use sluice_metrics::names;
+
+use crate::split::fetch::NO_SESSION_ID;
+use crate::split::order::TopicEntry;
+use crate::topology::BrokerId;
+
+/// Which session a part went out in: `(session_id, epoch)`; epoch 0 opens one.
+pub type SentIn = Option<(i32, i32)>;
+
+/// One session with one broker.
+#[derive(Debug, Default)]
+enum Upstream {
+    /// None: the next part opens one.
+    #[default]
+    Closed,
+    /// A part opening one is out.
+    Opening,
+    /// Open, with what the broker holds for it.
+    Open {
+        id: i32,
+        next_epoch: i32,
+        partitions: HashMap<PartitionKey, SessionEntry>,
+    },
+}
+
+/// A partition as the broker's session holds it.
+#[derive(Debug, Clone)]
+struct SessionEntry {
+    topic: TopicName,
+    topic_id: Uuid,
+    request: FetchPartition,
+}
+
+/// A client connection's fetch sessions with the brokers.
+#[derive(Debug, Default)]
+pub struct UpstreamSessions {
+    brokers: HashMap<BrokerId, Upstream>,
+    /// What the opening part of each broker asked, to open the session with.
+    opening: HashMap<BrokerId, HashMap<PartitionKey, SessionEntry>>,
+}
+
+impl UpstreamSessions {
+    /// Rewrites a sessionless `part` for `broker` (at `version`) into the
+    /// broker's session: opening one, or incremental. Returns the session
+    /// it went out in.
+    pub fn prepare(&mut self, broker: BrokerId, part: &mut FetchRequest, version: i16) -> SentIn {
+        if version < SESSION_VERSION {
+            return None;
+        }
+        let wanted = entries(part, version);
+        let state = self.brokers.entry(broker).or_default();
+        match state {
+            Upstream::Closed => {
+                *state = Upstream::Opening;
+                part.session_id = NO_SESSION_ID;
+                part.session_epoch = 0;
+                self.opening.insert(broker, wanted);
+                Some((NO_SESSION_ID, 0))
+            }
+            Upstream::Opening => None,
+            Upstream::Open {
+                id,
+                next_epoch,
+                partitions,
+            } => {
+                let epoch = *next_epoch;
+                *next_epoch = epoch.checked_add(1).unwrap_or(1);
+                let (topics, forgotten) = delta(partitions, &wanted, version);
+                *partitions = wanted;
+                metrics::counter!(names::FETCH_INCREMENTAL, "side" => "broker").increment(1);
+                part.session_id = *id;
+                part.session_epoch = epoch;
+                part.topics = topics;
+                part.forgotten_topics_data = forgotten;
+                Some((*id, epoch))
+            }
+        }
+    }
+
+    /// Learns from the answer to a part sent in `sent`.
+    pub fn answered(&mut self, broker: BrokerId, sent: SentIn, answer: &FetchResponse) {
+        let Some((_, epoch)) = sent else {
+            return;
+        };
+        let session_error = matches!(
+            answer.error_code,
+            FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
+        );
+        let state = self.brokers.entry(broker).or_default();
+        if session_error {
+            count_session_error("broker", answer.error_code);
+            *state = Upstream::Closed;
+            return;
+        }
+        if epoch == 0 {
+            let partitions = self.opening.remove(&broker).unwrap_or_default();
+            *state = if answer.error_code == 0 && answer.session_id != NO_SESSION_ID {
+                metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "broker").increment(1);
+                Upstream::Open {
+                    id: answer.session_id,
+                    next_epoch: 1,
+                    partitions,
+                }
+            } else {
+                Upstream::Closed
+            };
+        }
+    }
+
+    /// Forgets the session with `broker` after a part sent in `sent` failed
+    /// (the broker may or may not have applied it).
+    pub fn failed(&mut self, broker: BrokerId, sent: SentIn) {
+        if sent.is_some() {
+            self.brokers.insert(broker, Upstream::Closed);
+            self.opening.remove(&broker);
+        }
+    }
+}
+
+/// Whether `code` is a session error, which is the session's business and
+/// never the client's.
+pub fn is_session_error(code: i16) -> bool {
+    matches!(
+        code,
+        FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
+    )
+}
+
+/// A part's partitions by key.
+fn entries(part: &FetchRequest, version: i16) -> HashMap<PartitionKey, SessionEntry> {
+    let mut wanted = HashMap::new();
+    for topic in &part.topics {
+        let key = topic.topic_ref(version);
+        for p in &topic.partitions {
+            let entry = SessionEntry {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                request: p.clone(),
+            };
+            wanted.insert((key.clone(), p.partition), entry);
+        }
+    }
+    wanted
+}
+
+/// What changed from `held` to `wanted`: partitions to send, and to forget.
+fn delta(
+    held: &HashMap<PartitionKey, SessionEntry>,
+    wanted: &HashMap<PartitionKey, SessionEntry>,
+    version: i16,
+) -> (Vec<FetchTopic>, Vec<ForgottenTopic>) {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (key, entry) in wanted {
+        if held.get(key).is_some_and(|h| h.request == entry.request) {
+            continue;
+        }
+        let at = match topics
+            .iter()
+            .position(|t| t.topic == entry.topic && t.topic_id == entry.topic_id)
+        {
+            Some(at) => at,
+            None => {
+                topics.push(
+                    FetchTopic::default()
+                        .with_topic(entry.topic.clone())
+                        .with_topic_id(entry.topic_id),
+                );
+                topics.len() - 1
+            }
+        };
+        if let Some(topic) = topics.get_mut(at) {
+            topic.partitions.push(entry.request.clone());
+        }
+    }
+    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+    for (key, entry) in held {
+        if wanted.contains_key(key) {
+            continue;
+        }
+        let at = match forgotten
+            .iter()
+            .position(|t| t.topic == entry.topic && t.topic_id == entry.topic_id)
+        {
+            Some(at) => at,
+            None => {
+                let mut topic = ForgottenTopic::default().with_topic_id(entry.topic_id);
+                if version < 13 {
+                    topic.topic = entry.topic.clone();
+                }
+                forgotten.push(topic);
+                forgotten.len() - 1
+            }
+        };
+        if let Some(topic) = forgotten.get_mut(at) {
+            topic.partitions.push(key.1);
+        }
+    }
+    (topics, forgotten)
+}
