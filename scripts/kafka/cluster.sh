@@ -24,6 +24,9 @@
 #   SLUICE_KAFKA_HEAP_OPTS      broker heap (default "-Xmx1g -Xms256m")
 #   SLUICE_KAFKA_JVM_OPTS       extra broker JVM options
 #   SLUICE_KAFKA_LOG_LEVEL      broker log level (default INFO)
+#   SLUICE_KAFKA_JMX_BASE_PORT  opt-in remote JMX: node i listens on this port + i
+#                               (127.0.0.1 only, no authentication, no TLS; for
+#                               scripts/bench). Unset (the default): no JMX port.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,7 +43,7 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
 
 usage() {
-  sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 now() { date +%s.%N; }
@@ -86,6 +89,30 @@ node_dir() { echo "$CLUSTER_DIR/node-$1"; }
 
 # port NODE_ID LISTENER_INDEX
 port() { echo $((BASE_PORT + 10 * ($1 - 1) + $2)); }
+
+# jmx_port NODE_ID: node i (0-based) at SLUICE_KAFKA_JMX_BASE_PORT + i. Only
+# called when that variable is set.
+jmx_port() { echo $((SLUICE_KAFKA_JMX_BASE_PORT + $1 - 1)); }
+
+# The JVM options of NODE_ID's JMX port, one a line; none unless
+# SLUICE_KAFKA_JMX_BASE_PORT is set.
+jmx_opts() {
+  [[ -n "${SLUICE_KAFKA_JMX_BASE_PORT:-}" ]] || return 0
+  local p
+  p="$(jmx_port "$1")"
+  printf '%s\n' -Dcom.sun.management.jmxremote \
+    "-Dcom.sun.management.jmxremote.port=$p" "-Dcom.sun.management.jmxremote.rmi.port=$p" \
+    -Dcom.sun.management.jmxremote.host=127.0.0.1 -Djava.rmi.server.hostname=127.0.0.1 \
+    -Dcom.sun.management.jmxremote.authenticate=false -Dcom.sun.management.jmxremote.ssl=false
+}
+
+check_jmx_base_port() {
+  [[ -n "${SLUICE_KAFKA_JMX_BASE_PORT:-}" ]] || return 0
+  if ! is_uint "$SLUICE_KAFKA_JMX_BASE_PORT" || [[ "$SLUICE_KAFKA_JMX_BASE_PORT" -lt 1024 \
+       || $((SLUICE_KAFKA_JMX_BASE_PORT + NODES)) -gt 65535 ]]; then
+    die "SLUICE_KAFKA_JMX_BASE_PORT must be a port >= 1024 with room for $NODES ports below 65536"
+  fi
+}
 
 # The tag put on each broker's command line, to find it again.
 node_tag() { echo "-Dsluice.node.dir=$(node_dir "$1")"; }
@@ -378,16 +405,17 @@ write_cluster_files() {
 launch_node() {
   local id="$1" dir
   dir="$(node_dir "$id")"
-  local -a heap jvm_extra
+  local -a heap jvm_extra jmx
   read -r -a heap <<< "${SLUICE_KAFKA_HEAP_OPTS:--Xmx1g -Xms256m}"
   read -r -a jvm_extra <<< "${SLUICE_KAFKA_JVM_OPTS:-}"
+  mapfile -t jmx < <(jmx_opts "$id")
   echo "==== cluster.sh: starting node $id at $(date -Is) ====" >> "$dir/server.log"
   (
     cd "$dir"
     exec nohup java "${heap[@]}" \
       -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
       -Djava.awt.headless=true \
-      "${jvm_extra[@]}" \
+      "${jvm_extra[@]}" "${jmx[@]}" \
       -Dlog4j2.configurationFile="$LOG4J_CONFIG" \
       -Dsluice.log.level="${SLUICE_KAFKA_LOG_LEVEL:-INFO}" \
       -Dsluice.log.target=SYSTEM_OUT \
@@ -554,6 +582,13 @@ cmd_start() {
       ! port_in_use "$p" || die "port $p (node $id ${LISTENERS[$l]}) is already in use"
     done
   done
+  check_jmx_base_port
+  if [[ -n "${SLUICE_KAFKA_JMX_BASE_PORT:-}" ]]; then
+    for ((id = 1; id <= NODES; id++)); do
+      p="$(jmx_port "$id")"
+      ! port_in_use "$p" || die "port $p (node $id JMX) is already in use"
+    done
+  fi
 
   LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" | tail -n 1)"
   [[ -d "$LIBS_DIR" ]] || die "fetch.sh did not give a libs directory"
@@ -694,6 +729,7 @@ cmd_start_node() {
     return 0
   fi
   ! port_in_use "$(port "$NODE_ARG" 0)" || die "port $(port "$NODE_ARG" 0) is in use"
+  check_jmx_base_port
   [[ -f "$(node_dir "$NODE_ARG")/node.properties" ]] || die "node $NODE_ARG has no storage; use start"
   [[ -d "$LIBS_DIR" ]] || LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" | tail -n 1)"
   launch_node "$NODE_ARG"

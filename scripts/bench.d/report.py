@@ -1,0 +1,115 @@
+"""Prints scripts/bench's table from its results.tsv (one row per measurement).
+
+    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS
+
+Rows of RESULTS (tab-separated):
+  produce  VIA  <ProducerPerformance's last line>
+  consume  VIA  <ConsumerPerformance's last line>
+  cpu      produce|consume  CPU_SECONDS  BYTES       (Sluice's utime+stime over one run through it)
+  latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N
+  idle     CLIENT  VIA  FETCHES  SECONDS
+  baseline FETCHES  SECONDS                           (no consumer running)
+Targets are printed for comparison only; nothing is asserted.
+"""
+
+import re
+import statistics
+import sys
+
+path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs = sys.argv[1:]
+thr, cpu, lat, idle, baseline = {}, {}, {}, {}, []
+rounds = 0
+for line in open(path):
+    f = line.rstrip("\n").split("\t")
+    kind = f[0]
+    if kind == "produce":
+        rounds += f[1] == "direct"
+        # "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, P50 ms 50th, P95 ms 95th, P99 ms 99th, ..."
+        m = re.search(r"([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency.*?([\d.]+) ms 99th", f[2])
+        if not m:
+            sys.exit(f"cannot read ProducerPerformance output: {f[2]}")
+        vals = {"produce MB/s": float(m[2]), "produce avg latency ms": float(m[3]),
+                "produce p99 latency ms": float(m[4])}
+    elif kind == "consume":
+        # start, end, MB, MB.sec, nMsg, nMsg.sec, rebalance ms, fetch ms, fetch MB.sec, fetch nMsg.sec
+        c = [x.strip() for x in f[2].split(",")]
+        if len(c) < 10:
+            sys.exit(f"cannot read ConsumerPerformance output: {f[2]}")
+        vals = {"consume MB/s (fetch time)": float(c[8]), "consumed records": float(c[4])}
+    elif kind == "cpu":
+        cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
+        continue
+    elif kind == "latency":
+        lat[(f[1], int(f[2]), f[3])] = (float(f[4]), float(f[5]), float(f[6]), int(f[7]))
+        continue
+    elif kind == "idle":
+        idle[(f[1], f[2])] = int(f[3]) / float(f[4])
+        continue
+    elif kind == "baseline":
+        baseline.append(int(f[1]) / float(f[2]))
+        continue
+    else:
+        sys.exit(f"unknown results row: {line!r}")
+    for k, v in vals.items():
+        thr.setdefault(k, {}).setdefault(f[1], []).append(v)
+
+HEAD = ("metric", "direct", "sluice", "sluice vs direct", "target")
+table = []  # rows of 5 cells, or a section title (str)
+
+
+def row(metric, direct, sluice, cmp="-", target="-"):
+    table.append((metric, direct, sluice, cmp, target))
+
+
+def section(title):
+    table.append(title)
+
+
+def ratio(d, s):
+    return f"{s / d:.2f}x" if d else "-"
+
+
+section(f"throughput: {records} x {size} B, median of {rounds} rounds")
+for k, by in thr.items():
+    d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
+    target = ">= 0.98x" if k.startswith("consume MB/s") else "-"
+    row(k, f"{d:.1f}", f"{s:.1f}", ratio(d, s), target)
+for phase, target in (("consume", "<= 1.0"), ("produce", "-")):
+    if phase in cpu:
+        row(f"sluice CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target)
+row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
+
+if lat:
+    section(f"tail latency ms: {tail_secs} s after a {warmup_secs} s warm-up")
+    for client in ("librdkafka", "java"):
+        for rate in sorted({k[1] for k in lat}):
+            d, s = lat.get((client, rate, "direct")), lat.get((client, rate, "sluice"))
+            if not d or not s:
+                continue
+            for i, (name, target) in enumerate((("p50", "<= +2 ms"), ("p99", "<= +10 ms"))):
+                row(f"{client} {rate}/s {name} (n={d[3]}/{s[3]})", f"{d[i]:.1f}", f"{s[i]:.1f}",
+                    f"{round(s[i] - d[i], 1) + 0.0:+.1f} ms", target)
+
+if idle:
+    section(f"idle consumer: broker Fetch requests/s over {idle_secs} s")
+    for client in ("librdkafka", "java"):
+        d, s = idle.get((client, "direct")), idle.get((client, "sluice"))
+        if d is None or s is None:
+            continue
+        row(f"{client} fetches/s (6 partitions)", f"{d:.2f}", f"{s:.2f}", ratio(d, s), "<= 1.2x")
+    if baseline:
+        row("no consumer (check, expect 0)", f"{max(baseline):.2f}", "-")
+
+widths = [max(len(r[i]) for r in [HEAD] + [r for r in table if not isinstance(r, str)]) for i in range(5)]
+widths[0] = max([widths[0]] + [len(r) + 4 for r in table if isinstance(r, str)])
+
+
+def line(cells):
+    print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |")
+
+
+print("\nSluice vs direct-to-Kafka, one run. Targets are for comparison only, never asserted.\n")
+line(HEAD)
+print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+for r in table:
+    line((f"**{r}**", "", "", "", "") if isinstance(r, str) else r)
