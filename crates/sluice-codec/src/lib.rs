@@ -9,6 +9,7 @@
 //! - [`frame`]: the 4-byte length prefix, with a configurable size limit.
 //! - [`header`]: request header parsing (header v1 and flexible v2).
 //! - [`message`]: [`Request`] and [`Response`], lazy decode and re-encode.
+//! - [`out`]: frames on their way out, sharing the bytes they came with.
 //! - [`guard`]: the walk that keeps hostile bodies away from the decoder.
 //! - [`versions`]: the API versions Sluice decodes.
 //! - [`wait`]: how long a broker may hold a request by design.
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod guard;
 pub mod header;
 pub mod message;
+pub mod out;
 pub mod versions;
 pub mod wait;
 
@@ -28,3 +30,4 @@ pub use header::RequestHeaderInfo;
 pub use kafka_protocol;
 pub use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 pub use message::{Request, Response};
+pub use out::OutFrames;

@@ -22,6 +22,9 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::CodecError;
 use crate::guard::{check_request_body, check_response_body};
+use crate::out::OutFrames;
+
+mod shared;
 use crate::header::{
     Cursor, REQUEST_CORRELATION_ID_OFFSET, RequestHeaderInfo, response_body_offset,
 };
@@ -243,6 +246,50 @@ impl Response {
     /// Consumes the response and returns its decoded body.
     pub fn into_body(self) -> Result<ResponseKind, CodecError> {
         self.message.into_body()
+    }
+
+    /// Queues the length-prefixed frame on `out` as [`Response::encode`]
+    /// writes it, sharing instead of copying what came from a broker: a raw
+    /// frame's body, and the record batches of a re-encoded Fetch.
+    ///
+    /// On error `out` is left as it was.
+    pub fn encode_into(&self, out: &mut OutFrames) -> Result<(), CodecError> {
+        let (api, version, id) = (self.message.api, self.message.version, self.correlation_id);
+        let frame = &self.message.frame;
+        if !self.message.dirty && frame.len() >= 4 {
+            // The broker's frame after its correlation id, as it came.
+            let buf = out.buf_mut();
+            buf.put_i32(frame_len(frame.len())?);
+            buf.put_i32(id);
+            out.put_shared(frame.slice(4..));
+            return Ok(());
+        }
+        let pieces = match &self.message.body {
+            Some(ResponseKind::Fetch(fetch)) if self.message.dirty => {
+                shared::fetch_body(fetch, version)
+            }
+            _ => None,
+        };
+        let Some(pieces) = pieces else {
+            return self.encode(out.buf_mut());
+        };
+        let header_len = if api.response_header_version(version) >= 1 {
+            5
+        } else {
+            4
+        };
+        let body_len: usize = pieces.iter().map(Bytes::len).sum();
+        let len = frame_len(header_len + body_len)?;
+        let buf = out.buf_mut();
+        buf.put_i32(len);
+        buf.put_i32(id);
+        if header_len == 5 {
+            buf.put_u8(0); // no tagged fields
+        }
+        for piece in pieces {
+            out.put_shared(piece);
+        }
+        Ok(())
     }
 
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.

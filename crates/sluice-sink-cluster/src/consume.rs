@@ -10,6 +10,12 @@
 //! - the client's `max_wait_ms` has passed since Sluice read the request;
 //! - every part has answered.
 //!
+//! One exception keeps a consumer that is catching up from getting one
+//! broker's share per round trip: once the answers in hand reach 64 KiB,
+//! the parts sent in the last 5 ms (most likely with the one that answered)
+//! are waited for until 5 ms after they were sent, and answered together.
+//! A tailing consumer's small answers never wait.
+//!
 //! A full fetch answer must list every partition it was asked for, so the
 //! partitions whose part is still out are listed with no records, no error
 //! and the last watermarks Sluice saw for them ([`Marks`]; -1, which clients
@@ -133,6 +139,8 @@ pub struct PartMeta {
     pub sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
     learned: bool,
+    /// When it was sent.
+    sent_at: Instant,
 }
 
 /// One client connection's fetch state between fetches: parked parts, their
@@ -513,25 +521,60 @@ impl FetchCombine {
     }
 
     /// Whether the entry has waited enough: its deadline has passed, or the
-    /// answers in hand carry `min_bytes`. Never for an entry without a
-    /// deadline, which waits for every part.
+    /// answers in hand carry `min_bytes` (and, catching up, the parts sent
+    /// with them had their moment: see [`GATHER_BYTES`]). Never for an
+    /// entry without a deadline, which waits for every part.
     pub fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
+        self.next_look(parts, now).is_none()
+    }
+
+    /// `None` once the entry has waited [`enough`](Self::enough); else when
+    /// to look again if no part answers first: the deadline, or the end of
+    /// a gathering moment. An entry without a deadline waits for its parts
+    /// alone (the hour is never reached).
+    fn next_look(&self, parts: &mut [Part], now: Instant) -> Option<Instant> {
         let Some(deadline) = self.deadline else {
-            return false;
+            return Some(now + Duration::from_secs(3600));
         };
-        now >= deadline || self.ready_bytes(parts) >= usize::try_from(self.min_bytes).unwrap_or(0)
+        if now >= deadline {
+            return None;
+        }
+        let bytes = self.ready_bytes(parts);
+        if bytes < usize::try_from(self.min_bytes).unwrap_or(0) {
+            return Some(deadline);
+        }
+        // Small answers (tailing) and errors go out at once.
+        if !(GATHER_BYTES..ERROR_WEIGHT).contains(&bytes) {
+            return None;
+        }
+        self.gathering(parts, now).map(|until| until.min(deadline))
+    }
+
+    /// The latest moment a part sent within [`GATHER_WINDOW`] of `now` is
+    /// still waited for, if any.
+    fn gathering(&self, parts: &[Part], now: Instant) -> Option<Instant> {
+        parts
+            .iter()
+            .zip(&self.metas)
+            .filter(|(part, _)| part.is_waiting())
+            .map(|(_, meta)| meta.sent_at + GATHER_WINDOW)
+            .filter(|until| *until > now)
+            .max()
     }
 
     /// Waits (cancel-safe) until the entry has waited [`enough`](Self::enough),
     /// or every part has answered, or one more part has.
     pub async fn wait(&self, parts: &mut [Part]) {
-        if self.enough(parts, Instant::now()) || parts.iter().all(|p| !p.is_waiting()) {
+        if parts.iter().all(|p| !p.is_waiting()) {
             return;
         }
-        let Some(deadline) = self.deadline else {
+        if self.deadline.is_none() {
             for part in parts.iter_mut() {
                 part.wait().await;
             }
+            return;
+        }
+        let Some(wake) = self.next_look(parts, Instant::now()) else {
             return;
         };
         let waiting: Vec<_> = parts
@@ -541,7 +584,7 @@ impl FetchCombine {
             .collect();
         tokio::select! {
             _ = futures::future::select_all(waiting) => {}
-            () = tokio::time::sleep_until(deadline) => {}
+            () = tokio::time::sleep_until(wake) => {}
         }
     }
 
@@ -645,6 +688,7 @@ impl FetchCombine {
                                     asked: HashMap::new(),
                                     sent_in: None,
                                     learned: false,
+                                    sent_at: Instant::now(),
                                 },
                                 slots: Vec::new(),
                             },
@@ -671,7 +715,8 @@ impl FetchCombine {
 
     /// Records a sent [`NewPart`] as the entry's next part: its partitions
     /// wait for it.
-    pub fn commit(&mut self, claim: Claim) {
+    pub fn commit(&mut self, mut claim: Claim) {
+        claim.meta.sent_at = Instant::now();
         let index = self.metas.len();
         for (t, p) in claim.slots {
             if let Some(plan) = self.topics.get_mut(t).and_then(|t| t.partitions.get_mut(p)) {
@@ -693,6 +738,18 @@ impl Part {
         matches!(self.state, PartState::Waiting(_))
     }
 }
+
+/// Answers in hand of at least this many bytes mean the client is catching
+/// up rather than tailing: the brokers asked with the one that answered
+/// most likely have data too, a moment away. Waiting for them then (up to
+/// [`GATHER_WINDOW`] after each was sent) answers with all of it at once,
+/// instead of one broker's share per client round trip.
+const GATHER_BYTES: usize = 64 * 1024;
+
+/// How long after it was sent a part is waited for by an entry that has
+/// [`GATHER_BYTES`] in hand. A broker with data answers well within it; a
+/// part out longer is waiting for data at its broker.
+const GATHER_WINDOW: Duration = Duration::from_millis(5);
 
 /// What an error answer weighs against `min_bytes`: an error is worth
 /// answering at once.

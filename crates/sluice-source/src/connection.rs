@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use futures::FutureExt;
 use metrics::{Counter, counter, gauge};
 use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext, ErrorClass, ErrorSide};
-use sluice_codec::{ApiKey, CodecError, FrameCodec, Request, Response};
+use sluice_codec::{ApiKey, CodecError, FrameCodec, OutFrames, Request, Response};
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -236,15 +236,15 @@ struct Io<S> {
     stream: S,
     codec: FrameCodec,
     read_buf: BytesMut,
-    write_buf: BytesMut,
+    /// Responses encoded and not yet written; shares what came from brokers.
+    out: OutFrames,
     /// False once the client closed its side.
     open_for_reading: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
     async fn write_out(&mut self) -> std::io::Result<()> {
-        self.stream.write_all(&self.write_buf).await?;
-        self.stream.flush().await
+        self.out.write_to(&mut self.stream).await
     }
 }
 
@@ -290,7 +290,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 stream,
                 codec: FrameCodec::new(settings.max_frame_bytes),
                 read_buf: BytesMut::with_capacity(READ_CHUNK),
-                write_buf: BytesMut::new(),
+                out: OutFrames::default(),
                 open_for_reading: true,
             },
             ctx,
@@ -429,9 +429,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// batch, then flushes.
     async fn write_responses(&mut self, first: Response) -> Result<(), Close> {
         let mut failure = self.encode(&first).err();
-        while failure.is_none()
-            && self.chain.pending() > 0
-            && self.io.write_buf.len() < WRITE_BATCH_BYTES
+        while failure.is_none() && self.chain.pending() > 0 && self.io.out.len() < WRITE_BATCH_BYTES
         {
             match self.chain.recv(&self.ctx).now_or_never() {
                 None => break,
@@ -440,14 +438,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
         }
         // Responses encoded before a failure are owed to the client: send them.
-        if !self.io.write_buf.is_empty() {
-            let len = self.io.write_buf.len();
+        if !self.io.out.is_empty() {
+            let len = self.io.out.len();
             match self.drain.bounded(self.io.write_out()).await {
                 Some(Ok(())) => self.counters.bytes_out.increment(len as u64),
                 Some(Err(e)) => return Err(Close::WriteFailed(e)),
                 None => return Err(Close::DrainTimedOut),
             }
-            self.io.write_buf.clear();
         }
         self.last_activity = Instant::now();
         match failure {
@@ -458,7 +455,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     fn encode(&mut self, response: &Response) -> Result<(), ConnectionError> {
         response
-            .encode(&mut self.io.write_buf)
+            .encode_into(&mut self.io.out)
             .map_err(ConnectionError::Encode)?;
         self.counters.response(response.api_key());
         Ok(())

@@ -198,6 +198,48 @@ async fn one_part_with_data_answers_before_the_others() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn catching_up_waits_a_moment_for_the_parts_sent_with_the_first() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
+    let planned = state.plan(
+        &request,
+        VERSION,
+        (None, SessionReply::None),
+        &routed(&request, leader),
+        Instant::now(),
+    );
+    let (combine, mut parts, mut replies) = send(planned);
+    let (_, _, first) = replies.remove(0);
+    first
+        .send(Ok(answer(vec![data(0, GATHER_BYTES, 1000)])))
+        .unwrap();
+    combine.wait(&mut parts).await;
+    assert!(
+        !combine.enough(&mut parts, Instant::now()),
+        "a large answer waits for the parts sent with it"
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let (_, _, second) = replies.remove(0);
+    second
+        .send(Ok(answer(vec![data(1, GATHER_BYTES, 2000)])))
+        .unwrap();
+    combine.wait(&mut parts).await;
+    assert!(!combine.enough(&mut parts, Instant::now()));
+    let started = Instant::now();
+    combine.wait(&mut parts).await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(4),
+        "the third part had its 5 ms and is left parked"
+    );
+    assert!(combine.enough(&mut parts, Instant::now()));
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let response = state.assemble(combine, outcomes);
+    let sizes: Vec<usize> = partitions(&response).iter().map(|p| p.1).collect();
+    assert_eq!(sizes, vec![GATHER_BYTES, GATHER_BYTES, 0]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn nothing_ready_answers_at_max_wait() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20)], 1);
