@@ -72,7 +72,7 @@ use uuid::Uuid;
 
 use crate::pending::{Part, PartState};
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
-use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID, error_partition};
+use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
@@ -276,17 +276,7 @@ impl FetchState {
     pub fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
-            if let Some(&fetch_offset) = meta.asked.get(&key)
-                && worth_serving(&data)
-            {
-                self.stash.insert(
-                    key,
-                    Stashed {
-                        fetch_offset,
-                        data: Box::new(data),
-                    },
-                );
-            }
+            self.stash_answer(meta, key, data);
         }
     }
 
@@ -448,20 +438,8 @@ impl FetchState {
         // What the client asked for now at other offsets is of no use to it;
         // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in answered {
-            if requested.contains(&key) {
-                continue;
-            }
-            let asked = metas.get(part).and_then(|m| m.asked.get(&key));
-            if let Some(&fetch_offset) = asked
-                && worth_serving(&data)
-            {
-                self.stash.insert(
-                    key,
-                    Stashed {
-                        fetch_offset,
-                        data: Box::new(data),
-                    },
-                );
+            if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
+                self.stash_answer(meta, key, data);
             }
         }
         self.prune_marks(&requested);
@@ -474,6 +452,17 @@ impl FetchState {
             .with_node_endpoints(node_endpoints);
         self.sessions.answer(session, &mut response, version);
         response
+    }
+
+    /// Stashes a partition's answer from a part that asked for it, if it
+    /// tells the client something.
+    fn stash_answer(&mut self, meta: &PartMeta, key: PartitionKey, data: PartitionData) {
+        if let Some(&fetch_offset) = meta.asked.get(&key)
+            && worth_serving(&data)
+        {
+            let data = Box::new(data);
+            self.stash.insert(key, Stashed { fetch_offset, data });
+        }
     }
 
     fn note_marks(&mut self, key: &PartitionKey, data: &PartitionData) {
@@ -833,18 +822,7 @@ fn adopted_source(metas: &[PartMeta], key: &PartitionKey, offset: i64) -> Source
 /// The client's request with no topics, as a sessionless part (see
 /// `split/fetch.rs`); the rack id is cleared (Sluice picks replicas).
 fn base_request(request: &FetchRequest) -> FetchRequest {
-    FetchRequest::default()
-        .with_cluster_id(request.cluster_id.clone())
-        .with_replica_id(request.replica_id)
-        .with_replica_state(request.replica_state.clone())
-        .with_max_wait_ms(request.max_wait_ms)
-        .with_min_bytes(request.min_bytes)
-        .with_max_bytes(request.max_bytes)
-        .with_isolation_level(request.isolation_level)
-        .with_session_id(NO_SESSION_ID)
-        .with_session_epoch(FINAL_EPOCH)
-        .with_rack_id(StrBytes::default())
-        .with_unknown_tagged_fields(request.unknown_tagged_fields.clone())
+    part_base(request).with_rack_id(StrBytes::default())
 }
 
 /// Adds a partition to `request`, under its topic's entry.

@@ -100,18 +100,7 @@ impl SplitApi for FetchRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
-        let base = FetchRequest::default()
-            .with_cluster_id(self.cluster_id.clone())
-            .with_replica_id(self.replica_id)
-            .with_replica_state(self.replica_state.clone())
-            .with_max_wait_ms(self.max_wait_ms)
-            .with_min_bytes(self.min_bytes)
-            .with_max_bytes(self.max_bytes)
-            .with_isolation_level(self.isolation_level)
-            .with_session_id(NO_SESSION_ID)
-            .with_session_epoch(FINAL_EPOCH)
-            .with_rack_id(self.rack_id.clone())
-            .with_unknown_tagged_fields(self.unknown_tagged_fields.clone());
+        let base = part_base(self);
         let rebuild = |topics| base.clone().with_topics(topics);
         let modified = !is_sessionless(self);
         if is_consumer_fetch(self, version) {
@@ -152,6 +141,23 @@ impl SplitApi for FetchRequest {
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
     }
+}
+
+/// `request` with no topics, as a sessionless part: every field the parts
+/// keep (see the module doc).
+pub(crate) fn part_base(request: &FetchRequest) -> FetchRequest {
+    FetchRequest::default()
+        .with_cluster_id(request.cluster_id.clone())
+        .with_replica_id(request.replica_id)
+        .with_replica_state(request.replica_state.clone())
+        .with_max_wait_ms(request.max_wait_ms)
+        .with_min_bytes(request.min_bytes)
+        .with_max_bytes(request.max_bytes)
+        .with_isolation_level(request.isolation_level)
+        .with_session_id(NO_SESSION_ID)
+        .with_session_epoch(FINAL_EPOCH)
+        .with_rack_id(request.rack_id.clone())
+        .with_unknown_tagged_fields(request.unknown_tagged_fields.clone())
 }
 
 /// A partition answer carrying `error_code` and no records, as a broker writes one.
