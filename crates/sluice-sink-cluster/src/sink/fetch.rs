@@ -21,6 +21,7 @@ use crate::consume::{
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
+use crate::split::dispatch::SplitRequest;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::topology::BrokerId;
 
@@ -67,6 +68,19 @@ impl KafkaSinkCluster {
         {
             return self.send_split_parts(request, split, strip_rack).await;
         }
+        self.send_planned(request, full, session, split).await
+    }
+
+    /// Plans a fetch (`full`: the whole fetch a session stands for) and
+    /// sends its new parts.
+    async fn send_planned(
+        &mut self,
+        request: Request,
+        full: Option<RequestKind>,
+        session: SessionReply,
+        split: SplitRequest,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        let version = request.api_version();
         let routed: Vec<(BrokerId, FetchRequest)> = split
             .parts
             .into_iter()
