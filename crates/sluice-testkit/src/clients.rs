@@ -102,6 +102,13 @@ fn read_all(mut r: impl std::io::Read) -> String {
 /// tools are short-lived, and that halves the CPU each one spends starting
 /// on a busy 2-core machine. Measure peak client throughput elsewhere.
 pub fn java(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
+    let mut command = jvm(cluster);
+    command.arg(class).args(args);
+    command
+}
+
+/// `java` with the options of [`java`], up to the main class.
+fn jvm(cluster: &Cluster) -> Command {
     let mut command = Command::new("java");
     command
         .arg("-Xmx768m")
@@ -112,9 +119,18 @@ pub fn java(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
         .arg(format!(
             "-Dlog4j2.configurationFile={}",
             cluster.tools_log4j_config().display()
-        ))
-        .arg(class)
-        .args(args);
+        ));
+    command
+}
+
+/// A command running the single-file Java program `source` in
+/// `tests/clients/java` (the JDK compiles it at start) with the JVM
+/// options and jars of [`java`].
+pub fn java_program(cluster: &Cluster, source: &str, args: &[&str]) -> Command {
+    let path = crate::repo_root().join("tests/clients/java").join(source);
+    assert!(path.exists(), "missing Java program {}", path.display());
+    let mut command = jvm(cluster);
+    command.arg(path).args(args);
     command
 }
 

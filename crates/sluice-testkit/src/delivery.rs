@@ -17,6 +17,10 @@
 //! While they run, tests wait (bounded, failing fast if a tool exited) until
 //! the consumer is assigned its partitions, the producer has so many acks,
 //! and the consumer has read every acknowledged record.
+//!
+//! `tests/clients/python/tail_consumer.py` is a librdkafka consumer that
+//! prints the consumer's events in the same format, so the same checks
+//! read both ([`start_librdkafka_consumer`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
@@ -339,6 +343,49 @@ pub fn start_consumer_with(
     )
 }
 
+/// Starts a `VerifiableConsumer` like [`start_consumer_with`], with the
+/// consumer properties `config` (`key=value`, e.g. `fetch.max.wait.ms=5000`)
+/// in a `--consumer.config` file.
+pub fn start_consumer_configured(
+    cluster: &Cluster,
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    config: &[&str],
+    extra: &[&str],
+) -> ToolProcess {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("consumer.properties");
+    std::fs::write(&path, config.join("\n") + "\n").expect("write consumer config");
+    let path = path.display().to_string();
+    let mut args = vec!["--consumer.config", path.as_str()];
+    args.extend_from_slice(extra);
+    let mut process = start_consumer_with(cluster, bootstrap, topic, group, &args);
+    process._dir = Some(dir);
+    process
+}
+
+/// Starts `tests/clients/python/tail_consumer.py`, a librdkafka consumer of
+/// `topic` in `group` that prints the events of a `VerifiableConsumer`, with
+/// librdkafka `settings` (`key=value`) and `extra` arguments (`--verbose`).
+pub fn start_librdkafka_consumer(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    settings: &[&str],
+    extra: &[&str],
+) -> ToolProcess {
+    let mut args = vec!["--bootstrap", bootstrap, "--topic", topic, "--group", group];
+    for setting in settings {
+        args.extend_from_slice(&["-X", setting]);
+    }
+    args.extend_from_slice(extra);
+    ToolProcess::spawn(
+        crate::clients::librdkafka("tail_consumer.py", &args),
+        "librdkafka tail_consumer.py",
+    )
+}
+
 /// One acknowledged send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Acked {
@@ -400,6 +447,25 @@ impl Produced {
             }
         }
         report
+    }
+
+    /// Panics unless every send the producer made was acknowledged and
+    /// none failed, except one send racing the stop itself (the tool's main
+    /// thread may send once more while its shutdown hook closes the
+    /// producer).
+    pub fn assert_all_acked(&self) {
+        let (stop, failed): (Vec<_>, Vec<_>) = self.errors.iter().partition(|e| {
+            e.exception.contains("IllegalStateException") && e.message.contains("closed")
+        });
+        assert!(failed.is_empty(), "no failed send: {failed:?}");
+        assert!(stop.len() <= 1, "{stop:?}");
+        let sent = self.sent.expect("the producer printed its totals");
+        assert!(sent > 0, "the producer sent records");
+        assert_eq!(
+            (self.acked.len() + stop.len()) as u64,
+            sent,
+            "every record sent was acknowledged"
+        );
     }
 
     /// The partitions with at least one acknowledged send.

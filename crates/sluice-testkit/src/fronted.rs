@@ -284,6 +284,88 @@ pub fn reassign_directly(cluster: &Cluster, topic: &str, replicas: &[Vec<i32>]) 
     );
 }
 
+/// Replica lists for `partitions` partitions on the three brokers of
+/// `trio`, rotated `by` places: partition `p` gets `[p+by, p+by+1, p+by+2]`
+/// (mod 3, as broker ids 1..=3), so that its preferred leader is broker
+/// `(p + by) % 3 + 1`.
+pub fn rotated_replicas(partitions: usize, by: usize) -> Vec<Vec<i32>> {
+    (0..partitions)
+        .map(|p| (0..3).map(|i| ((p + by + i) % 3 + 1) as i32).collect())
+        .collect()
+}
+
+/// Partition -> first replica of `replicas`: the preferred leaders.
+fn preferred(replicas: &[Vec<i32>]) -> BTreeMap<i32, i32> {
+    replicas
+        .iter()
+        .enumerate()
+        .map(|(p, r)| (p as i32, r[0]))
+        .collect()
+}
+
+/// Creates `topic` directly on `cluster` with partition `i` on
+/// `replicas[i]` (real broker ids), and waits until each is led by its
+/// first replica.
+pub fn create_topic_with_replicas(cluster: &Cluster, topic: &str, replicas: &[Vec<i32>]) {
+    let assignment = replicas
+        .iter()
+        .map(|r| r.iter().map(i32::to_string).collect::<Vec<_>>().join(":"))
+        .collect::<Vec<_>>()
+        .join(",");
+    crate::clients::tool_ok(
+        cluster,
+        crate::clients::TOPIC_COMMAND,
+        &cluster.bootstrap("PLAINTEXT"),
+        &[
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            &assignment,
+        ],
+    );
+    let wanted = preferred(replicas);
+    wait::until(
+        Duration::from_secs(30),
+        &format!("the leaders of {topic} to be {wanted:?}"),
+        || {
+            let leaders = cluster.partition_leaders(topic);
+            if leaders == wanted {
+                Ok(())
+            } else {
+                Err(format!("{leaders:?}"))
+            }
+        },
+    );
+}
+
+/// Moves `topic`'s partitions to `replicas` and their leaders to each
+/// list's first broker: a reassignment done directly (it takes real broker
+/// ids), then preferred leader elections sent through Sluice at `listen`
+/// until every partition is led by its first replica.
+pub fn move_leaders(cluster: &Cluster, listen: &str, topic: &str, replicas: &[Vec<i32>]) {
+    reassign_directly(cluster, topic, replicas);
+    let wanted = preferred(replicas);
+    let partitions = u32::try_from(replicas.len()).expect("partition count");
+    wait::until(
+        Duration::from_secs(60),
+        &format!("the leaders of {topic} to move to {wanted:?}"),
+        || {
+            let out = elect_preferred(cluster, listen, topic, partitions);
+            let leaders = cluster.partition_leaders(topic);
+            if leaders == wanted {
+                Ok(())
+            } else {
+                Err(format!(
+                    "leaders {leaders:?}; election: {}{}",
+                    out.stdout.trim(),
+                    out.stderr.trim()
+                ))
+            }
+        },
+    );
+}
+
 /// A preferred leader election of partitions `0..partitions` of `topic`
 /// through `bootstrap` (ElectLeaders names no broker: Sluice forwards it).
 pub fn elect_preferred(

@@ -19,14 +19,18 @@
 //! - [`scram`]: Sluice with SCRAM over mTLS, clients' SCRAM settings, and
 //!   the brokers' own log of expired SASL sessions.
 //! - [`nodes`]: killing and restarting brokers, resetting their connections.
-//! - [`delivery`]: VerifiableProducer/VerifiableConsumer in the background,
-//!   and the proof that every acknowledged record was consumed.
+//! - [`delivery`]: VerifiableProducer/VerifiableConsumer (and a librdkafka
+//!   consumer printing the same events) in the background, and the proof
+//!   that every acknowledged record was consumed.
+//! - [`consumption`]: how they were consumed: contiguous polls within each
+//!   assignment, no record committed twice, the records themselves.
 //! - [`wait`]: bounded polling.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod clients;
 pub mod cluster;
+pub mod consumption;
 pub mod delivery;
 pub mod fronted;
 pub mod listings;

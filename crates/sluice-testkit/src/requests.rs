@@ -3,6 +3,8 @@
 //! versions every Kafka 4 broker and Sluice accept (topic names, not ids),
 //! and the config resource types and error codes tests check in answers.
 
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -18,7 +20,9 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use sluice_codec::{RequestKind, ResponseKind};
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+
+use crate::raw::RawClient;
 
 /// The Produce version sent (v9: flexible, topic names).
 pub const PRODUCE_VERSION: i16 = 9;
@@ -172,6 +176,57 @@ pub fn partition_errors(response: &ResponseKind) -> Vec<(i32, i16)> {
     };
     errors.sort_unstable();
     errors
+}
+
+/// `(partition, base offset)` of every partition in a Produce answer,
+/// sorted by partition.
+pub fn base_offsets(response: &ResponseKind) -> Vec<(i32, i64)> {
+    let ResponseKind::Produce(p) = response else {
+        panic!("not a Produce answer: {response:?}");
+    };
+    let mut offsets: Vec<(i32, i64)> = p
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .map(|p| (p.index, p.base_offset))
+        .collect();
+    offsets.sort_unstable();
+    offsets
+}
+
+/// Produces one record holding `value` to each of `partitions` through
+/// `client` until every partition accepts it (right after a topic is
+/// created, or a leader moves, a broker may not know yet that it leads, and
+/// answers with a retriable error); panics on a non-retriable answer.
+/// Returns `(partition, offset)` of the records the accepted answer wrote.
+pub fn produce_until_accepted(
+    client: &mut RawClient,
+    topic: &str,
+    partitions: &[i32],
+    value: &str,
+) -> Vec<(i32, i64)> {
+    crate::wait::until(
+        Duration::from_secs(60),
+        &format!("partitions {partitions:?} of {topic} to accept a record"),
+        || {
+            let answer = client.request(
+                ApiKey::Produce,
+                PRODUCE_VERSION,
+                produce(topic, partitions, value),
+            );
+            let errors = partition_errors(&answer);
+            if errors.iter().all(|(_, code)| *code == 0) {
+                return Ok(base_offsets(&answer));
+            }
+            if let Some(bad) = errors
+                .iter()
+                .find(|(_, code)| *code != 0 && !RETRIABLE_BROKER_LOSS_CODES.contains(code))
+            {
+                panic!("a non-retriable answer: {bad:?}");
+            }
+            Err(format!("{errors:?}"))
+        },
+    )
 }
 
 /// The high watermark of `partition` in a Fetch answer.

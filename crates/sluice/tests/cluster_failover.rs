@@ -27,7 +27,7 @@ use sluice_testkit::delivery::{
 };
 use sluice_testkit::fronted::{self, create_spread_topic};
 use sluice_testkit::sluice::SluiceProcess;
-use sluice_testkit::{clients, unique, wait};
+use sluice_testkit::{unique, wait};
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
@@ -81,62 +81,16 @@ fn stop_after_acks_everywhere(
     (produced, out.stderr)
 }
 
-/// Every send the producer made was acknowledged, none failed, except a
-/// send racing the stop itself (the tool's main thread may send once more
-/// while its shutdown hook closes the producer).
-fn assert_all_acked(produced: &Produced) {
-    let (stop, failed): (Vec<_>, Vec<_>) = produced.errors.iter().partition(|e| {
-        e.exception.contains("IllegalStateException") && e.message.contains("closed")
-    });
-    assert!(failed.is_empty(), "no failed send: {failed:?}");
-    assert!(stop.len() <= 1, "{stop:?}");
-    let sent = produced.sent.expect("the producer printed its totals");
-    assert!(sent > 0);
-    assert_eq!(
-        (produced.acked.len() + stop.len()) as u64,
-        sent,
-        "every record sent was acknowledged"
-    );
-}
-
-/// `topic`'s replicas rotated `by` places: partition `p` of 3 gets
-/// `[p+by, p+by+1, p+by+2]` (mod 3, as broker ids 1..=3), so that its
-/// preferred leader is broker `(p + by) % 3 + 1`.
+/// `topic`'s 3 replica lists rotated `by` places (see
+/// [`fronted::rotated_replicas`]).
 fn rotated(by: usize) -> Vec<Vec<i32>> {
-    (0..3)
-        .map(|p| (0..3).map(|i| ((p + by + i) % 3 + 1) as i32).collect())
-        .collect()
+    fronted::rotated_replicas(3, by)
 }
 
 /// Moves every leader of `topic` (3 partitions) to its replica list's
-/// first broker after rotating the lists `by` places: a reassignment done
-/// directly (it takes real broker ids), then a preferred leader election
-/// sent through Sluice at `listen`.
+/// first broker after rotating the lists `by` places.
 fn move_leaders(cluster: &Cluster, listen: &str, topic: &str, by: usize) {
-    let replicas = rotated(by);
-    fronted::reassign_directly(cluster, topic, &replicas);
-    let wanted: Vec<(i32, i32)> = replicas
-        .iter()
-        .enumerate()
-        .map(|(p, r)| (p as i32, r[0]))
-        .collect();
-    wait::until(
-        Duration::from_secs(60),
-        &format!("the leaders of {topic} to move to {wanted:?}"),
-        || {
-            let out = fronted::elect_preferred(cluster, listen, topic, 3);
-            let leaders: Vec<(i32, i32)> = cluster.partition_leaders(topic).into_iter().collect();
-            if leaders == wanted {
-                Ok(())
-            } else {
-                Err(format!(
-                    "leaders {leaders:?}; election: {}{}",
-                    out.stdout.trim(),
-                    out.stderr.trim()
-                ))
-            }
-        },
-    );
+    fronted::move_leaders(cluster, listen, topic, &rotated(by));
 }
 
 #[test]
@@ -144,35 +98,7 @@ fn leaders_move_under_load_without_client_errors_or_loss() {
     let cluster = Cluster::get(TRIO);
     let (sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
     let topic = unique("failover-leaders");
-    let direct = cluster.bootstrap("PLAINTEXT");
-    let initial = rotated(0)
-        .iter()
-        .map(|r| r.iter().map(i32::to_string).collect::<Vec<_>>().join(":"))
-        .collect::<Vec<_>>()
-        .join(",");
-    cluster
-        .tool(
-            clients::TOPIC_COMMAND,
-            &[
-                "--bootstrap-server",
-                &direct,
-                "--create",
-                "--topic",
-                &topic,
-                "--replica-assignment",
-                &initial,
-            ],
-            Duration::from_secs(60),
-        )
-        .assert_success("create topic");
-    wait::until(Duration::from_secs(30), "leaders 1, 2, 3", || {
-        let leaders: Vec<i32> = cluster.partition_leaders(&topic).into_values().collect();
-        if leaders == [1, 2, 3] {
-            Ok(())
-        } else {
-            Err(format!("{leaders:?}"))
-        }
-    });
+    fronted::create_topic_with_replicas(&cluster, &topic, &rotated(0));
 
     let mut consumer = delivery::start_consumer(&cluster, &listen, &topic, &unique("failover"));
     delivery::wait_assigned(&mut consumer, 3, Duration::from_secs(60));
@@ -185,7 +111,7 @@ fn leaders_move_under_load_without_client_errors_or_loss() {
     move_leaders(&cluster, &listen, &topic, 2);
     let after_second = wait_acked(&mut producer, 0);
     let (produced, stderr) = stop_after_acks_everywhere(&mut producer, after_second, 3);
-    assert_all_acked(&produced);
+    produced.assert_all_acked();
     let producer_disconnects = disconnects(&stderr);
 
     let consumed = consume_all(&mut consumer, &topic, &produced.acked);
@@ -280,7 +206,7 @@ fn third_node_goes_away(how: Stop) {
     // Partitions whose leaders the clients saw on the stopped node moved to
     // the survivors: every partition takes writes after the stop.
     let (produced, _) = stop_after_acks_everywhere(&mut producer, at_stop, 6);
-    assert_all_acked(&produced);
+    produced.assert_all_acked();
     let consumed = consume_all(&mut consumer, &topic, &produced.acked);
     assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
     for (i, sluice) in processes.iter().enumerate() {

@@ -13,6 +13,10 @@
 //! - A broker killed while a Fetch waits on it: the Fetch is answered at
 //!   once with NOT_LEADER_OR_FOLLOWER, and the client connection stays open
 //!   and usable.
+//! - A broker killed while a consumer's split fetches are parked at every
+//!   broker (long max wait, a trickle of records), then restarted: no
+//!   record skipped, repeated or committed twice, no client disconnect
+//!   (`cluster_consume.rs` has the same checks without a broker failure).
 //!
 //! These tests kill and restart the shared cluster's brokers, so they are
 //! `#[ignore]`d in the normal run and run alone in the serial phase of
@@ -31,6 +35,7 @@ use sluice_codec::kafka_protocol::messages::ApiVersionsRequest;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::consumption::{Reading, committed_twice};
 use sluice_testkit::delivery::{
     self, Acked, Consumed, Produced, ProducerRun, ToolProcess, disconnects,
 };
@@ -38,7 +43,7 @@ use sluice_testkit::nodes::{self, KilledNode};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::requests::{
     self, FETCH_VERSION, METADATA_VERSION, NOT_LEADER_OR_FOLLOWER, PRODUCE_VERSION,
-    RETRIABLE_BROKER_LOSS_CODES, partition_errors,
+    partition_errors, produce_until_accepted,
 };
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, unique, wait};
@@ -258,35 +263,47 @@ fn wait_consumed(consumer: &mut ToolProcess, topic: &str, acked: &[Acked]) -> Co
 fn kill_under_load(cluster: &Cluster, front: &Front, producer: &mut ToolProcess) -> KilledNode {
     delivery::wait_acked(producer, 1500, Duration::from_secs(60));
     let killed = cluster.kill_node(VICTIM);
-    let acked_at_kill = Produced::from_events(&producer.events()).acked.len();
+    let acked_at_kill = acked_so_far(producer);
     // The partitions the victim led move to the survivors, and the producer
     // follows them through Sluice: acks on every partition after the kill.
-    wait::until(
-        Duration::from_secs(90),
-        "acks on every partition after the kill",
-        || {
-            let report = Produced::from_events(&producer.events());
-            let after: BTreeSet<i32> = report.acked[acked_at_kill.min(report.acked.len())..]
-                .iter()
-                .map(|a| a.partition)
-                .collect();
-            if after.len() == PARTITIONS as usize {
-                Ok(())
-            } else if producer.exited() {
-                panic!(
-                    "the producer finished before every partition moved: {after:?}; stderr:\n{}",
-                    producer.stderr()
-                );
-            } else {
-                Err(format!("partitions acked since the kill: {after:?}"))
-            }
-        },
-    );
+    let every: BTreeSet<i32> = (0..PARTITIONS as i32).collect();
+    wait_acks_on(producer, acked_at_kill, &every, "the kill");
     assert!(
         front.sluice.metric(SYNTHESIZED, &[]) > 0.0,
         "Sluice answered requests for the killed broker with retriable errors"
     );
     killed
+}
+
+/// How many sends the running `producer` has had acknowledged.
+fn acked_so_far(producer: &ToolProcess) -> usize {
+    Produced::from_events(&producer.events()).acked.len()
+}
+
+/// Waits until the running `producer` has an acknowledged send on each of
+/// `partitions` after its first `from` acks (those before `since`).
+fn wait_acks_on(producer: &mut ToolProcess, from: usize, partitions: &BTreeSet<i32>, since: &str) {
+    wait::until(
+        Duration::from_secs(90),
+        &format!("acks on partitions {partitions:?} after {since}"),
+        || {
+            let report = Produced::from_events(&producer.events());
+            let after: BTreeSet<i32> = report.acked[from.min(report.acked.len())..]
+                .iter()
+                .map(|a| a.partition)
+                .collect();
+            if after.is_superset(partitions) {
+                Ok(())
+            } else if producer.exited() {
+                panic!(
+                    "the producer finished too early: acks after {since} on {after:?}; stderr:\n{}",
+                    producer.stderr()
+                );
+            } else {
+                Err(format!("partitions acked since: {after:?}"))
+            }
+        },
+    );
 }
 
 /// The broker kill under load, through `front`.
@@ -389,6 +406,71 @@ fn broker_killed_under_load(cluster: &Cluster, front: &Front) {
     );
 }
 
+/// Kill -9 one broker while a consumer's fetches park at every broker (a
+/// 10 s max wait; records trickle in at 30 a second, so most parts wait),
+/// then restart it and give it partitions to lead again: every
+/// acknowledged record is read, each poll of a partition follows the
+/// previous one (no record skipped or repeated), no record is committed
+/// twice, and the clients keep their connections to Sluice.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn broker_killed_under_parked_fetches_skips_and_repeats_no_record() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let front = Front::plaintext(&cluster);
+    let topic = unique("lifecycle-parked");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let group = unique("lifecycle-group");
+    let config = ["fetch.max.wait.ms=10000"];
+    let mut consumer =
+        delivery::start_consumer_configured(&cluster, &front.listen, &topic, &group, &config, &[]);
+    wait_assigned(&mut consumer);
+    let mut producer = front
+        .producer(1_000_000, 30, None)
+        .start(&cluster, &front.listen, &topic);
+    delivery::wait_acked(&mut producer, 150, Duration::from_secs(60));
+
+    let killed = cluster.kill_node(VICTIM);
+    let every: BTreeSet<i32> = (0..PARTITIONS as i32).collect();
+    let at_kill = acked_so_far(&producer);
+    wait_acks_on(&mut producer, at_kill, &every, "the kill");
+    killed.restart();
+    let leaders = lead_again(&cluster, &topic, VICTIM as i32);
+    let led: BTreeSet<i32> = leaders
+        .iter()
+        .filter(|(_, l)| **l == VICTIM as i32)
+        .map(|(p, _)| *p)
+        .collect();
+    let at_return = acked_so_far(&producer);
+    wait_acks_on(&mut producer, at_return, &led, "the restart");
+    let out = producer.terminate(Duration::from_secs(60));
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    produced.assert_all_acked();
+    let producer_disconnects = disconnects(&out.stderr);
+
+    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
+    let out = consumer.terminate(Duration::from_secs(60));
+    let reading = Reading::from_events(&delivery::events(&out.stdout), &topic);
+    assert_eq!(
+        reading.breaks(),
+        [],
+        "polls of a partition follow each other"
+    );
+    assert_eq!(reading.unowned, [], "no poll of a partition not owned");
+    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+    assert_eq!(committed_twice(&[reading]), [], "no record committed twice");
+    assert_eq!(
+        (producer_disconnects, disconnects(&out.stderr)),
+        (Vec::new(), Vec::new()),
+        "clients of Sluice never see a broker disconnect"
+    );
+    assert_eq!(
+        front.sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+}
+
 /// Produces one record to every partition through `client`; returns the
 /// partition error codes.
 fn produce_everywhere(client: &mut RawClient, topic: &str, value: &str) -> Vec<(i32, i16)> {
@@ -399,34 +481,6 @@ fn produce_everywhere(client: &mut RawClient, topic: &str, value: &str) -> Vec<(
         requests::produce(topic, &partitions, value),
     );
     partition_errors(&answer)
-}
-
-/// Produces one record to each of `partitions` until every partition
-/// accepts it: right after a topic is created (or a leader moves) a broker
-/// may not know yet that it leads, and answers with a retriable error.
-fn produce_until_accepted(client: &mut RawClient, topic: &str, partitions: &[i32], value: &str) {
-    wait::until(
-        Duration::from_secs(60),
-        &format!("partitions {partitions:?} of {topic} to accept a record"),
-        || {
-            let answer = client.request(
-                ApiKey::Produce,
-                PRODUCE_VERSION,
-                requests::produce(topic, partitions, value),
-            );
-            let errors = partition_errors(&answer);
-            if errors.iter().all(|(_, code)| *code == 0) {
-                return Ok(());
-            }
-            if let Some(bad) = errors
-                .iter()
-                .find(|(_, code)| *code != 0 && !RETRIABLE_BROKER_LOSS_CODES.contains(code))
-            {
-                panic!("a non-retriable answer: {bad:?}");
-            }
-            Err(format!("{errors:?}"))
-        },
-    );
 }
 
 /// Sluice's connections to every broker are reset (RST) while idle; the
