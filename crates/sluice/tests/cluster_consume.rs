@@ -45,13 +45,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sluice_codec::kafka_protocol::error::ResponseError;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients::{self, ClientOutput, KEYED, java_produce, keyed_records};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::consumption::{self, Reading, Record};
 use sluice_testkit::delivery::{self, Acked, Consumed, Produced, ProducerRun, ToolProcess};
 use sluice_testkit::fronted::{self, create_spread_topic};
 use sluice_testkit::raw::RawClient;
-use sluice_testkit::requests::produce_until_accepted;
+use sluice_testkit::requests::{self, produce_until_accepted};
 use sluice_testkit::sluice::{SluiceProcess, sum_metric};
 use sluice_testkit::{unique, wait};
 
@@ -712,4 +714,98 @@ fn java_and_librdkafka_read_thirty_partitions_once_in_order() {
         "no fetch session error answered to a client"
     );
     assert_no_closed_client(&sluice);
+}
+
+// ---- A session Sluice does not have, on the wire ----
+
+/// A Fetch (v12) in session `id` at `epoch` of `partitions` of `topic`.
+fn session_fetch(topic: &str, id: i32, epoch: i32, partitions: &[(i32, i64)]) -> RequestKind {
+    let RequestKind::Fetch(mut fetch) = requests::fetch(topic, 0, 0, 100) else {
+        unreachable!("requests::fetch builds a Fetch");
+    };
+    fetch.session_id = id;
+    fetch.session_epoch = epoch;
+    let template = fetch.topics[0].partitions[0].clone();
+    fetch.topics[0].partitions = partitions
+        .iter()
+        .map(|&(p, offset)| template.clone().with_partition(p).with_fetch_offset(offset))
+        .collect();
+    if partitions.is_empty() {
+        fetch.topics.clear();
+    }
+    RequestKind::Fetch(fetch)
+}
+
+/// The session id and top-level error of a Fetch answer, and the partitions
+/// it lists.
+fn session_answer(answer: ResponseKind) -> (i32, i16, Vec<i32>) {
+    let ResponseKind::Fetch(f) = answer else {
+        panic!("not a Fetch answer: {answer:?}");
+    };
+    let listed = f
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.partition_index))
+        .collect();
+    (f.session_id, f.error_code, listed)
+}
+
+/// The session lifecycle a client sees through Sluice, as KIP-227 gives it:
+/// a full fetch opens a session listing every partition, an incremental one
+/// lists only what has news, a wrong epoch is INVALID_FETCH_SESSION_EPOCH,
+/// and a session Sluice does not hold (one evicted, or never given) is
+/// FETCH_SESSION_ID_NOT_FOUND; a full fetch then opens a new one, as the
+/// Java client's FetchSessionHandler does.
+#[test]
+fn fetch_sessions_recover_from_unknown_ids_and_wrong_epochs() {
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+    let topic = unique("consume-sessions");
+    create_spread_topic(&cluster, &topic, 3);
+    let mut client = RawClient::connect(&listen);
+    let all = [(0, 0), (1, 0), (2, 0)];
+    let opened = client.request(ApiKey::Fetch, 12, session_fetch(&topic, 0, 0, &all));
+    let (id, error, listed) = session_answer(opened);
+    assert!(
+        id != 0 && error == 0,
+        "a session is opened: id {id}, error {error}"
+    );
+    assert_eq!(
+        listed,
+        vec![0, 1, 2],
+        "the first answer lists every partition"
+    );
+
+    // An incremental fetch names nothing: the session stands for all three.
+    let (same, error, listed) =
+        session_answer(client.request(ApiKey::Fetch, 12, session_fetch(&topic, id, 1, &[])));
+    assert_eq!(
+        (same, error),
+        (id, 0),
+        "an incremental answer in the session"
+    );
+    assert!(
+        listed.iter().all(|p| (0..3).contains(p)),
+        "only the session's partitions: {listed:?}"
+    );
+
+    let skipped = client.request(ApiKey::Fetch, 12, session_fetch(&topic, id, 5, &[]));
+    let (_, error, _) = session_answer(skipped);
+    let invalid_epoch = ResponseError::InvalidFetchSessionEpoch.code();
+    assert_eq!(error, invalid_epoch, "epoch 5 where 2 is due");
+
+    let evicted = client.request(ApiKey::Fetch, 12, session_fetch(&topic, id + 1000, 1, &[]));
+    let (_, error, _) = session_answer(evicted);
+    let not_found = ResponseError::FetchSessionIdNotFound.code();
+    assert_eq!(error, not_found, "a session Sluice does not hold");
+
+    let reopened = client.request(ApiKey::Fetch, 12, session_fetch(&topic, 0, 0, &all));
+    let (new_id, error, listed) = session_answer(reopened);
+    assert!(
+        new_id != 0 && new_id != id && error == 0,
+        "a new session: {new_id}"
+    );
+    assert_eq!(listed, vec![0, 1, 2]);
+    let errors = sum_metric(&sluice.metrics(), "sluice_fetch_session_errors_total", &[]);
+    assert_eq!(errors, 2.0, "both session errors are counted");
 }
