@@ -29,6 +29,18 @@ impl FrameCodec {
     pub fn new(max_frame_bytes: usize) -> Self {
         Self { max_frame_bytes }
     }
+
+    /// Changes the limit for the frames decoded from now on (e.g. when a
+    /// client authenticates). A frame whose prefix was already checked is
+    /// checked again against the new limit.
+    pub fn set_max_frame_bytes(&mut self, max_frame_bytes: usize) {
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
+    /// The current limit.
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
+    }
 }
 
 impl Default for FrameCodec {
@@ -92,6 +104,20 @@ mod tests {
         assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"hello");
         assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"");
         assert!(codec.decode(&mut buf).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_raised_limit_admits_a_frame_the_old_one_refused() {
+        let mut codec = FrameCodec::new(8);
+        let mut buf = BytesMut::new();
+        codec.encode(b"0123456789".as_slice(), &mut buf).unwrap();
+        assert!(matches!(
+            codec.decode(&mut buf.clone()),
+            Err(CodecError::FrameTooLarge { size: 10, max: 8 })
+        ));
+        codec.set_max_frame_bytes(16);
+        assert_eq!(codec.max_frame_bytes(), 16);
+        assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"0123456789");
     }
 
     #[test]

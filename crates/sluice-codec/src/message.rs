@@ -152,6 +152,22 @@ impl Request {
         }
     }
 
+    /// Queues the length-prefixed frame on `out` as [`Request::encode`]
+    /// writes it; a frame as received is shared, not copied (only its
+    /// length, header start and correlation id are written anew).
+    ///
+    /// On error `out` is left as it was.
+    pub fn encode_into(&self, out: &mut OutFrames) -> Result<(), CodecError> {
+        let id = self.header.correlation_id;
+        if self
+            .message
+            .put_raw_shared(out, REQUEST_CORRELATION_ID_OFFSET, id)?
+        {
+            return Ok(());
+        }
+        self.encode(out.buf_mut())
+    }
+
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.
     ///
     /// On error `dst` is left as it was.
@@ -255,13 +271,7 @@ impl Response {
     /// On error `out` is left as it was.
     pub fn encode_into(&self, out: &mut OutFrames) -> Result<(), CodecError> {
         let (api, version, id) = (self.message.api, self.message.version, self.correlation_id);
-        let frame = &self.message.frame;
-        if !self.message.dirty && frame.len() >= 4 {
-            // The broker's frame after its correlation id, as it came.
-            let buf = out.buf_mut();
-            buf.put_i32(frame_len(frame.len())?);
-            buf.put_i32(id);
-            out.put_shared(frame.slice(4..));
+        if self.message.put_raw_shared(out, 0, id)? {
             return Ok(());
         }
         let pieces = match &self.message.body {
@@ -434,6 +444,38 @@ impl<K: BodyKind> Message<K> {
         })?;
         self.body = Some(body);
         Ok(())
+    }
+
+    /// Queues the frame as received on `out` (false, and nothing queued,
+    /// once dirty): its length and the bytes up to the correlation id (at
+    /// `id_offset`) written anew with id `id`, the rest shared.
+    fn put_raw_shared(
+        &self,
+        out: &mut OutFrames,
+        id_offset: usize,
+        id: i32,
+    ) -> Result<bool, CodecError> {
+        if self.dirty {
+            return Ok(false);
+        }
+        let frame = &self.frame;
+        let Some(head) = frame
+            .get(..id_offset)
+            .filter(|_| frame.len() >= id_offset + 4)
+        else {
+            return Err(CodecError::Truncated {
+                what: "frame correlation id",
+                needed: id_offset + 4,
+                available: frame.len(),
+            });
+        };
+        let len = frame_len(frame.len())?;
+        let buf = out.buf_mut();
+        buf.put_i32(len);
+        buf.put_slice(head);
+        buf.put_i32(id);
+        out.put_shared(frame.slice(id_offset + 4..));
+        Ok(true)
     }
 
     /// Appends the length-prefixed frame to `dst`: the raw frame with

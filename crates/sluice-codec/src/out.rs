@@ -103,23 +103,48 @@ impl OutFrames {
         &mut self,
         out: &mut W,
     ) -> std::io::Result<()> {
+        let len = self.len();
+        self.write_prefix_to(out, len).await
+    }
+
+    /// Writes the first `len` bytes queued (all of them if fewer) with
+    /// vectored writes, then flushes; the rest stays queued.
+    pub async fn write_prefix_to<W: tokio::io::AsyncWrite + Unpin>(
+        &mut self,
+        out: &mut W,
+        len: usize,
+    ) -> std::io::Result<()> {
         use tokio::io::AsyncWriteExt;
         self.seal();
-        while !self.chunks.is_empty() {
+        let mut left = len.min(self.len);
+        while left > 0 {
+            let mut budget = left;
             let slices: Vec<IoSlice<'_>> = self
                 .chunks
                 .iter()
                 .take(MAX_SLICES)
-                .map(|c| IoSlice::new(c))
+                .map_while(|c| {
+                    let take = c.len().min(budget);
+                    budget -= take;
+                    c.get(..take).filter(|s| !s.is_empty()).map(IoSlice::new)
+                })
                 .collect();
             let written = out.write_vectored(&slices).await?;
             if written == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
             self.advance(written);
+            left = left.saturating_sub(written);
         }
-        self.len = 0;
         out.flush().await
+    }
+
+    /// Gives back the buffer's memory above `keep_bytes` once nothing is
+    /// queued (after a large frame).
+    pub fn shrink(&mut self, keep_bytes: usize) {
+        if self.is_empty() && self.buf.capacity() > keep_bytes {
+            self.buf = BytesMut::new();
+        }
     }
 
     /// Drops `n` written bytes from the front.
@@ -167,6 +192,30 @@ mod tests {
         want.extend_from_slice(b"tinytail");
         assert_eq!(collect(&mut frames), want);
         assert!(frames.is_empty());
+    }
+
+    #[test]
+    fn a_prefix_is_written_and_the_rest_stays_queued() {
+        let mut frames = OutFrames::default();
+        frames.buf_mut().extend_from_slice(b"first");
+        let big = Bytes::from(vec![9u8; SHARE_MIN_BYTES * 2]);
+        frames.put_shared(big.clone());
+        frames.buf_mut().extend_from_slice(b"second");
+        let mut written = Vec::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(frames.write_prefix_to(&mut written, 5 + 100))
+            .unwrap();
+        assert_eq!(written.len(), 105, "exactly the prefix");
+        assert_eq!(frames.len(), big.len() - 100 + 6);
+        let rest = collect(&mut frames);
+        let mut all = written;
+        all.extend_from_slice(&rest);
+        let mut want = b"first".to_vec();
+        want.extend_from_slice(&big);
+        want.extend_from_slice(b"second");
+        assert_eq!(all, want);
     }
 
     #[test]

@@ -4,14 +4,14 @@
 //! writing its bytes (so that a response can never arrive for a request the
 //! reader does not know), and batches writes: requests are encoded into one
 //! buffer, which is written and flushed once the queue runs empty or the
-//! buffer grows large. When the connection ends, every request still queued
+//! buffer grows large. A request as the client sent it is shared, not
+//! copied ([`OutFrames`]): only its length, header start and correlation id
+//! are written anew. When the connection ends, every request still queued
 //! is completed with [`BrokerError::NotSent`].
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use sluice_codec::Request;
-use tokio::io::AsyncWriteExt;
+use sluice_codec::{OutFrames, Request};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -27,7 +27,8 @@ pub(super) struct Writer {
     io: BoxWrite,
     requests: mpsc::Receiver<Outgoing>,
     in_flight: mpsc::Sender<InFlight>,
-    buf: BytesMut,
+    /// Requests encoded and not yet written.
+    out: OutFrames,
     next_correlation_id: i32,
 }
 
@@ -43,7 +44,7 @@ impl Writer {
             io,
             requests,
             in_flight,
-            buf: BytesMut::with_capacity(64 * 1024),
+            out: OutFrames::default(),
             next_correlation_id: 0,
         }
     }
@@ -90,16 +91,14 @@ impl Writer {
                 },
             };
             self.queue(out).await?;
-            while self.buf.len() < FLUSH_BYTES {
+            while self.out.len() < FLUSH_BYTES {
                 match self.requests.try_recv() {
                     Ok(out) => self.queue(out).await?,
                     Err(_) => break,
                 }
             }
-            self.write_buffered(self.buf.len()).await?;
-            if self.buf.capacity() > KEEP_BUFFER_BYTES {
-                self.buf = BytesMut::with_capacity(64 * 1024);
-            }
+            self.write_buffered(self.out.len()).await?;
+            self.out.shrink(KEEP_BUFFER_BYTES);
         }
     }
 
@@ -112,9 +111,10 @@ impl Writer {
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         request.set_correlation_id(broker_correlation_id);
 
-        let mark = self.buf.len();
-        if let Err(e) = request.encode(&mut self.buf) {
-            self.buf.truncate(mark);
+        let mark = self.out.len();
+        let rewind_to = self.out.mark();
+        if let Err(e) = request.encode_into(&mut self.out) {
+            self.out.rewind(rewind_to);
             let error = BrokerError::Encode {
                 broker: self.shared.broker().clone(),
                 reason: e.to_string(),
@@ -191,18 +191,14 @@ impl Writer {
         }
     }
 
-    /// Writes and flushes the first `len` bytes of the buffer, giving up
-    /// when the connection is cancelled.
+    /// Writes and flushes the first `len` bytes queued, giving up when the
+    /// connection is cancelled.
     async fn write_buffered(&mut self, len: usize) -> Result<(), BrokerError> {
         if len == 0 {
             return Ok(());
         }
-        let head = self.buf.split_to(len);
-        let (io, shared) = (&mut self.io, &self.shared);
-        let write = async {
-            io.write_all(&head).await?;
-            io.flush().await
-        };
+        let (io, shared, out) = (&mut self.io, &self.shared, &mut self.out);
+        let write = out.write_prefix_to(io, len);
         let result = tokio::select! {
             biased;
             () = shared.cancel.cancelled() => return Err(shared.failure_or_shutdown()),

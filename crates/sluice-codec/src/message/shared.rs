@@ -217,6 +217,44 @@ mod tests {
     }
 
     #[test]
+    fn a_raw_request_is_shared_with_its_new_correlation_id() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, RequestKind};
+        let body = RequestKind::Produce(
+            ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(30_000)
+                .with_topic_data(vec![
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partition_data(vec![
+                            PartitionProduceData::default()
+                                .with_index(0)
+                                .with_records(Some(Bytes::from(vec![5u8; 50_000]))),
+                        ]),
+                ]),
+        );
+        let client_id = Some(Bytes::from_static(b"client"));
+        let mut framed = BytesMut::new();
+        crate::Request::from_body(ApiKey::Produce, 9, 3, client_id, body)
+            .encode(&mut framed)
+            .unwrap();
+        let mut raw = crate::Request::parse(framed.split_off(4)).unwrap();
+        raw.set_correlation_id(1234);
+        let mut copied = BytesMut::new();
+        raw.encode(&mut copied).unwrap();
+        let mut out = OutFrames::default();
+        raw.encode_into(&mut out).unwrap();
+        let mut shared = Vec::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(out.write_to(&mut shared)).unwrap();
+        assert_eq!(shared, copied.to_vec());
+        assert_eq!(shared[8..12], 1234i32.to_be_bytes());
+    }
+
+    #[test]
     fn small_answers_are_encoded_as_usual() {
         let small = FetchResponse::default();
         assert!(fetch_body(&small, 16).is_none());
