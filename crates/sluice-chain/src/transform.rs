@@ -41,6 +41,13 @@ pub trait Sink: Send {
     async fn recv(&mut self, ctx: &ConnectionContext) -> Result<Response, ChainError>;
     /// How many responses are still owed.
     fn pending(&self) -> usize;
+    /// Whether the client has authenticated, or is known to need no
+    /// authentication. Until then the source holds it to its
+    /// before-authentication limits (frame size, deadline, connection cap).
+    /// Sinks that never authenticate clients keep the default: at once.
+    fn authenticated(&self) -> bool {
+        true
+    }
 }
 
 /// Builds one [`Transform`] per client connection.
@@ -53,6 +60,12 @@ pub trait TransformBuilder: Send + Sync {
 pub trait SinkBuilder: Send + Sync {
     /// Builds the sink for a new client connection.
     fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink>;
+    /// Whether this sink's connections may start unauthenticated (see
+    /// [`Sink::authenticated`]). When false (the default) the source applies
+    /// no before-authentication limit at all.
+    fn authenticates_clients(&self) -> bool {
+        false
+    }
 }
 
 /// Transforms and a sink, shared by all connections of a source.
@@ -73,6 +86,12 @@ impl ChainBuilder {
     /// A chain of `transforms` ending in `sink`.
     pub fn new(transforms: Vec<Box<dyn TransformBuilder>>, sink: Box<dyn SinkBuilder>) -> Self {
         Self { transforms, sink }
+    }
+
+    /// Whether connections may start unauthenticated (see
+    /// [`SinkBuilder::authenticates_clients`]).
+    pub fn authenticates_clients(&self) -> bool {
+        self.sink.authenticates_clients()
     }
 
     /// Builds the chain for a new client connection.
@@ -123,5 +142,10 @@ impl Chain {
     /// How many responses the client is still owed.
     pub fn pending(&self) -> usize {
         self.sink.pending()
+    }
+
+    /// Whether the client has authenticated (see [`Sink::authenticated`]).
+    pub fn authenticated(&self) -> bool {
+        self.sink.authenticated()
     }
 }

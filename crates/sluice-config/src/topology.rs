@@ -39,6 +39,29 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
 pub const MIN_MAX_FRAME_BYTES: usize = 64 * 1024;
 /// Largest `max_frame_bytes` accepted.
 pub const MAX_MAX_FRAME_BYTES: usize = 1024 * 1024 * 1024;
+/// Seconds a client that is owed responses may go without reading any of
+/// them, unless `write_timeout_secs` says otherwise. Kafka clients read their
+/// socket all the time, so 30 s (the Java client's own `request.timeout.ms`,
+/// after which it gives up on a request itself) without accepting a single
+/// byte is a client that stopped reading or a dead peer, not a slow one.
+pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
+/// Largest frame accepted before a client has authenticated unless
+/// `max_unauthenticated_frame_bytes` says otherwise: Kafka's
+/// `sasl.server.max.receive.size` default (512 KiB).
+pub const DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 512 * 1024;
+/// Smallest `max_unauthenticated_frame_bytes` accepted: ApiVersions and the
+/// SASL messages of any client fit well within it.
+pub const MIN_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 4 * 1024;
+/// Seconds a client has to finish SASL authentication, from its connection,
+/// unless `authentication_timeout_secs` says otherwise. A real client needs
+/// one to three round trips (ApiVersions, SaslHandshake, one or two
+/// SaslAuthenticate), well under a second; 10 s leaves room for a slow
+/// network and a busy broker while keeping a socket that never authenticates
+/// from holding its slot for long.
+pub const DEFAULT_AUTHENTICATION_TIMEOUT_SECS: u64 = 10;
+/// Connections not yet authenticated a source holds at once unless
+/// `unauthenticated_connection_limit` says otherwise.
+pub const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
 
 /// The whole topology file.
 #[derive(Debug, Clone, Deserialize)]
@@ -148,6 +171,22 @@ pub struct KafkaSourceConfig {
     /// Largest frame accepted from a client (default [`DEFAULT_MAX_FRAME_BYTES`]).
     #[serde(default)]
     pub max_frame_bytes: Option<usize>,
+    /// Seconds a client owed responses may go without accepting a byte of
+    /// them before it is closed (default [`DEFAULT_WRITE_TIMEOUT_SECS`]).
+    #[serde(default)]
+    pub write_timeout_secs: Option<u64>,
+    /// Largest frame accepted before the client has authenticated (default
+    /// [`DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES`]).
+    #[serde(default)]
+    pub max_unauthenticated_frame_bytes: Option<usize>,
+    /// Seconds from connecting by which a client must have authenticated
+    /// (default [`DEFAULT_AUTHENTICATION_TIMEOUT_SECS`]).
+    #[serde(default)]
+    pub authentication_timeout_secs: Option<u64>,
+    /// Connections not yet authenticated held at once; the excess is accepted
+    /// and closed (default [`DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT`]).
+    #[serde(default)]
+    pub unauthenticated_connection_limit: Option<usize>,
     /// Transforms, ending in a sink.
     pub chain: Vec<TransformConfig>,
 }
@@ -178,6 +217,36 @@ impl KafkaSourceConfig {
         self.idle_timeout_secs.map(Duration::from_secs)
     }
 
+    /// The write timeout, or its default.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.write_timeout_secs
+                .unwrap_or(DEFAULT_WRITE_TIMEOUT_SECS),
+        )
+    }
+
+    /// `max_unauthenticated_frame_bytes`, or its default (never above
+    /// `max_frame_bytes`).
+    pub fn max_unauthenticated_frame_bytes_or_default(&self) -> usize {
+        self.max_unauthenticated_frame_bytes
+            .unwrap_or(DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES)
+            .min(self.max_frame_bytes_or_default())
+    }
+
+    /// The authentication timeout, or its default.
+    pub fn authentication_timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.authentication_timeout_secs
+                .unwrap_or(DEFAULT_AUTHENTICATION_TIMEOUT_SECS),
+        )
+    }
+
+    /// `unauthenticated_connection_limit`, or its default.
+    pub fn unauthenticated_connection_limit_or_default(&self) -> usize {
+        self.unauthenticated_connection_limit
+            .unwrap_or(DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT)
+    }
+
     /// The chain's sink: its last element (present once validated).
     pub fn sink(&self) -> Option<&TransformConfig> {
         self.chain.last().filter(|t| t.is_sink())
@@ -203,6 +272,31 @@ impl KafkaSourceConfig {
             ));
         }
         validate::positive("timeout", self.idle_timeout_secs)?;
+        validate::positive("write_timeout_secs", self.write_timeout_secs)?;
+        validate::positive(
+            "authentication_timeout_secs",
+            self.authentication_timeout_secs,
+        )?;
+        if self.unauthenticated_connection_limit == Some(0) {
+            return Err(FieldError::new(
+                "unauthenticated_connection_limit",
+                "must be greater than 0",
+            ));
+        }
+        let max = self.max_frame_bytes_or_default();
+        let pre_auth = MIN_MAX_UNAUTHENTICATED_FRAME_BYTES..=max;
+        if let Some(n) = self
+            .max_unauthenticated_frame_bytes
+            .filter(|n| !pre_auth.contains(n))
+        {
+            return Err(FieldError::new(
+                "max_unauthenticated_frame_bytes",
+                format!(
+                    "{n} is out of range: must be from {MIN_MAX_UNAUTHENTICATED_FRAME_BYTES} to \
+                     max_frame_bytes ({max})"
+                ),
+            ));
+        }
         if let Some(tls) = &self.tls {
             tls.check(checks).map_err(|e| e.within("tls"))?;
         }

@@ -347,6 +347,10 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
     fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink> {
         Box::new(self.build_cluster(ctx))
     }
+
+    fn authenticates_clients(&self) -> bool {
+        true
+    }
 }
 
 impl KafkaSinkClusterBuilder {
@@ -437,5 +441,11 @@ impl Sink for KafkaSinkCluster {
     fn pending(&self) -> usize {
         // A client being closed is owed the close, after its answers.
         self.pending.len() + usize::from(self.auth.closing().is_some())
+    }
+
+    /// Past the authentication gate: authenticated, or (only without
+    /// `authorize_scram_over_mtls`) shown to use no authentication.
+    fn authenticated(&self) -> bool {
+        self.auth.decided()
     }
 }

@@ -6,7 +6,19 @@
 //! request order, already carrying the client's correlation ids) and writes
 //! them back. Responses that are ready together are written in one batch and
 //! flushed once. One `select!` loop drives it all: the next frame, the next
-//! response (only while some are owed), the idle timer and shutdown.
+//! response (only while some are owed), the idle timer, the authentication
+//! deadline and shutdown.
+//!
+//! Memory bounds: a write to the client gives up once the client has
+//! accepted no byte of it for `write_timeout_secs` ([`crate::write`]), and
+//! the connection closes, releasing what it held. Before the client has
+//! authenticated (when the sink authenticates clients, see
+//! [`sluice_chain::Sink::authenticated`]) frames are limited to
+//! `max_unauthenticated_frame_bytes`, checked on the length prefix before any
+//! of the frame is buffered, authentication must finish within
+//! `authentication_timeout_secs` of the connection, and the connection holds
+//! a slot of the source's unauthenticated cap ([`PreAuth`]); all three are
+//! dropped the moment the sink reports the client authenticated.
 //!
 //! Every way a connection ends is a [`Close`] and is logged once, with the
 //! connection id and client address. A protocol or chain error closes this
@@ -29,6 +41,7 @@ use sluice_codec::{ApiKey, CodecError, FrameCodec, OutFrames, Request, Response}
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::codec::Decoder;
@@ -36,6 +49,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, info, warn};
 
 use crate::tls::{self, HANDSHAKE_TIMEOUT};
+use crate::write::{WriteFailure, write_within};
 
 /// At most this many requests may await a response; beyond it the connection
 /// stops reading, which pushes back on the client through TCP.
@@ -57,6 +71,21 @@ pub(crate) struct ConnectionSettings {
     pub(crate) max_frame_bytes: usize,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) drain_timeout: Duration,
+    /// How long owed responses may go without a byte accepted by the client.
+    pub(crate) write_timeout: Duration,
+    /// The frame limit until the client has authenticated.
+    pub(crate) max_unauthenticated_frame_bytes: usize,
+    /// How long after connecting the client must have authenticated.
+    pub(crate) authentication_timeout: Duration,
+}
+
+/// What a connection holds until its client has authenticated.
+#[derive(Debug)]
+pub(crate) struct PreAuth {
+    /// Its slot in the source's unauthenticated cap.
+    pub(crate) _slot: OwnedSemaphorePermit,
+    /// When the connection was accepted.
+    pub(crate) since: Instant,
 }
 
 /// A freshly accepted client, before its TLS handshake.
@@ -66,6 +95,8 @@ pub(crate) struct Client {
     pub(crate) chain: Arc<ChainBuilder>,
     pub(crate) settings: Arc<ConnectionSettings>,
     pub(crate) shutdown: CancellationToken,
+    /// `Some` when the sink authenticates clients.
+    pub(crate) pre_auth: Option<PreAuth>,
 }
 
 impl Client {
@@ -105,7 +136,7 @@ impl Client {
         }
     }
 
-    async fn serve<S>(self, stream: S)
+    async fn serve<S>(mut self, stream: S)
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -120,6 +151,9 @@ impl Client {
             self.ctx.connection_id
         );
         let mut conn = Connection::new(stream, self.ctx, chain, self.settings, self.shutdown);
+        if let Some(pre_auth) = self.pre_auth.take() {
+            conn.before_authentication(pre_auth);
+        }
         let close = conn.run().await;
         if !matches!(close, Close::ReadFailed(_) | Close::WriteFailed(_)) {
             conn.close_write_side().await;
@@ -161,12 +195,26 @@ pub enum ConnectionError {
     /// A response could not be encoded.
     #[error("cannot encode a response: {0}")]
     Encode(CodecError),
+    /// A frame over `max_unauthenticated_frame_bytes` before authentication.
+    #[error("{0} before authentication (max_unauthenticated_frame_bytes)")]
+    FrameBeforeAuthentication(CodecError),
+    /// The client did not authenticate in time.
+    #[error("not authenticated within {0:?} of connecting (authentication_timeout_secs)")]
+    AuthenticationTimeout(Duration),
+    /// The client read none of the responses owed to it for this long.
+    #[error(
+        "read none of the responses owed to it for {0:?} (write_timeout_secs); closing to release them"
+    )]
+    WriteTimeout(Duration),
 }
 
 impl ErrorClass for ConnectionError {
     fn side(&self) -> ErrorSide {
         match self {
-            ConnectionError::Frame(_) => ErrorSide::Client,
+            ConnectionError::Frame(_)
+            | ConnectionError::FrameBeforeAuthentication(_)
+            | ConnectionError::AuthenticationTimeout(_)
+            | ConnectionError::WriteTimeout(_) => ErrorSide::Client,
             ConnectionError::Chain(e) => e.side(),
             ConnectionError::Encode(_) => ErrorSide::Internal,
         }
@@ -175,7 +223,11 @@ impl ErrorClass for ConnectionError {
     fn retriable(&self) -> bool {
         match self {
             ConnectionError::Chain(e) => e.retriable(),
-            ConnectionError::Frame(_) | ConnectionError::Encode(_) => false,
+            ConnectionError::Frame(_)
+            | ConnectionError::Encode(_)
+            | ConnectionError::FrameBeforeAuthentication(_)
+            | ConnectionError::AuthenticationTimeout(_)
+            | ConnectionError::WriteTimeout(_) => false,
         }
     }
 }
@@ -243,8 +295,8 @@ struct Io<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
-    async fn write_out(&mut self) -> std::io::Result<()> {
-        self.out.write_to(&mut self.stream).await
+    async fn write_out(&mut self, timeout: Duration) -> Result<(), WriteFailure> {
+        write_within(&mut self.out, &mut self.stream, timeout).await
     }
 }
 
@@ -257,6 +309,7 @@ enum Event {
     Read(std::io::Result<usize>),
     IdleTimer,
     DrainDeadline,
+    AuthenticationDeadline,
 }
 
 /// A client connection after its handshake.
@@ -270,6 +323,8 @@ pub(crate) struct Connection<S> {
     /// When the last request arrived or the last response left.
     last_activity: Instant,
     idle_timer: Pin<Box<Sleep>>,
+    /// Until the client has authenticated (when the sink authenticates).
+    pre_auth: Option<PreAuth>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
@@ -304,6 +359,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             counters: ConnectionCounters::default(),
             last_activity: now,
             idle_timer: Box::pin(sleep_until(idle_deadline)),
+            pre_auth: None,
+        }
+    }
+
+    /// Holds the connection to the before-authentication limits until the
+    /// sink reports the client authenticated.
+    pub(crate) fn before_authentication(&mut self, pre_auth: PreAuth) {
+        self.io
+            .codec
+            .set_max_frame_bytes(self.settings.max_unauthenticated_frame_bytes);
+        self.pre_auth = Some(pre_auth);
+    }
+
+    /// Lifts the before-authentication limits once the client authenticated;
+    /// its slot in the unauthenticated cap is released here.
+    fn check_authenticated(&mut self) {
+        if self.pre_auth.is_some() && self.chain.authenticated() {
+            self.pre_auth = None;
+            self.io
+                .codec
+                .set_max_frame_bytes(self.settings.max_frame_bytes);
+            debug!(
+                conn = self.ctx.connection_id,
+                client = %self.ctx.client_addr,
+                "client {} (conn {}): authenticated; before-authentication limits lifted",
+                self.ctx.client_addr,
+                self.ctx.connection_id
+            );
         }
     }
 
@@ -317,9 +400,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Serves the client until the connection ends, and says why it ended.
     pub(crate) async fn run(&mut self) -> Close {
         loop {
+            self.check_authenticated();
             if self.accepting_requests() {
                 match self.io.codec.decode(&mut self.io.read_buf) {
-                    Err(e) => return Close::Error(ConnectionError::Frame(e)),
+                    Err(e) => return Close::Error(self.frame_error(e)),
                     Ok(Some(frame)) => match self.forward(frame).await {
                         Ok(()) => continue,
                         Err(close) => return close,
@@ -345,6 +429,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Event::Read(read) => self.on_read(read),
                 Event::IdleTimer => self.on_idle_timer(),
                 Event::DrainDeadline => Err(Close::DrainTimedOut),
+                Event::AuthenticationDeadline => self.on_authentication_deadline(),
             };
             if let Err(close) = step {
                 return close;
@@ -361,6 +446,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let idle_armed =
             self.settings.idle_timeout.is_some() && pending == 0 && self.drain.deadline.is_none();
         let drain_deadline = self.drain.deadline;
+        let auth_deadline = self
+            .pre_auth
+            .as_ref()
+            .map(|p| p.since + self.settings.authentication_timeout);
         tokio::select! {
             biased;
             () = &mut self.drain.cancelled, if drain_deadline.is_none() => Event::Shutdown,
@@ -369,7 +458,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             () = &mut self.idle_timer, if idle_armed => Event::IdleTimer,
             () = sleep_until(drain_deadline.unwrap_or_else(Instant::now)),
                 if drain_deadline.is_some() => Event::DrainDeadline,
+            () = sleep_until(auth_deadline.unwrap_or_else(Instant::now)),
+                if auth_deadline.is_some() => Event::AuthenticationDeadline,
         }
+    }
+
+    /// A framing error, named as a before-authentication one when it is.
+    fn frame_error(&self, e: CodecError) -> ConnectionError {
+        match e {
+            CodecError::FrameTooLarge { .. } if self.pre_auth.is_some() => {
+                ConnectionError::FrameBeforeAuthentication(e)
+            }
+            e => ConnectionError::Frame(e),
+        }
+    }
+
+    fn on_authentication_deadline(&mut self) -> Result<(), Close> {
+        self.check_authenticated();
+        if self.pre_auth.is_none() {
+            return Ok(());
+        }
+        Err(Close::Error(ConnectionError::AuthenticationTimeout(
+            self.settings.authentication_timeout,
+        )))
     }
 
     /// Parses one request frame and hands it to the chain.
@@ -440,9 +551,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         // Responses encoded before a failure are owed to the client: send them.
         if !self.io.out.is_empty() {
             let len = self.io.out.len();
-            match self.drain.bounded(self.io.write_out()).await {
+            let timeout = self.settings.write_timeout;
+            match self.drain.bounded(self.io.write_out(timeout)).await {
                 Some(Ok(())) => self.counters.bytes_out.increment(len as u64),
-                Some(Err(e)) => return Err(Close::WriteFailed(e)),
+                Some(Err(WriteFailure::Io(e))) => return Err(Close::WriteFailed(e)),
+                Some(Err(WriteFailure::Stalled(d))) => {
+                    return Err(Close::Error(ConnectionError::WriteTimeout(d)));
+                }
                 None => return Err(Close::DrainTimedOut),
             }
         }
@@ -565,17 +680,22 @@ mod tests {
     use async_trait::async_trait;
     use bytes::Bytes;
     use sluice_chain::{Sink, SinkBuilder};
-    use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+    use sluice_codec::kafka_protocol::messages::{
+        ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
+    };
     use sluice_codec::{RequestKind, ResponseKind};
     use tokio::io::DuplexStream;
+    use tokio::sync::Semaphore;
     use tokio::task::JoinHandle;
 
     use super::*;
 
-    /// Answers every request at once, unless `hold` is set.
+    /// Answers every request at once, unless `hold` is set. With `auth`, the
+    /// client counts as authenticated once it sent a SaslAuthenticate.
     struct Echo {
         owed: VecDeque<i32>,
         hold: bool,
+        auth: Option<bool>,
     }
 
     #[async_trait]
@@ -584,8 +704,14 @@ mod tests {
             "Echo"
         }
         async fn send(&mut self, req: Request, _: &ConnectionContext) -> Result<(), ChainError> {
+            if req.api_key() == ApiKey::SaslAuthenticate {
+                self.auth = self.auth.map(|_| true);
+            }
             self.owed.push_back(req.correlation_id());
             Ok(())
+        }
+        fn authenticated(&self) -> bool {
+            self.auth.unwrap_or(true)
         }
         async fn recv(&mut self, _: &ConnectionContext) -> Result<Response, ChainError> {
             if self.hold || self.owed.is_empty() {
@@ -602,6 +728,7 @@ mod tests {
 
     struct EchoBuilder {
         hold: bool,
+        auth: bool,
     }
 
     impl SinkBuilder for EchoBuilder {
@@ -609,6 +736,7 @@ mod tests {
             Box::new(Echo {
                 owed: VecDeque::new(),
                 hold: self.hold,
+                auth: self.auth.then_some(false),
             })
         }
     }
@@ -621,6 +749,41 @@ mod tests {
         buf
     }
 
+    fn sasl_authenticate(id: i32) -> BytesMut {
+        let body = RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default());
+        let req = Request::from_body(ApiKey::SaslAuthenticate, 2, id, Some(Bytes::new()), body);
+        let mut buf = BytesMut::new();
+        req.encode(&mut buf).unwrap();
+        buf
+    }
+
+    /// The 4-byte length prefix of a frame of `len` bytes, and a first chunk.
+    fn big_frame_start(len: i32) -> Vec<u8> {
+        let mut frame = len.to_be_bytes().to_vec();
+        frame.extend_from_slice(&[0u8; 64]);
+        frame
+    }
+
+    /// What a connection under test is set up with.
+    struct Setup {
+        hold: bool,
+        buffer: usize,
+        idle: Option<Duration>,
+        /// The sink authenticates clients: the connection starts before authentication.
+        auth: bool,
+    }
+
+    impl Default for Setup {
+        fn default() -> Self {
+            Self {
+                hold: false,
+                buffer: 4096,
+                idle: None,
+                auth: false,
+            }
+        }
+    }
+
     /// Runs a connection over an in-memory stream of `buffer` bytes.
     fn spawn(
         hold: bool,
@@ -628,6 +791,27 @@ mod tests {
         idle: Option<Duration>,
         shutdown: CancellationToken,
     ) -> (DuplexStream, JoinHandle<Close>) {
+        let setup = Setup {
+            hold,
+            buffer,
+            idle,
+            auth: false,
+        };
+        spawn_with(setup, shutdown).0
+    }
+
+    /// Runs a connection as `setup` says; also returns the unauthenticated
+    /// cap (of one slot) the connection holds while unauthenticated.
+    fn spawn_with(
+        setup: Setup,
+        shutdown: CancellationToken,
+    ) -> ((DuplexStream, JoinHandle<Close>), Arc<Semaphore>) {
+        let Setup {
+            hold,
+            buffer,
+            idle,
+            auth,
+        } = setup;
         let (client, server) = tokio::io::duplex(buffer);
         let ctx = ConnectionContext {
             connection_id: 1,
@@ -636,18 +820,29 @@ mod tests {
             local_addr: "127.0.0.1:2".parse().unwrap(),
             tls_principal: None,
         };
-        let chain = ChainBuilder::new(Vec::new(), Box::new(EchoBuilder { hold })).build(&ctx);
+        let chain = ChainBuilder::new(Vec::new(), Box::new(EchoBuilder { hold, auth })).build(&ctx);
         let settings = Arc::new(ConnectionSettings {
             source_name: Arc::from("unit"),
-            max_frame_bytes: 1024,
+            max_frame_bytes: 1024 * 1024,
             idle_timeout: idle,
             drain_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(30),
+            max_unauthenticated_frame_bytes: 1024,
+            authentication_timeout: Duration::from_secs(10),
+        });
+        let cap = Arc::new(Semaphore::new(1));
+        let pre_auth = auth.then(|| PreAuth {
+            _slot: Arc::clone(&cap).try_acquire_owned().unwrap(),
+            since: Instant::now(),
         });
         let handle = tokio::spawn(async move {
             let mut conn = Connection::new(server, ctx, chain, settings, shutdown);
+            if let Some(pre_auth) = pre_auth {
+                conn.before_authentication(pre_auth);
+            }
             conn.run().await
         });
-        (client, handle)
+        ((client, handle), cap)
     }
 
     #[tokio::test(start_paused = true)]
@@ -692,7 +887,8 @@ mod tests {
             let _ = client.write_all(&many).await;
             client
         });
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        // Within the write timeout (30 s): shutdown, not the deadline, ends it.
+        tokio::time::sleep(Duration::from_secs(20)).await;
         assert!(!handle.is_finished());
         let start = Instant::now();
         shutdown.cancel();
@@ -700,5 +896,120 @@ mod tests {
         assert!(matches!(close, Close::DrainTimedOut), "{close:?}");
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         drop(writer);
+    }
+
+    /// Pipelines 200 requests into a 64-byte pipe and never reads.
+    fn pipeline_and_never_read(client: DuplexStream) -> JoinHandle<DuplexStream> {
+        let mut many = BytesMut::new();
+        for id in 0..200 {
+            many.extend_from_slice(&request(id));
+        }
+        tokio::spawn(async move {
+            let mut client = client;
+            let _ = client.write_all(&many).await;
+            client
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
+        let setup = Setup {
+            buffer: 64,
+            ..Setup::default()
+        };
+        let ((client, handle), _) = spawn_with(setup, CancellationToken::new());
+        let start = Instant::now();
+        let writer = pipeline_and_never_read(client);
+        let close = handle.await.unwrap();
+        assert!(
+            matches!(close, Close::Error(ConnectionError::WriteTimeout(d)) if d == Duration::from_secs(30)),
+            "{close:?}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+        drop(writer);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_over_the_unauthenticated_limit_is_refused_at_once() {
+        let setup = Setup {
+            auth: true,
+            ..Setup::default()
+        };
+        let ((mut client, handle), _) = spawn_with(setup, CancellationToken::new());
+        let start = Instant::now();
+        client.write_all(&big_frame_start(2048)).await.unwrap();
+        let close = handle.await.unwrap();
+        assert!(
+            matches!(
+                close,
+                Close::Error(ConnectionError::FrameBeforeAuthentication(
+                    CodecError::FrameTooLarge {
+                        size: 2048,
+                        max: 1024
+                    }
+                ))
+            ),
+            "{close:?}"
+        );
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn once_authenticated_large_frames_pass_and_the_slot_is_released() {
+        let setup = Setup {
+            auth: true,
+            ..Setup::default()
+        };
+        let ((mut client, handle), cap) = spawn_with(setup, CancellationToken::new());
+        assert_eq!(cap.available_permits(), 0);
+        client.write_all(&sasl_authenticate(1)).await.unwrap();
+        let mut buf = [0u8; 256];
+        assert!(client.read(&mut buf).await.unwrap() > 0);
+        // The same frame the unauthenticated limit refuses, padded to 2 KiB.
+        let mut big = request(2);
+        big.resize(2048 + 4, 0);
+        big[..4].copy_from_slice(&2048i32.to_be_bytes());
+        client.write_all(&big).await.unwrap();
+        assert!(client.read(&mut buf).await.unwrap() > 0);
+        assert_eq!(cap.available_permits(), 1, "the slot was not released");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!handle.is_finished(), "closed after authenticating");
+        drop(client);
+        let close = handle.await.unwrap();
+        assert!(matches!(close, Close::ClientClosed), "{close:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_never_authenticates_is_closed_at_the_deadline() {
+        let setup = Setup {
+            auth: true,
+            ..Setup::default()
+        };
+        let ((mut client, handle), cap) = spawn_with(setup, CancellationToken::new());
+        let start = Instant::now();
+        // ApiVersions is answered, but is not authentication.
+        client.write_all(&request(1)).await.unwrap();
+        let mut buf = [0u8; 256];
+        assert!(client.read(&mut buf).await.unwrap() > 0);
+        let close = handle.await.unwrap();
+        assert!(
+            matches!(close, Close::Error(ConnectionError::AuthenticationTimeout(d)) if d == Duration::from_secs(10)),
+            "{close:?}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(cap.available_permits(), 1, "the slot was not released");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_authentication_there_is_no_deadline_and_no_small_limit() {
+        let ((mut client, handle), _) = spawn_with(Setup::default(), CancellationToken::new());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!handle.is_finished());
+        let mut big = request(2);
+        big.resize(2048 + 4, 0);
+        big[..4].copy_from_slice(&2048i32.to_be_bytes());
+        client.write_all(&big).await.unwrap();
+        let mut buf = [0u8; 256];
+        assert!(client.read(&mut buf).await.unwrap() > 0);
     }
 }

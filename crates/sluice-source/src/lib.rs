@@ -10,6 +10,7 @@
 //! - [`tls`]: the rustls server configuration and the bounded handshake;
 //! - [`connection`]: the client connection task;
 //! - `principal`: the subject CN of a client certificate;
+//! - `write`: the write deadline (a client must keep reading what it is owed);
 //! - [`error`]: [`SourceError`], why a source cannot start.
 
 pub mod connection;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod listener;
 mod principal;
 pub mod tls;
+mod write;
 
 pub use error::SourceError;
 pub use listener::{KafkaSource, SourceOptions};

@@ -6,6 +6,14 @@
 //! the kernel's backlog until a slot frees. With a hard limit it accepts and, if
 //! no permit is free, closes the socket at once.
 //!
+//! When the chain's sink authenticates clients, connections not yet
+//! authenticated also hold a slot of a second, smaller cap,
+//! `unauthenticated_connection_limit`, so that sockets that never
+//! authenticate cannot take every slot of the first: over it, a new
+//! connection is accepted and closed at once (`reason="unauthenticated_limit"`).
+//! The slot is taken at accept (a TLS handshake counts as unauthenticated)
+//! and released when the client authenticates or the connection closes.
+//!
 //! Shutdown: when the token is cancelled the loop stops accepting and drops the
 //! listening socket; each connection drains (see [`crate::connection`]), and
 //! [`KafkaSource::run`] returns once every connection task has ended.
@@ -17,7 +25,6 @@ use std::time::Duration;
 
 use metrics::counter;
 use sluice_chain::{ChainBuilder, ConnectionContext};
-use sluice_codec::DEFAULT_MAX_FRAME_BYTES;
 use sluice_config::KafkaSourceConfig;
 use sluice_metrics::names;
 use tokio::net::{TcpListener, TcpStream};
@@ -28,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::SourceError;
-use crate::connection::{self, ConnectionSettings};
+use crate::connection::{self, ConnectionSettings, PreAuth};
 use crate::tls;
 
 /// Default `connection_limit`.
@@ -63,6 +70,8 @@ pub struct KafkaSource {
     local_addr: SocketAddr,
     tls: Option<TlsAcceptor>,
     limit: Limit,
+    /// The unauthenticated cap, when the sink authenticates clients.
+    unauthenticated: Option<Limit>,
     chain: Arc<ChainBuilder>,
     settings: Arc<ConnectionSettings>,
     shutdown: CancellationToken,
@@ -96,24 +105,9 @@ impl KafkaSource {
         opts: SourceOptions,
         shutdown: CancellationToken,
     ) -> Result<KafkaSource, SourceError> {
+        check_config(cfg)?;
         let max = cfg.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT);
-        let invalid = |field, reason: &str| SourceError::InvalidConfig {
-            source_name: cfg.name.clone(),
-            field,
-            reason: reason.to_owned(),
-        };
-        if max == 0 {
-            return Err(invalid("connection_limit", "must be at least 1"));
-        }
-        if max > Semaphore::MAX_PERMITS {
-            return Err(invalid("connection_limit", "is too large"));
-        }
-        if cfg.max_frame_bytes == Some(0) {
-            return Err(invalid("max_frame_bytes", "must be at least 1"));
-        }
-        if cfg.idle_timeout_secs == Some(0) {
-            return Err(invalid("timeout", "must be at least 1 second"));
-        }
+        let unauthenticated_max = cfg.unauthenticated_connection_limit_or_default();
         let tls = cfg.tls.as_ref().map(tls::acceptor).transpose()?;
         let bind_err = |error| SourceError::Bind {
             source_name: cfg.name.clone(),
@@ -126,16 +120,25 @@ impl KafkaSource {
         let local_addr = listener.local_addr().map_err(bind_err)?;
         let settings = ConnectionSettings {
             source_name: Arc::from(cfg.name.as_str()),
-            max_frame_bytes: cfg.max_frame_bytes.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
-            idle_timeout: cfg.idle_timeout_secs.map(Duration::from_secs),
+            max_frame_bytes: cfg.max_frame_bytes_or_default(),
+            idle_timeout: cfg.idle_timeout(),
             drain_timeout: opts.drain_timeout,
+            write_timeout: cfg.write_timeout(),
+            max_unauthenticated_frame_bytes: cfg.max_unauthenticated_frame_bytes_or_default(),
+            authentication_timeout: cfg.authentication_timeout(),
         };
+        let unauthenticated = chain.authenticates_clients().then(|| Limit {
+            permits: Arc::new(Semaphore::new(unauthenticated_max)),
+            max: unauthenticated_max,
+            hard: true,
+        });
         info!(
             source = %cfg.name,
             addr = %local_addr,
             tls = tls.is_some(),
             mtls = cfg.tls.as_ref().is_some_and(|t| t.certificate_authority_path.is_some()),
             connection_limit = max,
+            unauthenticated_connection_limit = unauthenticated.as_ref().map(|l| l.max),
             "source {} listening on {local_addr}",
             cfg.name
         );
@@ -148,6 +151,7 @@ impl KafkaSource {
                 max,
                 hard: cfg.hard_connection_limit.unwrap_or(false),
             },
+            unauthenticated,
             chain,
             settings: Arc::new(settings),
             shutdown,
@@ -168,6 +172,19 @@ impl KafkaSource {
             if let Err(e) = tcp.set_nodelay(true) {
                 debug!(source = %source, client = %client_addr, "cannot set TCP_NODELAY: {e}");
             }
+            let pre_auth = match &self.unauthenticated {
+                None => None,
+                Some(cap) => match Arc::clone(&cap.permits).try_acquire_owned() {
+                    Ok(slot) => Some(PreAuth {
+                        _slot: slot,
+                        since: tokio::time::Instant::now(),
+                    }),
+                    Err(_) => {
+                        self.reject_unauthenticated(tcp, client_addr, cap.max);
+                        continue;
+                    }
+                },
+            };
             let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
             let ctx = ConnectionContext {
                 connection_id: id,
@@ -182,6 +199,7 @@ impl KafkaSource {
                 chain: Arc::clone(&self.chain),
                 settings: Arc::clone(&self.settings),
                 shutdown: self.shutdown.clone(),
+                pre_auth,
             };
             tracker.spawn(async move {
                 client.run(tcp).await;
@@ -253,6 +271,24 @@ impl KafkaSource {
         drop(tcp);
     }
 
+    /// Closes a connection over the unauthenticated cap.
+    fn reject_unauthenticated(&self, tcp: TcpStream, client_addr: SocketAddr, max: usize) {
+        let source = &self.settings.source_name;
+        counter!(
+            names::CLIENT_CONNECTIONS_REJECTED,
+            "source" => source.to_string(),
+            "reason" => "unauthenticated_limit"
+        )
+        .increment(1);
+        warn!(
+            source = %source,
+            client = %client_addr,
+            "client {client_addr}: refused, source {source} already holds {max} connections \
+             not yet authenticated (unauthenticated_connection_limit)"
+        );
+        drop(tcp);
+    }
+
     /// Logs a failed `accept()` and pauses briefly, so that running out of file
     /// descriptors does not turn into a busy loop.
     async fn accept_failed(&self, e: &std::io::Error) {
@@ -263,4 +299,52 @@ impl KafkaSource {
             () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
         }
     }
+}
+
+/// Refuses values the source cannot use (the config's `validate()` refuses
+/// them too; this keeps a hand-built config honest).
+fn check_config(cfg: &KafkaSourceConfig) -> Result<(), SourceError> {
+    let max = cfg.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT);
+    let invalid = |field, reason: &str| SourceError::InvalidConfig {
+        source_name: cfg.name.clone(),
+        field,
+        reason: reason.to_owned(),
+    };
+    if max == 0 {
+        return Err(invalid("connection_limit", "must be at least 1"));
+    }
+    if max > Semaphore::MAX_PERMITS {
+        return Err(invalid("connection_limit", "is too large"));
+    }
+    if cfg.max_frame_bytes == Some(0) {
+        return Err(invalid("max_frame_bytes", "must be at least 1"));
+    }
+    if cfg.idle_timeout_secs == Some(0) {
+        return Err(invalid("timeout", "must be at least 1 second"));
+    }
+    for (field, value) in [
+        ("write_timeout_secs", cfg.write_timeout_secs),
+        (
+            "authentication_timeout_secs",
+            cfg.authentication_timeout_secs,
+        ),
+    ] {
+        if value == Some(0) {
+            return Err(invalid(field, "must be at least 1 second"));
+        }
+    }
+    if cfg.max_unauthenticated_frame_bytes == Some(0) {
+        return Err(invalid(
+            "max_unauthenticated_frame_bytes",
+            "must be at least 1",
+        ));
+    }
+    let unauthenticated_max = cfg.unauthenticated_connection_limit_or_default();
+    if unauthenticated_max == 0 || unauthenticated_max > Semaphore::MAX_PERMITS {
+        return Err(invalid(
+            "unauthenticated_connection_limit",
+            "must be from 1 to the semaphore's maximum",
+        ));
+    }
+    Ok(())
 }

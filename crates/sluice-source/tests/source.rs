@@ -16,6 +16,7 @@ mod cases {
     mod framing;
     mod limits;
     mod metrics;
+    mod pre_auth;
     mod shutdown;
     mod tls;
 }

@@ -371,6 +371,60 @@ fn zero_limits_and_timeouts_are_rejected() {
     );
 }
 
+#[test]
+fn memory_bound_fields_parse_with_defaults_and_are_checked() {
+    let t = parse(SHOTOVER_PASSTHROUGH).unwrap();
+    let SourceConfig::Kafka(k) = &t.sources[0];
+    assert_eq!(k.write_timeout(), Duration::from_secs(30));
+    assert_eq!(k.max_unauthenticated_frame_bytes_or_default(), 512 * 1024);
+    assert_eq!(k.authentication_timeout(), Duration::from_secs(10));
+    assert_eq!(k.unauthenticated_connection_limit_or_default(), 128);
+
+    let set = SHOTOVER_PASSTHROUGH.replace(
+        "      chain:",
+        "      write_timeout_secs: 5\n      max_unauthenticated_frame_bytes: 65536\n      \
+         authentication_timeout_secs: 3\n      unauthenticated_connection_limit: 7\n      chain:",
+    );
+    let t = parse(&set).unwrap();
+    let SourceConfig::Kafka(k) = &t.sources[0];
+    assert_eq!(k.write_timeout(), Duration::from_secs(5));
+    assert_eq!(k.max_unauthenticated_frame_bytes_or_default(), 65536);
+    assert_eq!(k.authentication_timeout(), Duration::from_secs(3));
+    assert_eq!(k.unauthenticated_connection_limit_or_default(), 7);
+
+    for (line, field, text) in [
+        (
+            "write_timeout_secs: 0",
+            "write_timeout_secs",
+            "greater than 0",
+        ),
+        (
+            "authentication_timeout_secs: 0",
+            "authentication_timeout_secs",
+            "greater than 0",
+        ),
+        (
+            "unauthenticated_connection_limit: 0",
+            "unauthenticated_connection_limit",
+            "greater than 0",
+        ),
+        (
+            "max_unauthenticated_frame_bytes: 100",
+            "max_unauthenticated_frame_bytes",
+            "out of range",
+        ),
+        (
+            "max_frame_bytes: 65536\n      max_unauthenticated_frame_bytes: 65537",
+            "max_unauthenticated_frame_bytes",
+            "max_frame_bytes (65536)",
+        ),
+    ] {
+        let yaml =
+            SHOTOVER_PASSTHROUGH.replace("      chain:", &format!("      {line}\n      chain:"));
+        assert_err(&err(&yaml), &format!("sources[0].Kafka.{field}"), text);
+    }
+}
+
 fn cluster_yaml(certs: &TempFiles, lifetime: u64, local_id: i32) -> String {
     format!(
         r#"

@@ -29,6 +29,10 @@ pub fn source_config() -> KafkaSourceConfig {
         tls: None,
         idle_timeout_secs: None,
         max_frame_bytes: None,
+        write_timeout_secs: None,
+        max_unauthenticated_frame_bytes: None,
+        authentication_timeout_secs: None,
+        unauthenticated_connection_limit: None,
         chain: Vec::new(),
     }
 }
@@ -52,6 +56,18 @@ pub async fn start_with(
     gate: Option<Arc<Semaphore>>,
     opts: SourceOptions,
 ) -> Running {
+    start_sink(cfg, TestSinkBuilder::new(gate), opts).await
+}
+
+/// Binds and runs a source whose sink authenticates clients (see
+/// [`TestSinkBuilder::authenticates`]).
+pub async fn start_authenticating(cfg: KafkaSourceConfig) -> Running {
+    let mut sink = TestSinkBuilder::new(None);
+    sink.authenticates = true;
+    start_sink(cfg, sink, SourceOptions::default()).await
+}
+
+async fn start_sink(cfg: KafkaSourceConfig, sink: TestSinkBuilder, opts: SourceOptions) -> Running {
     super::metrics::install();
     // Logs show in the output of a failing test (RUST_LOG=debug for more).
     let _ = tracing_subscriber::fmt()
@@ -61,7 +77,6 @@ pub async fn start_with(
         )
         .with_test_writer()
         .try_init();
-    let sink = TestSinkBuilder::new(gate);
     let probe = Arc::clone(&sink.probe);
     let chain = Arc::new(ChainBuilder::new(Vec::new(), Box::new(sink)));
     let shutdown = CancellationToken::new();

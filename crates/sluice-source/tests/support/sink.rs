@@ -16,6 +16,10 @@ use super::harness::WAIT;
 /// A request whose client id is this makes the sink fail with a `ChainError`.
 pub const FAILING_CLIENT_ID: &[u8] = b"fail";
 
+/// With [`TestSinkBuilder::authenticates`], a request whose client id is
+/// this authenticates the client.
+pub const AUTH_CLIENT_ID: &[u8] = b"auth";
+
 /// What the test can observe of the sinks built by a source.
 #[derive(Debug)]
 pub struct Probe {
@@ -44,6 +48,8 @@ impl Probe {
 pub struct TestSinkBuilder {
     pub probe: Arc<Probe>,
     pub gate: Option<Arc<Semaphore>>,
+    /// Clients start unauthenticated, until a request from [`AUTH_CLIENT_ID`].
+    pub authenticates: bool,
 }
 
 impl TestSinkBuilder {
@@ -54,6 +60,7 @@ impl TestSinkBuilder {
                 contexts: Mutex::new(Vec::new()),
             }),
             gate,
+            authenticates: false,
         }
     }
 }
@@ -65,7 +72,12 @@ impl SinkBuilder for TestSinkBuilder {
             owed: VecDeque::new(),
             probe: Arc::clone(&self.probe),
             gate: self.gate.clone(),
+            authenticated: !self.authenticates,
         })
+    }
+
+    fn authenticates_clients(&self) -> bool {
+        self.authenticates
     }
 }
 
@@ -74,6 +86,7 @@ struct TestSink {
     owed: VecDeque<(i16, i32)>,
     probe: Arc<Probe>,
     gate: Option<Arc<Semaphore>>,
+    authenticated: bool,
 }
 
 #[async_trait]
@@ -87,6 +100,9 @@ impl Sink for TestSink {
             return Err(ChainError::Refused(
                 "the test sink refuses this client".to_owned(),
             ));
+        }
+        if request.header().client_id.as_deref() == Some(AUTH_CLIENT_ID) {
+            self.authenticated = true;
         }
         if request.expects_response() {
             self.owed
@@ -117,5 +133,9 @@ impl Sink for TestSink {
 
     fn pending(&self) -> usize {
         self.owed.len()
+    }
+
+    fn authenticated(&self) -> bool {
+        self.authenticated
     }
 }
