@@ -317,3 +317,35 @@ fn validate_config_reads_tls_files() {
     assert!(stderr.contains("sources[0].Kafka.tls"), "{stderr}");
     assert!(stderr.contains(&cert.display().to_string()), "{stderr}");
 }
+
+#[test]
+fn validate_config_checks_the_memory_bound_fields() {
+    let dir = Scratch::new("memory-bounds");
+    let sink = "            destination_port: 9092\n            connect_timeout_ms: 3000\n";
+    let with = |fields: &str| {
+        single_source("127.0.0.1:0", sink)
+            .replace("      chain:\n", &format!("{fields}      chain:\n"))
+    };
+    let good = with(
+        "      write_timeout_secs: 30\n      max_unauthenticated_frame_bytes: 524288\n      \
+         authentication_timeout_secs: 10\n      unauthenticated_connection_limit: 128\n",
+    );
+    let (topology, config) = dir.files(&good);
+    let mut cmd = sluice(&topology, &config);
+    cmd.arg("validate-config");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let bad = with("      max_unauthenticated_frame_bytes: 200000000\n");
+    let (topology, config) = dir.files(&bad);
+    let mut cmd = sluice(&topology, &config);
+    cmd.arg("validate-config");
+    let out = run(cmd);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("sources[0].Kafka.max_unauthenticated_frame_bytes")
+            && stderr.contains("out of range"),
+        "{stderr}"
+    );
+}
