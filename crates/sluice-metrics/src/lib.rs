@@ -16,8 +16,10 @@ pub mod names {
     pub const CLIENT_CONNECTIONS_OPEN: &str = "sluice_client_connections_open";
     /// Counter: client connections accepted. Labels: `source`.
     pub const CLIENT_CONNECTIONS_TOTAL: &str = "sluice_client_connections_total";
-    /// Counter: client connections refused by the connection limit or a TLS
-    /// handshake failure. Labels: `source`, `reason`.
+    /// Counter: client connections refused by the connection limit
+    /// (`reason="limit"`), the cap of connections not yet authenticated
+    /// (`"unauthenticated_limit"`) or a TLS handshake failure (`"tls"`).
+    /// Labels: `source`, `reason`.
     pub const CLIENT_CONNECTIONS_REJECTED: &str = "sluice_client_connections_rejected_total";
     /// Counter: client connections closed by Sluice because of an error.
     /// Labels: `source`, `side`.

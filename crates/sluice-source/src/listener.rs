@@ -280,7 +280,9 @@ impl KafkaSource {
             "reason" => "unauthenticated_limit"
         )
         .increment(1);
-        warn!(
+        // At info, like the hard limit: a flood of sockets must not become a
+        // flood of warnings; the counter tells operators.
+        info!(
             source = %source,
             client = %client_addr,
             "client {client_addr}: refused, source {source} already holds {max} connections \
