@@ -348,8 +348,12 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
         Box::new(self.build_cluster(ctx))
     }
 
+    /// Only with `authorize_scram_over_mtls` is authentication required:
+    /// without it a client that never sends SASL cannot be told from one of
+    /// a cluster without SASL (whose clients may sit idle after ApiVersions),
+    /// so no before-authentication limit applies.
     fn authenticates_clients(&self) -> bool {
-        true
+        self.shared.tokens.is_some()
     }
 }
 
@@ -443,9 +447,10 @@ impl Sink for KafkaSinkCluster {
         self.pending.len() + usize::from(self.auth.closing().is_some())
     }
 
-    /// Past the authentication gate: authenticated, or (only without
-    /// `authorize_scram_over_mtls`) shown to use no authentication.
+    /// With `authorize_scram_over_mtls`: authenticated (the gate closes a
+    /// client that tries anything else). Without it: at once (see
+    /// `authenticates_clients`).
     fn authenticated(&self) -> bool {
-        self.auth.decided()
+        self.shared.tokens.is_none() || self.auth.decided()
     }
 }
