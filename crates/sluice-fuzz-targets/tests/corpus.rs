@@ -59,6 +59,16 @@ fn sasl_corpus() {
 fn every_target_is_replayed_here() {
     let names: Vec<&str> = sluice_fuzz_targets::TARGETS.iter().map(|t| t.0).collect();
     assert_eq!(names, ["framing", "response", "split", "sasl"]);
+    // And each has its libFuzzer binary.
+    for name in names {
+        let target = corpus_root().join(format!("../fuzz_targets/{name}.rs"));
+        let text = std::fs::read_to_string(&target).unwrap();
+        assert!(
+            text.contains(&format!("sluice_fuzz_targets::{name}(data)")),
+            "{} does not call its body",
+            target.display()
+        );
+    }
 }
 
 #[test]
