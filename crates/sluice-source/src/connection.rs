@@ -36,7 +36,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use futures::FutureExt;
 use metrics::{Counter, counter, gauge};
-use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext, ErrorClass, ErrorSide};
+use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext, ErrorClass};
 use sluice_codec::{ApiKey, CodecError, FrameCodec, OutFrames, Request, Response};
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -49,7 +49,11 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, info, warn};
 
 use crate::tls::{self, HANDSHAKE_TIMEOUT};
+
+mod close;
+
 use crate::write::{WriteFailure, write_within};
+pub use close::{Close, ConnectionError};
 
 /// At most this many requests may await a response; beyond it the connection
 /// stops reading, which pushes back on the client through TCP.
@@ -181,74 +185,6 @@ impl Drop for OpenGuard {
     fn drop(&mut self) {
         gauge!(names::CLIENT_CONNECTIONS_OPEN, "source" => self.source.clone()).decrement(1.0);
     }
-}
-
-/// An error that makes Sluice close a client connection.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectionError {
-    /// The client sent bytes that are not a Kafka request Sluice can handle.
-    #[error("{0}")]
-    Frame(CodecError),
-    /// The chain failed.
-    #[error("{0}")]
-    Chain(#[from] ChainError),
-    /// A response could not be encoded.
-    #[error("cannot encode a response: {0}")]
-    Encode(CodecError),
-    /// A frame over `max_unauthenticated_frame_bytes` before authentication.
-    #[error("{0} before authentication (max_unauthenticated_frame_bytes)")]
-    FrameBeforeAuthentication(CodecError),
-    /// The client did not authenticate in time.
-    #[error("not authenticated within {0:?} of connecting (authentication_timeout_secs)")]
-    AuthenticationTimeout(Duration),
-    /// The client read none of the responses owed to it for this long.
-    #[error(
-        "read none of the responses owed to it for {0:?} (write_timeout_secs); closing to release them"
-    )]
-    WriteTimeout(Duration),
-}
-
-impl ErrorClass for ConnectionError {
-    fn side(&self) -> ErrorSide {
-        match self {
-            ConnectionError::Frame(_)
-            | ConnectionError::FrameBeforeAuthentication(_)
-            | ConnectionError::AuthenticationTimeout(_)
-            | ConnectionError::WriteTimeout(_) => ErrorSide::Client,
-            ConnectionError::Chain(e) => e.side(),
-            ConnectionError::Encode(_) => ErrorSide::Internal,
-        }
-    }
-
-    fn retriable(&self) -> bool {
-        match self {
-            ConnectionError::Chain(e) => e.retriable(),
-            ConnectionError::Frame(_)
-            | ConnectionError::Encode(_)
-            | ConnectionError::FrameBeforeAuthentication(_)
-            | ConnectionError::AuthenticationTimeout(_)
-            | ConnectionError::WriteTimeout(_) => false,
-        }
-    }
-}
-
-/// Why a connection ended.
-#[derive(Debug)]
-pub enum Close {
-    /// The client closed its side and nothing was owed.
-    ClientClosed,
-    /// Nothing happened for the idle timeout.
-    Idle(Duration),
-    /// Shutdown, after every owed response was written.
-    Drained,
-    /// Shutdown, and the drain timeout passed with responses still owed.
-    DrainTimedOut,
-    /// Sluice closed the connection because of an error.
-    Error(ConnectionError),
-    /// Reading from the client failed.
-    ReadFailed(std::io::Error),
-    /// Writing to the client failed.
-    WriteFailed(std::io::Error),
 }
 
 /// The shutdown state of one connection.

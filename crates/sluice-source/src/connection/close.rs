@@ -1,0 +1,75 @@
+//! How a client connection ends: the errors that make Sluice close it, and
+//! every reason a connection ends, each logged once by the connection.
+
+use std::time::Duration;
+
+use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_codec::CodecError;
+
+/// An error that makes Sluice close a client connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The client sent bytes that are not a Kafka request Sluice can handle.
+    #[error("{0}")]
+    Frame(CodecError),
+    /// The chain failed.
+    #[error("{0}")]
+    Chain(#[from] ChainError),
+    /// A response could not be encoded.
+    #[error("cannot encode a response: {0}")]
+    Encode(CodecError),
+    /// A frame over `max_unauthenticated_frame_bytes` before authentication.
+    #[error("{0} before authentication (max_unauthenticated_frame_bytes)")]
+    FrameBeforeAuthentication(CodecError),
+    /// The client did not authenticate in time.
+    #[error("not authenticated within {0:?} of connecting (authentication_timeout_secs)")]
+    AuthenticationTimeout(Duration),
+    /// The client read none of the responses owed to it for this long.
+    #[error(
+        "read none of the responses owed to it for {0:?} (write_timeout_secs); closing to release them"
+    )]
+    WriteTimeout(Duration),
+}
+
+impl ErrorClass for ConnectionError {
+    fn side(&self) -> ErrorSide {
+        match self {
+            ConnectionError::Frame(_)
+            | ConnectionError::FrameBeforeAuthentication(_)
+            | ConnectionError::AuthenticationTimeout(_)
+            | ConnectionError::WriteTimeout(_) => ErrorSide::Client,
+            ConnectionError::Chain(e) => e.side(),
+            ConnectionError::Encode(_) => ErrorSide::Internal,
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        match self {
+            ConnectionError::Chain(e) => e.retriable(),
+            ConnectionError::Frame(_)
+            | ConnectionError::Encode(_)
+            | ConnectionError::FrameBeforeAuthentication(_)
+            | ConnectionError::AuthenticationTimeout(_)
+            | ConnectionError::WriteTimeout(_) => false,
+        }
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub enum Close {
+    /// The client closed its side and nothing was owed.
+    ClientClosed,
+    /// Nothing happened for the idle timeout.
+    Idle(Duration),
+    /// Shutdown, after every owed response was written.
+    Drained,
+    /// Shutdown, and the drain timeout passed with responses still owed.
+    DrainTimedOut,
+    /// Sluice closed the connection because of an error.
+    Error(ConnectionError),
+    /// Reading from the client failed.
+    ReadFailed(std::io::Error),
+    /// Writing to the client failed.
+    WriteFailed(std::io::Error),
+}
