@@ -7,7 +7,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use sluice_codec::kafka_protocol::messages::MetadataRequest;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
+use uuid::Uuid;
 
 /// A blocking connection speaking raw Kafka frames.
 pub struct RawClient {
@@ -59,6 +61,20 @@ impl RawClient {
         let response = self.recv(api, version);
         assert_eq!(response.correlation_id(), id, "correlation id of {api:?}");
         response.into_body().expect("decode response")
+    }
+
+    /// The id of `topic`, from a Metadata (v12) answer on this connection.
+    pub fn topic_id(&mut self, topic: &str) -> Uuid {
+        let body = RequestKind::Metadata(MetadataRequest::default().with_topics(None));
+        let ResponseKind::Metadata(metadata) = self.request(ApiKey::Metadata, 12, body) else {
+            panic!("not a Metadata response")
+        };
+        metadata
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic))
+            .map(|t| t.topic_id)
+            .unwrap_or_else(|| panic!("topic {topic} not in the metadata"))
     }
 
     /// Writes arbitrary bytes.

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::{
-    FetchRequest, MetadataRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
+    FetchRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
 };
-use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use sluice_codec::{ApiKey, RequestKind};
 use sluice_testkit::clients::{java_consume, java_produce, java_round_trip, librdkafka_round_trip};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::raw::RawClient;
@@ -96,20 +96,7 @@ fn a_client_that_pipelines_fetches_and_never_reads_is_closed_at_the_write_deadli
     java_produce(&cluster, &listen, &topic, &records, &[]);
 
     let mut greedy = RawClient::connect(&listen);
-    let metadata = greedy.request(
-        ApiKey::Metadata,
-        12,
-        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
-    );
-    let ResponseKind::Metadata(metadata) = metadata else {
-        panic!("metadata response")
-    };
-    let topic_id = metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic.as_str()))
-        .map(|t| t.topic_id)
-        .expect("topic in metadata");
+    let topic_id = greedy.topic_id(&topic);
     // 300 MiB of answers owed, far more than the sockets' buffers hold.
     let fetched = FetchTopic::default().with_topic_id(topic_id);
     for _ in 0..300 {

@@ -9,8 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sluice_codec::kafka_protocol::messages::{
-    ApiVersionsRequest, FetchRequest, MetadataRequest, fetch_request::FetchPartition,
-    fetch_request::FetchTopic,
+    ApiVersionsRequest, FetchRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
@@ -220,20 +219,7 @@ fn sigterm_answers_in_flight_requests_before_exit() {
     cluster.create_topic(&topic, 1, 1);
 
     let mut client = RawClient::connect(&listen);
-    let metadata = client.request(
-        ApiKey::Metadata,
-        12,
-        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
-    );
-    let ResponseKind::Metadata(metadata) = metadata else {
-        panic!("metadata response")
-    };
-    let topic_id = metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic.as_str()))
-        .map(|t| t.topic_id)
-        .expect("topic in metadata");
+    let topic_id = client.topic_id(&topic);
 
     // A fetch on an empty partition waits max_wait_ms at the broker: a request
     // that is certainly in flight when SIGTERM arrives.

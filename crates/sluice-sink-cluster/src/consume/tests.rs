@@ -94,6 +94,12 @@ fn part(broker: BrokerId) -> (Part, Reply) {
     (Part::sent(Target::Broker(broker), address, rx), tx)
 }
 
+/// Plans `request`, sessionless, split by [`leader`], at `now`.
+fn plan(state: &mut FetchState, request: &FetchRequest, now: Instant) -> Planned {
+    let split = routed(request, leader);
+    state.plan(request, VERSION, (None, SessionReply::None), &split, now)
+}
+
 /// Sends the planned parts: one sent part per new part, committed.
 fn send(
     planned: Planned,
@@ -165,13 +171,7 @@ fn leader(p: i32) -> i32 {
 async fn one_part_with_data_answers_before_the_others() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     assert_eq!(replies.len(), 3, "one part per broker");
     assert!(!combine.enough(&mut parts, Instant::now()));
@@ -201,13 +201,7 @@ async fn one_part_with_data_answers_before_the_others() {
 async fn catching_up_waits_a_moment_for_the_parts_sent_with_the_first() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, first) = replies.remove(0);
     first
@@ -243,13 +237,7 @@ async fn catching_up_waits_a_moment_for_the_parts_sent_with_the_first() {
 async fn nothing_ready_answers_at_max_wait() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, _replies) = send(planned);
     let started = Instant::now();
     combine.wait(&mut parts).await;
@@ -261,13 +249,7 @@ async fn nothing_ready_answers_at_max_wait() {
 async fn min_bytes_counts_every_answer_in_hand() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 150);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(0);
     tx.send(Ok(answer(vec![data(0, 100, 11)]))).unwrap();
@@ -289,13 +271,7 @@ async fn min_bytes_counts_every_answer_in_hand() {
 async fn a_failed_part_answers_at_once_with_a_retriable_error() {
     let mut state = FetchState::default();
     let request = fetch(&[(0, 10), (1, 20)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(0);
     let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
@@ -315,13 +291,7 @@ async fn a_fetch_without_max_wait_waits_for_every_part() {
     let mut state = FetchState::default();
     let mut request = fetch(&[(0, 10), (1, 20)], 1);
     request.max_wait_ms = 0;
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, first) = replies.remove(0);
     first.send(Ok(answer(vec![data(0, 100, 11)]))).unwrap();
@@ -337,13 +307,7 @@ async fn first_fetch_answered_by_broker_1(
     state: &mut FetchState,
 ) -> Vec<(BrokerId, FetchRequest, Reply)> {
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(state, &request, Instant::now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(0);
     tx.send(Ok(answer(vec![data(0, 100, 12)]))).unwrap();
@@ -359,13 +323,7 @@ async fn the_next_fetch_adopts_parked_parts_at_the_same_offsets() {
     let mut out = first_fetch_answered_by_broker_1(&mut state).await;
     // The client advanced partition 0 only.
     let request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     assert_eq!(planned.adopted.len(), 2, "brokers 2 and 3 are still busy");
     let (combine, mut parts, replies) = send(planned);
     assert_eq!(replies.len(), 1, "only broker 1 gets a new part");
@@ -390,13 +348,7 @@ async fn a_parked_part_at_other_offsets_is_asked_again_once_it_answers() {
     // The client sought partition 1 back to offset 5.
     let request = fetch(&[(0, 12), (1, 5), (2, 30)], 1);
     let now = Instant::now();
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        now,
-    );
+    let planned = plan(&mut state, &request, now);
     let (mut combine, mut parts, _replies) = send(planned);
     assert!(
         combine.refetches(&mut parts, now).is_empty(),
@@ -451,13 +403,7 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
     }
     // The client asks partition 1 where the stash has it, partition 2 elsewhere.
     let request = fetch(&[(0, 12), (1, 20), (2, 31)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     assert!(
         state.stash.is_empty(),
         "every stashed answer is used or dropped"
@@ -499,13 +445,7 @@ async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
         state.absorb_failure(&p.meta, NOT_LEADER_OR_FOLLOWER);
     }
     let request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
-    let planned = state.plan(
-        &request,
-        VERSION,
-        (None, SessionReply::None),
-        &routed(&request, leader),
-        Instant::now(),
-    );
+    let planned = plan(&mut state, &request, Instant::now());
     let (combine, mut parts, _replies) = send(planned);
     combine.wait(&mut parts).await;
     let outcomes = outcomes(&mut state, &combine, parts);
