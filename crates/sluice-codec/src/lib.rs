@@ -29,5 +29,5 @@ pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameCodec, MAX_UPFRONT_RESERVE};
 pub use header::RequestHeaderInfo;
 pub use kafka_protocol;
 pub use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-pub use message::{Request, Response};
+pub use message::{FetchMaxBytes, Request, Response};
 pub use out::OutFrames;

@@ -40,11 +40,36 @@ impl Request {
     /// Parses the header of a request frame; the body stays undecoded.
     pub fn parse(frame: BytesMut) -> Result<Self, CodecError> {
         let header = RequestHeaderInfo::parse(&frame)?;
+        Ok(Self::received(header, frame))
+    }
+
+    /// Parses a request frame as [`Request::parse`] does, first lowering a
+    /// Fetch request's `max_bytes` to at most `limit` in the frame itself:
+    /// four bytes are patched and nothing is re-encoded, so the request
+    /// still passes through as the client's bytes. Returns the request and,
+    /// for a Fetch, the `max_bytes` it asked for and the one it now carries
+    /// (`None` for other requests, and for Fetch versions below 3, which
+    /// have no `max_bytes`).
+    pub fn parse_with_fetch_limit(
+        mut frame: BytesMut,
+        limit: i32,
+    ) -> Result<(Self, Option<FetchMaxBytes>), CodecError> {
+        let header = RequestHeaderInfo::parse(&frame)?;
+        let clamp = match header.api_key {
+            ApiKey::Fetch if header.api_version >= 3 => {
+                Some(clamp_fetch_max_bytes(&mut frame, &header, limit)?)
+            }
+            _ => None,
+        };
+        Ok((Self::received(header, frame), clamp))
+    }
+
+    fn received(header: RequestHeaderInfo, frame: BytesMut) -> Self {
         let (api, version) = (header.api_key, header.api_version);
-        Ok(Self {
+        Self {
             message: Message::received(api, version, header.body_offset, frame),
             header,
-        })
+        }
     }
 
     /// Builds a request from a body, e.g. one part of a split request.
@@ -597,6 +622,41 @@ fn frame_len(len: usize) -> Result<i32, CodecError> {
 ///
 /// Produce v0-v2 start with `acks: i16`; v3+ first carry `transactional_id`
 /// (a nullable string, compact from v9, the first flexible version).
+/// A Fetch request's `max_bytes` before and after
+/// [`Request::parse_with_fetch_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchMaxBytes {
+    /// What the client asked for.
+    pub asked: i32,
+    /// What the request carries now: `asked`, or the limit if lower.
+    pub carried: i32,
+}
+
+/// Lowers the `max_bytes` of the Fetch request in `frame` to `limit`, in place.
+///
+/// The field sits at a fixed offset at the start of the body in every
+/// version that has it (3 and up): after `replica_id` (versions 3 to 14;
+/// 15 and up carry it as a tagged field), `max_wait_ms` and `min_bytes`.
+fn clamp_fetch_max_bytes(
+    frame: &mut BytesMut,
+    header: &RequestHeaderInfo,
+    limit: i32,
+) -> Result<FetchMaxBytes, CodecError> {
+    let replica_id = if header.api_version <= 14 { 4 } else { 0 };
+    let at = header.body_offset + replica_id + 8;
+    let field = frame.get_mut(at..at + 4).ok_or(CodecError::Malformed {
+        what: "fetch request max_bytes",
+    })?;
+    let mut raw = [0; 4];
+    raw.copy_from_slice(field);
+    let asked = i32::from_be_bytes(raw);
+    let carried = asked.min(limit);
+    if carried != asked {
+        field.copy_from_slice(&carried.to_be_bytes());
+    }
+    Ok(FetchMaxBytes { asked, carried })
+}
+
 fn produce_acks(frame: &[u8], header: &RequestHeaderInfo) -> Result<i16, CodecError> {
     let body = frame.get(header.body_offset..).unwrap_or_default();
     let mut cur = Cursor::new(body, "produce request");

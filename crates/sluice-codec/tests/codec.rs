@@ -6,6 +6,7 @@
 
 mod codec {
     mod expects_response;
+    mod fetch_limit;
     mod fuzz;
     mod malformed;
     pub mod messages;

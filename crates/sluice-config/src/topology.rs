@@ -62,6 +62,16 @@ pub const DEFAULT_AUTHENTICATION_TIMEOUT_SECS: u64 = 10;
 /// Connections not yet authenticated a source holds at once unless
 /// `unauthenticated_connection_limit` says otherwise.
 pub const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
+/// Bytes one client connection may hold unless
+/// `connection_memory_budget_bytes` says otherwise: room for one Fetch at
+/// the Java consumer's default `fetch.max.bytes` (50 MiB) plus the requests
+/// a producer keeps in flight, so well-behaved clients are never clamped.
+pub const DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes all client connections of the process may hold together unless
+/// `memory_budget_bytes` says otherwise.
+pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 1024 * 1024 * 1024;
+/// Smallest memory budget accepted, for a connection or the process.
+pub const MIN_MEMORY_BUDGET_BYTES: usize = 1024 * 1024;
 
 /// The whole topology file.
 #[derive(Debug, Clone, Deserialize)]
@@ -69,6 +79,12 @@ pub const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
 pub struct Topology {
     /// Listeners, each with its chain.
     pub sources: Vec<SourceConfig>,
+    /// Bytes all client connections of the process may hold together
+    /// (default [`DEFAULT_MEMORY_BUDGET_BYTES`]): requests read and not yet
+    /// answered, the responses they will bring, and responses not yet
+    /// written. At the limit connections stop reading until it drains.
+    #[serde(default)]
+    pub memory_budget_bytes: Option<usize>,
 }
 
 impl Topology {
@@ -89,9 +105,32 @@ impl Topology {
         self.check(Checks::ALL).map_err(|e| e.in_file(path))
     }
 
+    /// `memory_budget_bytes`, or its default.
+    pub fn memory_budget_bytes_or_default(&self) -> usize {
+        self.memory_budget_bytes
+            .unwrap_or(DEFAULT_MEMORY_BUDGET_BYTES)
+    }
+
     pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
         if self.sources.is_empty() {
             return Err(FieldError::new("sources", "must list at least one source"));
+        }
+        validate::at_least(
+            "memory_budget_bytes",
+            self.memory_budget_bytes,
+            MIN_MEMORY_BUDGET_BYTES,
+        )?;
+        let process = self.memory_budget_bytes_or_default();
+        for (i, SourceConfig::Kafka(kafka)) in self.sources.iter().enumerate() {
+            let connection = kafka.connection_memory_budget_bytes_or_default();
+            if connection > process {
+                return Err(FieldError::new(
+                    format!("sources[{i}].Kafka.connection_memory_budget_bytes"),
+                    format!(
+                        "{connection} is more than the process's memory_budget_bytes ({process})"
+                    ),
+                ));
+            }
         }
         let mut names = HashMap::new();
         let mut listen = HashMap::new();
@@ -187,6 +226,12 @@ pub struct KafkaSourceConfig {
     /// and closed (default [`DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT`]).
     #[serde(default)]
     pub unauthenticated_connection_limit: Option<usize>,
+    /// Bytes one client connection may hold (default
+    /// [`DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES`]); at the limit Sluice stops
+    /// reading from that client until its responses drain, and clamps its
+    /// Fetch `max_bytes` to the room left.
+    #[serde(default)]
+    pub connection_memory_budget_bytes: Option<usize>,
     /// Transforms, ending in a sink.
     pub chain: Vec<TransformConfig>,
 }
@@ -247,6 +292,12 @@ impl KafkaSourceConfig {
             .unwrap_or(DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT)
     }
 
+    /// `connection_memory_budget_bytes`, or its default.
+    pub fn connection_memory_budget_bytes_or_default(&self) -> usize {
+        self.connection_memory_budget_bytes
+            .unwrap_or(DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES)
+    }
+
     /// The chain's sink: its last element (present once validated).
     pub fn sink(&self) -> Option<&TransformConfig> {
         self.chain.last().filter(|t| t.is_sink())
@@ -297,6 +348,11 @@ impl KafkaSourceConfig {
                 ),
             ));
         }
+        validate::at_least(
+            "connection_memory_budget_bytes",
+            self.connection_memory_budget_bytes,
+            MIN_MEMORY_BUDGET_BYTES,
+        )?;
         if let Some(tls) = &self.tls {
             tls.check(checks).map_err(|e| e.within("tls"))?;
         }

@@ -73,6 +73,17 @@ pub(crate) fn positive(field: &str, value: Option<u64>) -> Result<(), FieldError
     }
 }
 
+/// An optional size must be at least `min` when present.
+pub(crate) fn at_least(field: &str, value: Option<usize>, min: usize) -> Result<(), FieldError> {
+    match value {
+        Some(n) if n < min => Err(FieldError::new(
+            field,
+            format!("{n} is too small: must be at least {min}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A name must not be empty or only whitespace.
 pub(crate) fn non_empty(field: &str, value: &str) -> Result<(), FieldError> {
     if value.trim().is_empty() {

@@ -21,6 +21,9 @@ pub mod names {
     /// (`"unauthenticated_limit"`) or a TLS handshake failure (`"tls"`).
     /// Labels: `source`, `reason`.
     pub const CLIENT_CONNECTIONS_REJECTED: &str = "sluice_client_connections_rejected_total";
+    /// Counter: client connection tasks that panicked (a bug in Sluice);
+    /// each closed only its own connection. Labels: `source`.
+    pub const CLIENT_CONNECTION_PANICS: &str = "sluice_client_connection_panics_total";
     /// Counter: client connections closed by Sluice because of an error.
     /// Labels: `source`, `side`.
     pub const CLIENT_CONNECTIONS_CLOSED_ON_ERROR: &str =
@@ -86,6 +89,20 @@ pub mod names {
     /// Counter: split fetches answered before every part had (their data was
     /// ready); the parts still out are parked for the next fetch.
     pub const FETCHES_ANSWERED_EARLY: &str = "sluice_fetches_answered_early_total";
+    /// Gauge: a memory budget's limit in bytes: the process's
+    /// (`scope="process"`) or each connection's of a source
+    /// (`scope="connection"`, with `source`). Labels: `scope`, `source`.
+    pub const MEMORY_BUDGET_BYTES: &str = "sluice_memory_budget_bytes";
+    /// Gauge: bytes held by every client connection together, counted
+    /// against the process budget. Labels: `scope` (`"process"`).
+    pub const MEMORY_BUDGET_USED_BYTES: &str = "sluice_memory_budget_used_bytes";
+    /// Counter: times a client connection stopped reading requests because
+    /// a memory budget was full: its own (`budget="connection"`) or the
+    /// process's (`budget="process"`). Labels: `source`, `budget`.
+    pub const CLIENT_READS_PAUSED: &str = "sluice_client_reads_paused_total";
+    /// Counter: Fetch requests whose `max_bytes` was lowered to fit a memory
+    /// budget. Labels: `source`.
+    pub const FETCH_MAX_BYTES_CLAMPED: &str = "sluice_fetch_max_bytes_clamped_total";
 }
 
 /// The exporter could not start.

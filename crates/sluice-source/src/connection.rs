@@ -28,32 +28,36 @@
 //! for requests already in the chain until none is owed or the drain timeout
 //! passes, then closes.
 
-use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::FutureExt;
-use metrics::{Counter, counter, gauge};
-use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext, ErrorClass};
-use sluice_codec::{ApiKey, CodecError, FrameCodec, OutFrames, Request, Response};
+use metrics::counter;
+use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext};
+use sluice_codec::{CodecError, FetchMaxBytes, FrameCodec, OutFrames, Request, Response};
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::{Instant, Sleep, sleep_until, timeout_at};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::codec::Decoder;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-use tracing::{debug, info, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
 
+use crate::budget::{ConnectionBudget, Full, MemoryBudget, RESPONSE_ESTIMATE_BYTES};
 use crate::tls::{self, HANDSHAKE_TIMEOUT};
+use crate::write::{WriteFailure, write_within};
 
 mod close;
+mod counters;
+mod drain;
 
-use crate::write::{WriteFailure, write_within};
 pub use close::{Close, ConnectionError};
+use counters::{ConnectionCounters, OpenGuard};
+use drain::Drain;
 
 /// At most this many requests may await a response; beyond it the connection
 /// stops reading, which pushes back on the client through TCP.
@@ -68,6 +72,16 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Free space ensured in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Free space ensured before a read once the connection went quiet: enough
+/// for most requests, and an idle connection keeps no more than this.
+const QUIET_READ_CHUNK: usize = 256;
+
+/// A connection with nothing owed and nothing buffered for this long gives
+/// back its buffers ("quiet"). Timeline of an idle consumer's coordinator
+/// connection: a heartbeat every 3 s, answered within milliseconds; so it is
+/// quiet most of the time, and a busy connection never is.
+const QUIET_AFTER: Duration = Duration::from_secs(1);
+
 /// Per-source settings shared by all of its connections.
 #[derive(Debug)]
 pub(crate) struct ConnectionSettings {
@@ -81,6 +95,10 @@ pub(crate) struct ConnectionSettings {
     pub(crate) max_unauthenticated_frame_bytes: usize,
     /// How long after connecting the client must have authenticated.
     pub(crate) authentication_timeout: Duration,
+    /// The bytes one connection may hold ([`crate::budget`]).
+    pub(crate) connection_budget_bytes: usize,
+    /// The budget all connections of the process share.
+    pub(crate) memory: Arc<MemoryBudget>,
 }
 
 /// What a connection holds until its client has authenticated.
@@ -166,59 +184,6 @@ impl Client {
     }
 }
 
-/// Counts a connection as open for as long as it lives.
-struct OpenGuard {
-    source: String,
-}
-
-impl OpenGuard {
-    fn new(source: &str) -> Self {
-        counter!(names::CLIENT_CONNECTIONS_TOTAL, "source" => source.to_owned()).increment(1);
-        gauge!(names::CLIENT_CONNECTIONS_OPEN, "source" => source.to_owned()).increment(1.0);
-        Self {
-            source: source.to_owned(),
-        }
-    }
-}
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        gauge!(names::CLIENT_CONNECTIONS_OPEN, "source" => self.source.clone()).decrement(1.0);
-    }
-}
-
-/// The shutdown state of one connection.
-struct Drain {
-    /// Resolves when shutdown begins; polled only until then.
-    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
-    timeout: Duration,
-    /// Set when shutdown began: the time by which owed responses must be out.
-    deadline: Option<Instant>,
-}
-
-impl Drain {
-    fn start(&mut self) {
-        if self.deadline.is_none() {
-            self.deadline = Some(Instant::now() + self.timeout);
-        }
-    }
-
-    /// Runs `fut` to completion, unless shutdown begins meanwhile and the
-    /// drain deadline passes first (`None`).
-    async fn bounded<F: Future>(&mut self, fut: F) -> Option<F::Output> {
-        let mut fut = pin!(fut);
-        if self.deadline.is_none() {
-            tokio::select! {
-                biased;
-                out = &mut fut => return Some(out),
-                () = &mut self.cancelled => self.start(),
-            }
-        }
-        let deadline = self.deadline?;
-        timeout_at(deadline, fut).await.ok()
-    }
-}
-
 /// The socket and its buffers.
 struct Io<S> {
     stream: S,
@@ -228,6 +193,9 @@ struct Io<S> {
     out: OutFrames,
     /// False once the client closed its side.
     open_for_reading: bool,
+    /// Set once the connection went quiet and gave its buffers back; reads
+    /// then start small ([`QUIET_READ_CHUNK`]).
+    quiet: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
@@ -243,6 +211,10 @@ enum Event {
     Shutdown,
     Response(Result<Response, ChainError>),
     Read(std::io::Result<usize>),
+    /// The process budget has room again.
+    BudgetFreed,
+    /// Nothing happened for [`QUIET_AFTER`]: time to give buffers back.
+    Quiet,
     IdleTimer,
     DrainDeadline,
     AuthenticationDeadline,
@@ -261,6 +233,10 @@ pub(crate) struct Connection<S> {
     idle_timer: Pin<Box<Sleep>>,
     /// Until the client has authenticated (when the sink authenticates).
     pre_auth: Option<PreAuth>,
+    /// What the connection holds, against its budget and the process's.
+    budget: ConnectionBudget,
+    /// Which budget stopped reading, while one does (counted once a pause).
+    paused: Option<Full>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
@@ -272,6 +248,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         shutdown: CancellationToken,
     ) -> Self {
         let now = Instant::now();
+        let budget = ConnectionBudget::new(
+            settings.connection_budget_bytes,
+            Arc::clone(&settings.memory),
+        );
         let idle_deadline = match settings.idle_timeout {
             Some(idle) => now + idle,
             None => now + Duration::from_secs(86_400 * 365),
@@ -280,9 +260,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             io: Io {
                 stream,
                 codec: FrameCodec::new(settings.max_frame_bytes),
-                read_buf: BytesMut::with_capacity(READ_CHUNK),
+                read_buf: BytesMut::new(),
                 out: OutFrames::default(),
                 open_for_reading: true,
+                quiet: false,
             },
             ctx,
             chain,
@@ -296,6 +277,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             last_activity: now,
             idle_timer: Box::pin(sleep_until(idle_deadline)),
             pre_auth: None,
+            budget,
+            paused: None,
         }
     }
 
@@ -344,7 +327,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         Ok(()) => continue,
                         Err(close) => return close,
                     },
-                    Ok(None) => {}
+                    Ok(None) => self.note_buffered(),
                 }
             }
             if self.chain.pending() == 0 {
@@ -363,6 +346,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 Event::Response(Ok(response)) => self.write_responses(response).await,
                 Event::Response(Err(e)) => Err(Close::Error(e.into())),
                 Event::Read(read) => self.on_read(read),
+                Event::BudgetFreed => Ok(()),
+                Event::Quiet => {
+                    self.go_quiet();
+                    Ok(())
+                }
                 Event::IdleTimer => self.on_idle_timer(),
                 Event::DrainDeadline => Err(Close::DrainTimedOut),
                 Event::AuthenticationDeadline => self.on_authentication_deadline(),
@@ -375,10 +363,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     async fn next_event(&mut self) -> Event {
         let pending = self.chain.pending();
-        let reading = self.accepting_requests();
+        let accepting = self.accepting_requests();
+        // A frame already started is read to its end; a new one waits for room.
+        let full = if accepting && self.io.read_buf.is_empty() {
+            self.budget.full()
+        } else {
+            None
+        };
+        self.note_pause(full);
+        let reading = accepting && full.is_none();
         if reading {
-            self.io.read_buf.reserve(READ_CHUNK);
+            let chunk = if self.io.quiet {
+                QUIET_READ_CHUNK
+            } else {
+                READ_CHUNK
+            };
+            self.io.read_buf.reserve(chunk);
         }
+        let process_full = (full == Some(Full::Process)).then(|| Arc::clone(self.budget.process()));
+        let quiet_armed =
+            !self.io.quiet && self.io.read_buf.is_empty() && self.drain.deadline.is_none();
+        let quiet_at = self.last_activity + QUIET_AFTER;
         let idle_armed =
             self.settings.idle_timeout.is_some() && pending == 0 && self.drain.deadline.is_none();
         let drain_deadline = self.drain.deadline;
@@ -391,6 +396,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             () = &mut self.drain.cancelled, if drain_deadline.is_none() => Event::Shutdown,
             r = self.chain.recv(&self.ctx), if pending > 0 => Event::Response(r),
             r = self.io.stream.read_buf(&mut self.io.read_buf), if reading => Event::Read(r),
+            () = ConnectionBudget::freed(process_full) => Event::BudgetFreed,
+            () = sleep_until(quiet_at), if quiet_armed => Event::Quiet,
             () = &mut self.idle_timer, if idle_armed => Event::IdleTimer,
             () = sleep_until(drain_deadline.unwrap_or_else(Instant::now)),
                 if drain_deadline.is_some() => Event::DrainDeadline,
@@ -419,19 +426,93 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         )))
     }
 
-    /// Parses one request frame and hands it to the chain.
+    /// Parses one request frame and hands it to the chain, a Fetch clamped
+    /// to the room its budgets leave.
     async fn forward(&mut self, frame: BytesMut) -> Result<(), Close> {
-        let request = Request::parse(frame).map_err(|e| Close::Error(ConnectionError::Frame(e)))?;
+        self.note_buffered();
+        let frame_bytes = frame.len() + 4;
+        let (request, fetch) = Request::parse_with_fetch_limit(frame, self.budget.fetch_limit())
+            .map_err(|e| Close::Error(ConnectionError::Frame(e)))?;
+        let response_bytes = match fetch {
+            Some(fetch) => {
+                if fetch.carried < fetch.asked {
+                    self.note_clamped(fetch);
+                }
+                usize::try_from(fetch.carried).unwrap_or(0)
+            }
+            None => RESPONSE_ESTIMATE_BYTES,
+        };
         self.counters.request(request.api_key());
         self.last_activity = Instant::now();
-        match self
+        let owed_before = self.chain.pending();
+        let sent = self
             .drain
             .bounded(self.chain.send(request, &self.ctx))
-            .await
-        {
+            .await;
+        let owes = self.chain.pending() > owed_before;
+        self.budget
+            .forwarded(frame_bytes, owes.then_some(response_bytes));
+        match sent {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(Close::Error(e.into())),
             None => Err(Close::DrainTimedOut),
+        }
+    }
+
+    /// Counts what the read buffer holds, or has been promised by the length
+    /// prefix of the frame it has started, against the budgets.
+    fn note_buffered(&mut self) {
+        let buf = &self.io.read_buf;
+        let declared = buf
+            .get(..4)
+            .map(|p| i32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+            .and_then(|len| usize::try_from(len).ok())
+            .map_or(0, |len| 4 + len.min(self.io.codec.max_frame_bytes()));
+        self.budget.set_reading(buf.len().max(declared));
+    }
+
+    /// Records a change of which budget, if any, keeps the connection from
+    /// reading.
+    fn note_pause(&mut self, full: Option<Full>) {
+        if full == self.paused {
+            return;
+        }
+        if let Some(budget) = full {
+            let budget = budget.as_str();
+            counter!(names::CLIENT_READS_PAUSED, "source" => self.settings.source_name.to_string(), "budget" => budget)
+                .increment(1);
+            debug!(
+                conn = self.ctx.connection_id,
+                client = %self.ctx.client_addr,
+                "client {} (conn {}): holds {} bytes; reading paused until the {budget} memory budget has room",
+                self.ctx.client_addr,
+                self.ctx.connection_id,
+                self.budget.held()
+            );
+        }
+        self.paused = full;
+    }
+
+    fn note_clamped(&self, fetch: FetchMaxBytes) {
+        counter!(names::FETCH_MAX_BYTES_CLAMPED, "source" => self.settings.source_name.to_string())
+            .increment(1);
+        debug!(
+            conn = self.ctx.connection_id,
+            client = %self.ctx.client_addr,
+            "client {} (conn {}): fetch max_bytes {} lowered to {} to fit the memory budget",
+            self.ctx.client_addr,
+            self.ctx.connection_id,
+            fetch.asked,
+            fetch.carried
+        );
+    }
+
+    /// Gives back the buffers of a connection that has gone quiet.
+    fn go_quiet(&mut self) {
+        if self.io.read_buf.is_empty() {
+            self.io.read_buf = BytesMut::new();
+            self.io.out.shrink(0);
+            self.io.quiet = true;
         }
     }
 
@@ -454,6 +535,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Ok(n) => {
                 self.counters.bytes_in.increment(n as u64);
                 self.last_activity = Instant::now();
+                self.io.quiet = false;
+                self.note_buffered();
                 Ok(())
             }
             Err(e) => Err(Close::ReadFailed(e)),
@@ -489,7 +572,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             let len = self.io.out.len();
             let timeout = self.settings.write_timeout;
             match self.drain.bounded(self.io.write_out(timeout)).await {
-                Some(Ok(())) => self.counters.bytes_out.increment(len as u64),
+                Some(Ok(())) => {
+                    self.counters.bytes_out.increment(len as u64);
+                    self.budget.written(len);
+                }
                 Some(Err(WriteFailure::Io(e))) => return Err(Close::WriteFailed(e)),
                 Some(Err(WriteFailure::Stalled(d))) => {
                     return Err(Close::Error(ConnectionError::WriteTimeout(d)));
@@ -504,10 +590,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
+    /// Queues `response` for writing; what it holds replaces what was
+    /// reserved for it.
     fn encode(&mut self, response: &Response) -> Result<(), ConnectionError> {
-        response
+        let before = self.io.out.len();
+        let encoded = response
             .encode_into(&mut self.io.out)
-            .map_err(ConnectionError::Encode)?;
+            .map_err(ConnectionError::Encode);
+        self.budget.answered(self.io.out.len() - before);
+        encoded?;
         self.counters.response(response.api_key());
         Ok(())
     }
@@ -517,435 +608,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     pub(crate) async fn close_write_side(&mut self) {
         let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.io.stream.shutdown()).await;
     }
-
-    /// Logs (and counts) why the connection ended.
-    pub(crate) fn report(&self, close: Close) {
-        let ctx = &self.ctx;
-        let (addr, id) = (ctx.client_addr, ctx.connection_id);
-        let owed = self.chain.pending();
-        let unanswered = if owed > 0 {
-            format!("; {owed} request(s) left unanswered")
-        } else {
-            String::new()
-        };
-        let source = &*ctx.source_name;
-        match close {
-            Close::ClientClosed => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed by the client");
-            }
-            Close::Idle(idle) => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): idle for {idle:?}, closing");
-            }
-            Close::Drained => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed for shutdown, every response written");
-            }
-            Close::DrainTimedOut => {
-                warn!(
-                    source, conn = id, client = %addr, abandoned = owed,
-                    "client {addr} (conn {id}): shutdown drain timeout of {:?} passed with {owed} request(s) unanswered; closing",
-                    self.settings.drain_timeout
-                );
-            }
-            Close::Error(e) => {
-                let side = e.side().as_str();
-                let retriable = if e.retriable() { "true" } else { "false" };
-                counter!(names::CLIENT_CONNECTIONS_CLOSED_ON_ERROR, "source" => source.to_owned(), "side" => side)
-                    .increment(1);
-                counter!(names::ERRORS, "side" => side, "retriable" => retriable).increment(1);
-                warn!(source, conn = id, client = %addr, side, retriable = e.retriable(), "client {addr} (conn {id}): {e}{unanswered}");
-            }
-            Close::ReadFailed(e) | Close::WriteFailed(e) if owed > 0 => {
-                info!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}{unanswered}");
-            }
-            Close::ReadFailed(e) | Close::WriteFailed(e) => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}");
-            }
-        }
-    }
-}
-
-/// A connection's counters, registered once (by api, on first use) so that
-/// the hot path neither formats labels nor looks metrics up.
-struct ConnectionCounters {
-    requests: Vec<Option<Counter>>,
-    responses: Vec<Option<Counter>>,
-    bytes_in: Counter,
-    bytes_out: Counter,
-}
-
-impl Default for ConnectionCounters {
-    fn default() -> Self {
-        Self {
-            requests: Vec::new(),
-            responses: Vec::new(),
-            bytes_in: counter!(names::BYTES_IN),
-            bytes_out: counter!(names::BYTES_OUT),
-        }
-    }
-}
-
-impl ConnectionCounters {
-    fn request(&mut self, api: ApiKey) {
-        Self::slot(&mut self.requests, names::REQUESTS, api).increment(1);
-    }
-
-    fn response(&mut self, api: ApiKey) {
-        Self::slot(&mut self.responses, names::RESPONSES, api).increment(1);
-    }
-
-    fn slot<'a>(
-        slots: &'a mut Vec<Option<Counter>>,
-        name: &'static str,
-        api: ApiKey,
-    ) -> &'a Counter {
-        let index = usize::try_from(api as i16).unwrap_or(0);
-        if slots.len() <= index {
-            slots.resize_with(index + 1, || None);
-        }
-        slots[index].get_or_insert_with(|| counter!(name, "api" => format!("{api:?}")))
-    }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    //! Time-dependent behaviour, on paused tokio time over in-memory streams.
-
-    use std::collections::VecDeque;
-
-    use async_trait::async_trait;
-    use bytes::Bytes;
-    use sluice_chain::{Sink, SinkBuilder};
-    use sluice_codec::kafka_protocol::messages::{
-        ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
-    };
-    use sluice_codec::{RequestKind, ResponseKind};
-    use tokio::io::DuplexStream;
-    use tokio::sync::Semaphore;
-    use tokio::task::JoinHandle;
-
-    use super::*;
-
-    /// Answers every request at once, unless `hold` is set. With `auth`, the
-    /// client counts as authenticated once it sent a SaslAuthenticate.
-    struct Echo {
-        owed: VecDeque<i32>,
-        hold: bool,
-        auth: Option<bool>,
-    }
-
-    #[async_trait]
-    impl Sink for Echo {
-        fn name(&self) -> &str {
-            "Echo"
-        }
-        async fn send(&mut self, req: Request, _: &ConnectionContext) -> Result<(), ChainError> {
-            if req.api_key() == ApiKey::SaslAuthenticate {
-                self.auth = self.auth.map(|_| true);
-            }
-            self.owed.push_back(req.correlation_id());
-            Ok(())
-        }
-        fn authenticated(&self) -> bool {
-            self.auth.unwrap_or(true)
-        }
-        async fn recv(&mut self, _: &ConnectionContext) -> Result<Response, ChainError> {
-            if self.hold || self.owed.is_empty() {
-                std::future::pending::<()>().await;
-            }
-            let id = self.owed.pop_front().unwrap();
-            let body = ResponseKind::ApiVersions(ApiVersionsResponse::default());
-            Ok(Response::from_body(ApiKey::ApiVersions, 3, id, body))
-        }
-        fn pending(&self) -> usize {
-            self.owed.len()
-        }
-    }
-
-    struct EchoBuilder {
-        hold: bool,
-        auth: bool,
-    }
-
-    impl SinkBuilder for EchoBuilder {
-        fn build(&self, _: &ConnectionContext) -> Box<dyn Sink> {
-            Box::new(Echo {
-                owed: VecDeque::new(),
-                hold: self.hold,
-                auth: self.auth.then_some(false),
-            })
-        }
-    }
-
-    fn request(id: i32) -> BytesMut {
-        let body = RequestKind::ApiVersions(ApiVersionsRequest::default());
-        let req = Request::from_body(ApiKey::ApiVersions, 3, id, Some(Bytes::new()), body);
-        let mut buf = BytesMut::new();
-        req.encode(&mut buf).unwrap();
-        buf
-    }
-
-    fn sasl_authenticate(id: i32) -> BytesMut {
-        let body = RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default());
-        let req = Request::from_body(ApiKey::SaslAuthenticate, 2, id, Some(Bytes::new()), body);
-        let mut buf = BytesMut::new();
-        req.encode(&mut buf).unwrap();
-        buf
-    }
-
-    /// The 4-byte length prefix of a frame of `len` bytes, and a first chunk.
-    fn big_frame_start(len: i32) -> Vec<u8> {
-        let mut frame = len.to_be_bytes().to_vec();
-        frame.extend_from_slice(&[0u8; 64]);
-        frame
-    }
-
-    /// What a connection under test is set up with.
-    struct Setup {
-        hold: bool,
-        buffer: usize,
-        idle: Option<Duration>,
-        /// The sink authenticates clients: the connection starts before authentication.
-        auth: bool,
-    }
-
-    impl Default for Setup {
-        fn default() -> Self {
-            Self {
-                hold: false,
-                buffer: 4096,
-                idle: None,
-                auth: false,
-            }
-        }
-    }
-
-    /// Runs a connection over an in-memory stream of `buffer` bytes.
-    fn spawn(
-        hold: bool,
-        buffer: usize,
-        idle: Option<Duration>,
-        shutdown: CancellationToken,
-    ) -> (DuplexStream, JoinHandle<Close>) {
-        let setup = Setup {
-            hold,
-            buffer,
-            idle,
-            auth: false,
-        };
-        spawn_with(setup, shutdown).0
-    }
-
-    /// Runs a connection as `setup` says; also returns the unauthenticated
-    /// cap (of one slot) the connection holds while unauthenticated.
-    fn spawn_with(
-        setup: Setup,
-        shutdown: CancellationToken,
-    ) -> ((DuplexStream, JoinHandle<Close>), Arc<Semaphore>) {
-        let Setup {
-            hold,
-            buffer,
-            idle,
-            auth,
-        } = setup;
-        let (client, server) = tokio::io::duplex(buffer);
-        let ctx = ConnectionContext {
-            connection_id: 1,
-            source_name: Arc::from("unit"),
-            client_addr: "127.0.0.1:1".parse().unwrap(),
-            local_addr: "127.0.0.1:2".parse().unwrap(),
-            tls_principal: None,
-        };
-        let chain = ChainBuilder::new(Vec::new(), Box::new(EchoBuilder { hold, auth })).build(&ctx);
-        let settings = Arc::new(ConnectionSettings {
-            source_name: Arc::from("unit"),
-            max_frame_bytes: 1024 * 1024,
-            idle_timeout: idle,
-            drain_timeout: Duration::from_secs(5),
-            write_timeout: Duration::from_secs(30),
-            max_unauthenticated_frame_bytes: 1024,
-            authentication_timeout: Duration::from_secs(10),
-        });
-        let cap = Arc::new(Semaphore::new(1));
-        let pre_auth = auth.then(|| PreAuth {
-            _slot: Arc::clone(&cap).try_acquire_owned().unwrap(),
-            since: Instant::now(),
-        });
-        let handle = tokio::spawn(async move {
-            let mut conn = Connection::new(server, ctx, chain, settings, shutdown);
-            if let Some(pre_auth) = pre_auth {
-                conn.before_authentication(pre_auth);
-            }
-            conn.run().await
-        });
-        ((client, handle), cap)
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn idle_timeout_counts_from_the_last_activity() {
-        let idle = Duration::from_secs(30);
-        let (mut client, handle) = spawn(false, 4096, Some(idle), CancellationToken::new());
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        client.write_all(&request(1)).await.unwrap();
-        let mut buf = [0u8; 256];
-        assert!(client.read(&mut buf).await.unwrap() > 0);
-        let close = handle.await.unwrap();
-        assert!(matches!(close, Close::Idle(d) if d == idle), "{close:?}");
-        assert_eq!(start.elapsed(), Duration::from_secs(50));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn owed_responses_keep_an_idle_connection_open() {
-        let idle = Duration::from_secs(30);
-        let shutdown = CancellationToken::new();
-        let (mut client, handle) = spawn(true, 4096, Some(idle), shutdown.clone());
-        client.write_all(&request(1)).await.unwrap();
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        assert!(!handle.is_finished(), "closed while a response was owed");
-        let start = Instant::now();
-        shutdown.cancel();
-        let close = handle.await.unwrap();
-        assert!(matches!(close, Close::DrainTimedOut), "{close:?}");
-        assert_eq!(start.elapsed(), Duration::from_secs(5));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_client_that_stops_reading_cannot_block_shutdown() {
-        let shutdown = CancellationToken::new();
-        // A 64-byte pipe: the responses to many requests cannot all fit.
-        let (mut client, handle) = spawn(false, 64, None, shutdown.clone());
-        let mut many = BytesMut::new();
-        for id in 0..50 {
-            many.extend_from_slice(&request(id));
-        }
-        let writer = tokio::spawn(async move {
-            let _ = client.write_all(&many).await;
-            client
-        });
-        // Within the write timeout (30 s): shutdown, not the deadline, ends it.
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        assert!(!handle.is_finished());
-        let start = Instant::now();
-        shutdown.cancel();
-        let close = handle.await.unwrap();
-        assert!(matches!(close, Close::DrainTimedOut), "{close:?}");
-        assert_eq!(start.elapsed(), Duration::from_secs(5));
-        drop(writer);
-    }
-
-    /// Pipelines 200 requests into a 64-byte pipe and never reads.
-    fn pipeline_and_never_read(client: DuplexStream) -> JoinHandle<DuplexStream> {
-        let mut many = BytesMut::new();
-        for id in 0..200 {
-            many.extend_from_slice(&request(id));
-        }
-        tokio::spawn(async move {
-            let mut client = client;
-            let _ = client.write_all(&many).await;
-            client
-        })
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
-        let setup = Setup {
-            buffer: 64,
-            ..Setup::default()
-        };
-        let ((client, handle), _) = spawn_with(setup, CancellationToken::new());
-        let start = Instant::now();
-        let writer = pipeline_and_never_read(client);
-        let close = handle.await.unwrap();
-        assert!(
-            matches!(close, Close::Error(ConnectionError::WriteTimeout(d)) if d == Duration::from_secs(30)),
-            "{close:?}"
-        );
-        assert_eq!(start.elapsed(), Duration::from_secs(30));
-        drop(writer);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_frame_over_the_unauthenticated_limit_is_refused_at_once() {
-        let setup = Setup {
-            auth: true,
-            ..Setup::default()
-        };
-        let ((mut client, handle), _) = spawn_with(setup, CancellationToken::new());
-        let start = Instant::now();
-        client.write_all(&big_frame_start(2048)).await.unwrap();
-        let close = handle.await.unwrap();
-        assert!(
-            matches!(
-                close,
-                Close::Error(ConnectionError::FrameBeforeAuthentication(
-                    CodecError::FrameTooLarge {
-                        size: 2048,
-                        max: 1024
-                    }
-                ))
-            ),
-            "{close:?}"
-        );
-        assert_eq!(start.elapsed(), Duration::ZERO);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn once_authenticated_large_frames_pass_and_the_slot_is_released() {
-        let setup = Setup {
-            auth: true,
-            ..Setup::default()
-        };
-        let ((mut client, handle), cap) = spawn_with(setup, CancellationToken::new());
-        assert_eq!(cap.available_permits(), 0);
-        client.write_all(&sasl_authenticate(1)).await.unwrap();
-        let mut buf = [0u8; 256];
-        assert!(client.read(&mut buf).await.unwrap() > 0);
-        // The same frame the unauthenticated limit refuses, padded to 2 KiB.
-        let mut big = request(2);
-        big.resize(2048 + 4, 0);
-        big[..4].copy_from_slice(&2048i32.to_be_bytes());
-        client.write_all(&big).await.unwrap();
-        assert!(client.read(&mut buf).await.unwrap() > 0);
-        assert_eq!(cap.available_permits(), 1, "the slot was not released");
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        assert!(!handle.is_finished(), "closed after authenticating");
-        drop(client);
-        let close = handle.await.unwrap();
-        assert!(matches!(close, Close::ClientClosed), "{close:?}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_client_that_never_authenticates_is_closed_at_the_deadline() {
-        let setup = Setup {
-            auth: true,
-            ..Setup::default()
-        };
-        let ((mut client, handle), cap) = spawn_with(setup, CancellationToken::new());
-        let start = Instant::now();
-        // ApiVersions is answered, but is not authentication.
-        client.write_all(&request(1)).await.unwrap();
-        let mut buf = [0u8; 256];
-        assert!(client.read(&mut buf).await.unwrap() > 0);
-        let close = handle.await.unwrap();
-        assert!(
-            matches!(close, Close::Error(ConnectionError::AuthenticationTimeout(d)) if d == Duration::from_secs(10)),
-            "{close:?}"
-        );
-        assert_eq!(start.elapsed(), Duration::from_secs(10));
-        assert_eq!(cap.available_permits(), 1, "the slot was not released");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn without_authentication_there_is_no_deadline_and_no_small_limit() {
-        let ((mut client, handle), _) = spawn_with(Setup::default(), CancellationToken::new());
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        assert!(!handle.is_finished());
-        let mut big = request(2);
-        big.resize(2048 + 4, 0);
-        big[..4].copy_from_slice(&2048i32.to_be_bytes());
-        client.write_all(&big).await.unwrap();
-        let mut buf = [0u8; 256];
-        assert!(client.read(&mut buf).await.unwrap() > 0);
-    }
-}
+mod tests;

@@ -11,8 +11,11 @@
 //! - [`connection`]: the client connection task;
 //! - `principal`: the subject CN of a client certificate;
 //! - `write`: the write deadline (a client must keep reading what it is owed);
+//! - `budget`: [`MemoryBudget`], the bytes connections may hold, and each
+//!   connection's share of it;
 //! - [`error`]: [`SourceError`], why a source cannot start.
 
+mod budget;
 pub mod connection;
 pub mod error;
 pub mod listener;
@@ -20,5 +23,6 @@ mod principal;
 pub mod tls;
 mod write;
 
+pub use budget::MemoryBudget;
 pub use error::SourceError;
 pub use listener::{KafkaSource, SourceOptions};

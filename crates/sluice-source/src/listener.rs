@@ -18,12 +18,15 @@
 //! listening socket; each connection drains (see [`crate::connection`]), and
 //! [`KafkaSource::run`] returns once every connection task has ended.
 
+use std::any::Any;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use metrics::counter;
+use futures::FutureExt;
+use metrics::{counter, gauge};
 use sluice_chain::{ChainBuilder, ConnectionContext};
 use sluice_config::KafkaSourceConfig;
 use sluice_metrics::names;
@@ -32,11 +35,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
-use crate::SourceError;
 use crate::connection::{self, ConnectionSettings, PreAuth};
 use crate::tls;
+use crate::{MemoryBudget, SourceError};
 
 /// Default `connection_limit`.
 pub const DEFAULT_CONNECTION_LIMIT: usize = 512;
@@ -48,18 +51,21 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// Process-wide connection ids, so that logs of different sources never clash.
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Settings that are not in the topology file.
+/// Settings that are not in the source's part of the topology file.
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
     /// At shutdown, how long a connection keeps writing responses to requests
     /// it already forwarded before it gives up on them and closes.
     pub drain_timeout: Duration,
+    /// The memory budget every source of the process shares.
+    pub memory: Arc<MemoryBudget>,
 }
 
 impl Default for SourceOptions {
     fn default() -> Self {
         Self {
             drain_timeout: Duration::from_secs(30),
+            memory: MemoryBudget::new(sluice_config::topology::DEFAULT_MEMORY_BUDGET_BYTES),
         }
     }
 }
@@ -126,7 +132,11 @@ impl KafkaSource {
             write_timeout: cfg.write_timeout(),
             max_unauthenticated_frame_bytes: cfg.max_unauthenticated_frame_bytes_or_default(),
             authentication_timeout: cfg.authentication_timeout(),
+            connection_budget_bytes: cfg.connection_memory_budget_bytes_or_default(),
+            memory: opts.memory,
         };
+        gauge!(names::MEMORY_BUDGET_BYTES, "scope" => "connection", "source" => cfg.name.clone())
+            .set(settings.connection_budget_bytes as f64);
         let unauthenticated = chain.authenticates_clients().then(|| Limit {
             permits: Arc::new(Semaphore::new(unauthenticated_max)),
             max: unauthenticated_max,
@@ -202,7 +212,11 @@ impl KafkaSource {
                 pre_auth,
             };
             tracker.spawn(async move {
-                client.run(tcp).await;
+                let (addr, id) = (client.ctx.client_addr, client.ctx.connection_id);
+                let source = Arc::clone(&client.settings.source_name);
+                if let Err(panic) = AssertUnwindSafe(client.run(tcp)).catch_unwind().await {
+                    report_panic(&source, addr, id, panic.as_ref());
+                }
                 drop(permit);
             });
         }
@@ -349,4 +363,23 @@ fn check_config(cfg: &KafkaSourceConfig) -> Result<(), SourceError> {
         ));
     }
     Ok(())
+}
+
+/// Logs and counts a connection task that panicked. The panic ended that
+/// task only: its socket, chain and budget were dropped as it unwound, and
+/// every other connection goes on.
+fn report_panic(source: &str, client: SocketAddr, id: u64, panic: &(dyn Any + Send)) {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    counter!(names::CLIENT_CONNECTION_PANICS, "source" => source.to_owned()).increment(1);
+    counter!(names::ERRORS, "side" => "internal", "retriable" => "false").increment(1);
+    error!(
+        source,
+        conn = id,
+        %client,
+        "client {client} (conn {id}): the connection task panicked ({what}); that connection is closed, the others are unaffected"
+    );
 }

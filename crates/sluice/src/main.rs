@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use sluice_source::{KafkaSource, SourceOptions};
+use sluice_source::{KafkaSource, MemoryBudget, SourceOptions};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -85,6 +85,8 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
     }
     let opts = SourceOptions {
         drain_timeout: cli.drain_timeout(),
+        // After the recorder is installed, so that its gauges are exported.
+        memory: MemoryBudget::new(loaded.topology.memory_budget_bytes_or_default()),
     };
     let sources = wiring::bind_all(wired, &opts, &shutdown).await?;
     info!(

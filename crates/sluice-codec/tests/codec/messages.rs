@@ -427,7 +427,7 @@ pub fn produce_request(v: i16, acks: i16, txn_id: Option<&'static str>) -> Produ
         .with_unknown_tagged_fields(tags(ApiKey::Produce, v))
 }
 
-fn fetch_request(v: i16) -> FetchRequest {
+pub fn fetch_request(v: i16) -> FetchRequest {
     let mut p = FetchPartition::default()
         .with_partition(4)
         .with_fetch_offset(1000)

@@ -425,6 +425,50 @@ fn memory_bound_fields_parse_with_defaults_and_are_checked() {
     }
 }
 
+#[test]
+fn memory_budgets_parse_with_defaults_and_are_checked() {
+    let t = parse(SHOTOVER_PASSTHROUGH).unwrap();
+    let SourceConfig::Kafka(k) = &t.sources[0];
+    assert_eq!(k.connection_memory_budget_bytes_or_default(), 64 << 20);
+    assert_eq!(t.memory_budget_bytes_or_default(), 1 << 30);
+
+    let set = format!(
+        "memory_budget_bytes: {}\n{}",
+        32 << 20,
+        SHOTOVER_PASSTHROUGH.replace(
+            "      chain:",
+            "      connection_memory_budget_bytes: 8388608\n      chain:"
+        )
+    );
+    let t = parse(&set).unwrap();
+    let SourceConfig::Kafka(k) = &t.sources[0];
+    assert_eq!(k.connection_memory_budget_bytes_or_default(), 8 << 20);
+    assert_eq!(t.memory_budget_bytes_or_default(), 32 << 20);
+
+    let small = SHOTOVER_PASSTHROUGH.replace(
+        "      chain:",
+        "      connection_memory_budget_bytes: 1000\n      chain:",
+    );
+    assert_err(
+        &err(&small),
+        "sources[0].Kafka.connection_memory_budget_bytes",
+        "too small",
+    );
+    assert_err(
+        &err(&format!(
+            "memory_budget_bytes: 1000\n{SHOTOVER_PASSTHROUGH}"
+        )),
+        "memory_budget_bytes",
+        "at least 1048576",
+    );
+    let over = format!("memory_budget_bytes: {}\n{SHOTOVER_PASSTHROUGH}", 16 << 20);
+    assert_err(
+        &err(&over),
+        "sources[0].Kafka.connection_memory_budget_bytes",
+        "more than the process's memory_budget_bytes",
+    );
+}
+
 fn cluster_yaml(certs: &TempFiles, lifetime: u64, local_id: i32) -> String {
     format!(
         r#"

@@ -3,8 +3,14 @@
 
 use std::time::Duration;
 
+use metrics::counter;
 use sluice_chain::{ChainError, ErrorClass, ErrorSide};
 use sluice_codec::CodecError;
+use sluice_metrics::names;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::{debug, info, warn};
+
+use super::Connection;
 
 /// An error that makes Sluice close a client connection.
 #[derive(Debug, thiserror::Error)]
@@ -72,4 +78,51 @@ pub enum Close {
     ReadFailed(std::io::Error),
     /// Writing to the client failed.
     WriteFailed(std::io::Error),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    /// Logs (and counts) why the connection ended.
+    pub(crate) fn report(&self, close: Close) {
+        let ctx = &self.ctx;
+        let (addr, id) = (ctx.client_addr, ctx.connection_id);
+        let owed = self.chain.pending();
+        let unanswered = if owed > 0 {
+            format!("; {owed} request(s) left unanswered")
+        } else {
+            String::new()
+        };
+        let source = &*ctx.source_name;
+        match close {
+            Close::ClientClosed => {
+                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed by the client");
+            }
+            Close::Idle(idle) => {
+                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): idle for {idle:?}, closing");
+            }
+            Close::Drained => {
+                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed for shutdown, every response written");
+            }
+            Close::DrainTimedOut => {
+                warn!(
+                    source, conn = id, client = %addr, abandoned = owed,
+                    "client {addr} (conn {id}): shutdown drain timeout of {:?} passed with {owed} request(s) unanswered; closing",
+                    self.settings.drain_timeout
+                );
+            }
+            Close::Error(e) => {
+                let side = e.side().as_str();
+                let retriable = if e.retriable() { "true" } else { "false" };
+                counter!(names::CLIENT_CONNECTIONS_CLOSED_ON_ERROR, "source" => source.to_owned(), "side" => side)
+                    .increment(1);
+                counter!(names::ERRORS, "side" => side, "retriable" => retriable).increment(1);
+                warn!(source, conn = id, client = %addr, side, retriable = e.retriable(), "client {addr} (conn {id}): {e}{unanswered}");
+            }
+            Close::ReadFailed(e) | Close::WriteFailed(e) if owed > 0 => {
+                info!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}{unanswered}");
+            }
+            Close::ReadFailed(e) | Close::WriteFailed(e) => {
+                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}");
+            }
+        }
+    }
 }

@@ -6,9 +6,10 @@ use sluice_metrics::names;
 use tokio::sync::Semaphore;
 
 use crate::support::certs::Pki;
-use crate::support::client::TestClient;
+use crate::support::client::{TestClient, api_versions};
 use crate::support::harness::{source_config, start};
 use crate::support::metrics::{value, wait_for};
+use crate::support::sink::PANIC_CLIENT_ID;
 
 #[tokio::test]
 async fn connections_are_counted_open_total_and_closed_on_error() {
@@ -69,5 +70,24 @@ async fn rejections_are_counted_by_reason() {
         1.0,
     )
     .await;
+    source.stop().await;
+}
+
+#[tokio::test]
+async fn a_panicking_connection_task_closes_only_its_connection() {
+    let source = start(source_config(), None).await;
+    let src: &[(&str, &str)] = &[("source", &source.name)];
+    let mut good = TestClient::connect(source.addr).await;
+    good.round_trip(1).await;
+
+    let mut bad = TestClient::connect(source.addr).await;
+    bad.send_raw(&api_versions(2, PANIC_CLIENT_ID)).await;
+    bad.expect_closed().await;
+    wait_for(names::CLIENT_CONNECTION_PANICS, src, 1.0).await;
+    wait_for(names::CLIENT_CONNECTIONS_OPEN, src, 1.0).await;
+
+    good.round_trip(3).await;
+    let mut after = TestClient::connect(source.addr).await;
+    after.round_trip(4).await;
     source.stop().await;
 }

@@ -49,6 +49,7 @@ async fn the_drain_timeout_bounds_shutdown() {
     let gate = Arc::new(Semaphore::new(0));
     let opts = SourceOptions {
         drain_timeout: Duration::from_millis(200),
+        ..SourceOptions::default()
     };
     let source = start_with(source_config(), Some(Arc::clone(&gate)), opts).await;
     let mut client = TestClient::connect(source.addr).await;

@@ -33,6 +33,7 @@ pub fn source_config() -> KafkaSourceConfig {
         max_unauthenticated_frame_bytes: None,
         authentication_timeout_secs: None,
         unauthenticated_connection_limit: None,
+        connection_memory_budget_bytes: None,
         chain: Vec::new(),
     }
 }

@@ -16,6 +16,9 @@ use super::harness::WAIT;
 /// A request whose client id is this makes the sink fail with a `ChainError`.
 pub const FAILING_CLIENT_ID: &[u8] = b"fail";
 
+/// A request whose client id is this makes the sink panic.
+pub const PANIC_CLIENT_ID: &[u8] = b"panic";
+
 /// With [`TestSinkBuilder::authenticates`], a request whose client id is
 /// this authenticates the client.
 pub const AUTH_CLIENT_ID: &[u8] = b"auth";
@@ -100,6 +103,9 @@ impl Sink for TestSink {
             return Err(ChainError::Refused(
                 "the test sink refuses this client".to_owned(),
             ));
+        }
+        if request.header().client_id.as_deref() == Some(PANIC_CLIENT_ID) {
+            panic!("the test sink panics for this client");
         }
         if request.header().client_id.as_deref() == Some(AUTH_CLIENT_ID) {
             self.authenticated = true;

@@ -1,0 +1,339 @@
+//! Byte budgets: how much memory one client connection, and all of them
+//! together, may hold.
+//!
+//! A client that pipelines requests and never reads would otherwise make
+//! Sluice hold every response it asked for: 40 Fetches of 50 MiB are 2 GB.
+//! Kafka bounds this by answering one request per connection at a time;
+//! Sluice pipelines, so it counts bytes instead.
+//!
+//! What a connection holds, counted from the moment Sluice commits to it:
+//! - a request, from its length prefix (the whole frame is reserved as soon
+//!   as its size is known, as Kafka's memory pool allocates on the size)
+//!   until its response has been written;
+//! - for each request the chain still owes, the response it will bring: a
+//!   Fetch's `max_bytes`, anything else [`RESPONSE_ESTIMATE_BYTES`], replaced
+//!   by the response's real size once it is in hand;
+//! - encoded responses not yet written to the client.
+//!
+//! At a limit the connection stops reading, as a broker mutes a channel, and
+//! TCP pushes back on the client; it reads again once its own responses have
+//! been written (its budget) or once any connection released memory (the
+//! process's). Admission is not strict, like Kafka's `SimpleMemoryPool`: a
+//! request is admitted while the holder is below its limit, so a budget
+//! smaller than one frame slows a client down but never wedges it, and a
+//! connection that holds nothing is never stopped by its own budget. Usage
+//! can therefore exceed a limit by what one admission brings, never more.
+//!
+//! A Fetch is clamped to fit: its `max_bytes` is lowered to the room left
+//! under both limits (never below [`MIN_FETCH_MAX_BYTES`]), in the frame
+//! itself ([`sluice_codec::Request::parse_with_fetch_limit`]). Kafka still
+//! returns at least one record batch, so a clamped consumer slows down but
+//! always makes progress.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use metrics::{Gauge, gauge};
+use sluice_metrics::names;
+use tokio::sync::Notify;
+
+/// What a request other than Fetch is expected to bring back, until its
+/// response is in hand: produce, offset and group answers are far smaller,
+/// and the few large ones (Metadata of a big cluster) are counted at their
+/// real size once they arrive.
+pub(crate) const RESPONSE_ESTIMATE_BYTES: usize = 16 * 1024;
+
+/// The smallest `max_bytes` a clamped Fetch carries.
+pub(crate) const MIN_FETCH_MAX_BYTES: usize = 64 * 1024;
+
+/// The memory budget shared by every client connection of the process.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: usize,
+    used: AtomicUsize,
+    /// Woken when usage falls below the limit, for connections that stopped
+    /// reading because the process was at it.
+    freed: Notify,
+    /// `sluice_memory_budget_used_bytes{scope="process"}`.
+    used_gauge: Gauge,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit_bytes`, shown in `/metrics`.
+    pub fn new(limit_bytes: usize) -> Arc<Self> {
+        gauge!(names::MEMORY_BUDGET_BYTES, "scope" => "process").set(limit_bytes as f64);
+        Arc::new(Self {
+            limit: limit_bytes,
+            used: AtomicUsize::new(0),
+            freed: Notify::new(),
+            used_gauge: gauge!(names::MEMORY_BUDGET_USED_BYTES, "scope" => "process"),
+        })
+    }
+
+    /// The limit, in bytes.
+    pub fn limit_bytes(&self) -> usize {
+        self.limit
+    }
+
+    /// Bytes held now, by every connection together.
+    pub fn used_bytes(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn room(&self) -> usize {
+        self.limit.saturating_sub(self.used_bytes())
+    }
+
+    fn add(&self, n: usize) {
+        let now = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        self.used_gauge.set(now as f64);
+    }
+
+    fn release(&self, n: usize) {
+        let before = self.used.fetch_sub(n, Ordering::Relaxed);
+        let now = before - n;
+        self.used_gauge.set(now as f64);
+        if before >= self.limit && now < self.limit {
+            self.freed.notify_waiters();
+        }
+    }
+}
+
+/// Why a connection may not read its next request now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Full {
+    /// It holds its whole budget; its own responses must drain first.
+    Connection,
+    /// The process is at its budget; any connection's release may free it.
+    Process,
+}
+
+impl Full {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Connection => "connection",
+            Self::Process => "process",
+        }
+    }
+}
+
+/// One connection's share: what it holds, and why.
+#[derive(Debug)]
+pub(crate) struct ConnectionBudget {
+    limit: usize,
+    process: Arc<MemoryBudget>,
+    /// Everything below, also counted in `process`.
+    held: usize,
+    /// Reserved for the frame being read, from its length prefix on.
+    reading: usize,
+    /// Reserved for each request the chain still owes a response for, in
+    /// request order (the chain answers in that order): its frame plus the
+    /// response it will bring.
+    owed: VecDeque<usize>,
+}
+
+impl ConnectionBudget {
+    pub(crate) fn new(limit: usize, process: Arc<MemoryBudget>) -> Self {
+        Self {
+            limit,
+            process,
+            held: 0,
+            reading: 0,
+            owed: VecDeque::new(),
+        }
+    }
+
+    /// Bytes this connection holds.
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Whether a new request may be read. A frame already started is always
+    /// read to its end: its bytes were reserved when its length was read.
+    pub(crate) fn full(&self) -> Option<Full> {
+        if self.reading > 0 {
+            return None;
+        }
+        if self.held > 0 && self.held >= self.limit {
+            return Some(Full::Connection);
+        }
+        if self.process.room() == 0 {
+            return Some(Full::Process);
+        }
+        None
+    }
+
+    /// Waits until `process` (if `Some`) is below its budget; returns at once
+    /// if it is, and never for `None`.
+    pub(crate) async fn freed(process: Option<Arc<MemoryBudget>>) {
+        let Some(process) = process else {
+            return std::future::pending().await;
+        };
+        let notified = process.freed.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().enable();
+        if process.room() > 0 {
+            return;
+        }
+        notified.await;
+    }
+
+    /// The process budget, for [`ConnectionBudget::freed`].
+    pub(crate) fn process(&self) -> &Arc<MemoryBudget> {
+        &self.process
+    }
+
+    /// The largest Fetch `max_bytes` that fits both budgets now.
+    pub(crate) fn fetch_limit(&self) -> i32 {
+        let own = self.limit.saturating_sub(self.held);
+        let room = own.min(self.process.room()).max(MIN_FETCH_MAX_BYTES);
+        i32::try_from(room).unwrap_or(i32::MAX)
+    }
+
+    /// The frame being read now declares `bytes` (its length prefix and
+    /// body), or 0 once no frame is started.
+    pub(crate) fn set_reading(&mut self, bytes: usize) {
+        let before = self.reading;
+        self.reading = bytes;
+        self.adjust(before, bytes);
+    }
+
+    /// A whole request of `frame_bytes` was handed to the chain, which now
+    /// owes a response expected to be `response_bytes` (or owes nothing, for
+    /// Produce with `acks=0`).
+    pub(crate) fn forwarded(&mut self, frame_bytes: usize, response: Option<usize>) {
+        if let Some(response_bytes) = response {
+            let reserved = frame_bytes + response_bytes;
+            self.owed.push_back(reserved);
+            self.adjust(0, reserved);
+        }
+    }
+
+    /// The oldest owed response arrived and was encoded into `encoded_bytes`
+    /// waiting to be written: its reservation becomes its real size.
+    pub(crate) fn answered(&mut self, encoded_bytes: usize) {
+        let reserved = self.owed.pop_front().unwrap_or(0);
+        self.adjust(reserved, encoded_bytes);
+    }
+
+    /// `bytes` of encoded responses were written to the client.
+    pub(crate) fn written(&mut self, bytes: usize) {
+        self.adjust(bytes, 0);
+    }
+
+    /// Replaces `before` bytes of what the connection holds with `after`.
+    fn adjust(&mut self, before: usize, after: usize) {
+        if after > before {
+            self.held += after - before;
+            self.process.add(after - before);
+        } else if before > after {
+            let n = (before - after).min(self.held);
+            self.held -= n;
+            self.process.release(n);
+        }
+    }
+}
+
+impl Drop for ConnectionBudget {
+    fn drop(&mut self) {
+        self.process.release(self.held);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const MIB: usize = 1024 * 1024;
+
+    #[test]
+    fn a_request_is_held_from_its_length_until_its_response_is_written() {
+        let process = MemoryBudget::new(100 * MIB);
+        let mut c = ConnectionBudget::new(10 * MIB, Arc::clone(&process));
+        c.set_reading(1000);
+        assert_eq!((c.held(), process.used_bytes()), (1000, 1000));
+        c.set_reading(0);
+        c.forwarded(1000, Some(5000));
+        assert_eq!(process.used_bytes(), 6000);
+        c.answered(200);
+        assert_eq!(c.held(), 200, "the estimate became the real size");
+        c.written(200);
+        assert_eq!((c.held(), process.used_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn a_request_without_response_is_released_when_forwarded() {
+        let process = MemoryBudget::new(100 * MIB);
+        let mut c = ConnectionBudget::new(10 * MIB, Arc::clone(&process));
+        c.set_reading(3000);
+        c.set_reading(0);
+        c.forwarded(3000, None);
+        assert_eq!(process.used_bytes(), 0);
+    }
+
+    #[test]
+    fn the_connection_stops_reading_at_its_limit_but_never_when_empty() {
+        let process = MemoryBudget::new(100 * MIB);
+        let mut c = ConnectionBudget::new(MIB, Arc::clone(&process));
+        assert_eq!(c.full(), None);
+        c.forwarded(100, Some(2 * MIB));
+        assert_eq!(c.full(), Some(Full::Connection), "over its budget");
+        c.set_reading(4 * MIB);
+        assert_eq!(c.full(), None, "a frame started is read to its end");
+        c.set_reading(0);
+        c.answered(10);
+        assert_eq!(c.full(), None, "its response arrived");
+        c.written(10);
+        let mut big = ConnectionBudget::new(MIB, Arc::clone(&process));
+        big.set_reading(50 * MIB);
+        assert_eq!(big.full(), None, "one frame above the budget still passes");
+    }
+
+    #[test]
+    fn the_process_budget_stops_every_connection_and_dropping_releases() {
+        let process = MemoryBudget::new(4 * MIB);
+        let mut a = ConnectionBudget::new(4 * MIB, Arc::clone(&process));
+        let b = ConnectionBudget::new(4 * MIB, Arc::clone(&process));
+        a.forwarded(0, Some(4 * MIB));
+        assert_eq!(b.full(), Some(Full::Process));
+        assert_eq!(b.fetch_limit(), MIN_FETCH_MAX_BYTES as i32);
+        drop(a);
+        assert_eq!(process.used_bytes(), 0);
+        assert_eq!(b.full(), None);
+    }
+
+    #[test]
+    fn fetches_are_clamped_to_the_room_left() {
+        let process = MemoryBudget::new(64 * MIB);
+        let mut a = ConnectionBudget::new(10 * MIB, Arc::clone(&process));
+        assert_eq!(a.fetch_limit(), 10 * MIB as i32);
+        a.forwarded(0, Some(4 * MIB));
+        assert_eq!(a.fetch_limit(), 6 * MIB as i32);
+        let mut b = ConnectionBudget::new(64 * MIB, Arc::clone(&process));
+        b.forwarded(0, Some(57 * MIB));
+        assert_eq!(
+            a.fetch_limit(),
+            3 * MIB as i32,
+            "the process has 3 MiB left"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_connection_wakes_when_the_process_frees_memory() {
+        let process = MemoryBudget::new(MIB);
+        let mut a = ConnectionBudget::new(MIB, Arc::clone(&process));
+        a.forwarded(0, Some(MIB));
+        let waiter = tokio::spawn(ConnectionBudget::freed(Some(Arc::clone(&process))));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!waiter.is_finished(), "the process is still full");
+        a.answered(0);
+        tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("woken once memory was released")
+            .unwrap();
+    }
+}
