@@ -8,10 +8,13 @@
 //! header, read by hand) and, when that succeeds, `expects_response`,
 //! `encode` of the raw frame (which must give back the frame exactly),
 //! `body()`, `body_mut()` and `encode` of the re-encoded body, whose header
-//! must parse again to the same api, version and correlation id.
+//! must parse again to the same api, version and correlation id. Each frame
+//! also goes through `Request::parse_with_fetch_limit`: a Fetch it clamps
+//! differs from the frame in at most four bytes, and decodes (when it does)
+//! to the `max_bytes` the clamp reports.
 
 use bytes::BytesMut;
-use sluice_codec::{CodecError, FrameCodec, Request};
+use sluice_codec::{CodecError, FrameCodec, Request, RequestKind};
 use tokio_util::codec::Decoder;
 
 /// The frame size limit: small, so that the limit is reached too.
@@ -24,6 +27,7 @@ pub fn framing(data: &[u8]) {
     let chunked = frames(data, chunk);
     assert_eq!(whole, chunked, "frames depend on how the stream arrives");
     for frame in whole.0 {
+        fetch_limit(frame.clone());
         request(frame);
     }
 }
@@ -45,6 +49,34 @@ fn frames(data: &[u8], chunk: usize) -> (Vec<BytesMut>, Option<String>) {
         }
     }
     (out, None)
+}
+
+/// The fetch clamp on one frame (see the module docs).
+fn fetch_limit(frame: BytesMut) {
+    const LIMIT: i32 = 4096;
+    let before = frame.clone();
+    let Ok((mut request, Some(clamp))) = Request::parse_with_fetch_limit(frame, LIMIT) else {
+        return;
+    };
+    assert!(
+        clamp.carried <= LIMIT && clamp.carried <= clamp.asked,
+        "{clamp:?}"
+    );
+    let after = request.raw_frame().cloned().unwrap_or_default();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "the clamp keeps the frame's size"
+    );
+    let changed = before
+        .iter()
+        .zip(after.iter())
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(changed <= 4, "the clamp changed {changed} bytes");
+    if let Ok(RequestKind::Fetch(body)) = request.body() {
+        assert_eq!(body.max_bytes, clamp.carried, "the decoded max_bytes");
+    }
 }
 
 fn error_text(e: &CodecError) -> String {
