@@ -31,15 +31,53 @@ impl RawClient {
         }
     }
 
+    /// Connects to `addr` (an IPv4 `host:port`) like [`RawClient::connect`],
+    /// with the socket's receive buffer set to `bytes` before connecting
+    /// (the kernel doubles it): the window it offers stays that small, so
+    /// that a client that stops reading stalls Sluice's writes soon.
+    pub fn connect_with_receive_buffer(addr: &str, bytes: usize) -> Self {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrIn, connect, setsockopt, socket, sockopt,
+        };
+        use std::os::fd::AsRawFd;
+        let target: std::net::SocketAddrV4 = addr
+            .parse()
+            .unwrap_or_else(|e| panic!("{addr} is not an IPv4 address: {e}"));
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        setsockopt(&fd, sockopt::RcvBuf, &bytes).expect("set SO_RCVBUF");
+        connect(fd.as_raw_fd(), &SockaddrIn::from(target))
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        let stream = TcpStream::from(fd);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Self {
+            stream,
+            next_correlation_id: 1,
+        }
+    }
+
     /// Sends a request and returns its correlation id.
     pub fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
         let id = self.next_correlation_id;
         self.next_correlation_id += 1;
-        let request = Request::from_body(api, version, id, Some("raw-test".into()), body);
-        let mut buf = BytesMut::new();
-        request.encode(&mut buf).expect("encode request");
+        let buf = encode(api, version, id, body);
         self.stream.write_all(&buf).expect("write request");
         id
+    }
+
+    /// Sets how long a write may block (`None`: forever, the default).
+    pub fn set_write_timeout(&mut self, timeout: Option<Duration>) {
+        self.stream
+            .set_write_timeout(timeout)
+            .expect("set write timeout");
     }
 
     /// Reads one response frame to a request of `api`/`version`.
@@ -82,6 +120,30 @@ impl RawClient {
         self.stream.write_all(bytes)
     }
 
+    /// This end's address (`host:port`): the client address Sluice logs.
+    pub fn local_addr(&self) -> String {
+        self.stream.local_addr().expect("local address").to_string()
+    }
+
+    /// Closes the sending side (a FIN); the connection can still be read.
+    pub fn shutdown_write(&mut self) -> std::io::Result<()> {
+        self.stream.shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Reads up to `buf.len()` bytes, waiting at most `timeout` for the
+    /// first: `Ok(0)` at the end of the stream, `Err` (`WouldBlock` or
+    /// `TimedOut`) when nothing came.
+    pub fn read_within(&mut self, buf: &mut [u8], timeout: Duration) -> std::io::Result<usize> {
+        self.stream
+            .set_read_timeout(Some(timeout))
+            .expect("set read timeout");
+        let read = self.stream.read(buf);
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        read
+    }
+
     /// Whether the peer sends anything (or closes) within `timeout`, without
     /// consuming it: a request the broker holds (a Fetch waiting for data)
     /// is still unanswered when this returns false.
@@ -117,4 +179,41 @@ impl RawClient {
             }
         }
     }
+}
+
+/// A request frame (length prefix included) as [`RawClient::send`] writes it.
+pub fn encode(api: ApiKey, version: i16, correlation_id: i32, body: RequestKind) -> Vec<u8> {
+    let request = Request::from_body(api, version, correlation_id, Some("raw-test".into()), body);
+    let mut buf = BytesMut::new();
+    request.encode(&mut buf).expect("encode request");
+    buf.to_vec()
+}
+
+/// A request frame built by hand (length prefix included): request header
+/// v1 (`api_key`, `api_version`, `correlation_id`, client id `raw-test`),
+/// then, when `flexible`, an empty tagged-field section (header v2), then
+/// `body` as it is. For requests no codec would write: unknown api keys,
+/// unsupported versions, garbage bodies.
+pub fn frame(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+    flexible: bool,
+    body: &[u8],
+) -> Vec<u8> {
+    let client_id = b"raw-test";
+    let mut frame = Vec::with_capacity(body.len() + 24);
+    frame.extend_from_slice(&[0; 4]);
+    frame.extend_from_slice(&api_key.to_be_bytes());
+    frame.extend_from_slice(&api_version.to_be_bytes());
+    frame.extend_from_slice(&correlation_id.to_be_bytes());
+    frame.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    frame.extend_from_slice(client_id);
+    if flexible {
+        frame.push(0);
+    }
+    frame.extend_from_slice(body);
+    let len = i32::try_from(frame.len() - 4).expect("frame length");
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    frame
 }

@@ -135,6 +135,21 @@ impl SluiceProcess {
         self.child.as_ref().map(Child::id)
     }
 
+    /// The resident set size of the process in bytes (`VmRSS` in
+    /// `/proc/<pid>/status`), while it runs.
+    pub fn rss_bytes(&self) -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
     /// Scrapes `/metrics` and returns the text.
     pub fn metrics(&self) -> String {
         http_get(&self.metrics_addr, "/metrics")
