@@ -72,7 +72,7 @@ use uuid::Uuid;
 
 use crate::pending::{Part, PartState};
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
-use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base};
+use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_bytes};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
@@ -200,7 +200,8 @@ pub struct FetchCombine {
     min_bytes: i32,
     /// When to answer with what is in hand; `None`: when every part has.
     deadline: Option<Instant>,
-    /// A part request with no topics: the client's fields, sessionless.
+    /// A part request with no topics: the client's fields, sessionless, and
+    /// its share of the client's `max_bytes`.
     base: FetchRequest,
     topics: Vec<TopicPlan>,
     /// Per part of the entry, in order.
@@ -352,7 +353,8 @@ impl FetchState {
             client_id,
             min_bytes: request.min_bytes,
             deadline,
-            base: base_request(request),
+            base: base_request(request)
+                .with_max_bytes(part_max_bytes(request.max_bytes, routed.len())),
             topics,
             metas,
         };

@@ -167,6 +167,19 @@ fn leader(p: i32) -> i32 {
     p % 3 + 1
 }
 
+#[test]
+fn each_part_asks_for_its_share_of_max_bytes() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1).with_max_bytes(30 << 20);
+    let planned = plan(&mut state, &request, Instant::now());
+    let asked: Vec<i32> = planned.fresh.iter().map(|n| n.request.max_bytes).collect();
+    assert_eq!(
+        asked,
+        vec![10 << 20; 3],
+        "the merged answer stays within max_bytes"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn one_part_with_data_answers_before_the_others() {
     let mut state = FetchState::default();

@@ -103,11 +103,16 @@ impl SplitApi for FetchRequest {
         let base = part_base(self);
         let rebuild = |topics| base.clone().with_topics(topics);
         let modified = !is_sessionless(self);
-        if is_consumer_fetch(self, version) {
+        let mut split = if is_consumer_fetch(self, version) {
             route::split_by_leader(&self.topics, version, &Replicas(routing), modified, rebuild)
         } else {
             route::split_by_leader(&self.topics, version, routing, modified, rebuild)
+        };
+        let share = part_max_bytes(self.max_bytes, split.parts.len());
+        for (_, part) in &mut split.parts {
+            part.max_bytes = share;
         }
+        split
     }
 
     fn merge(
@@ -158,6 +163,18 @@ pub(crate) fn part_base(request: &FetchRequest) -> FetchRequest {
         .with_session_epoch(FINAL_EPOCH)
         .with_rack_id(request.rack_id.clone())
         .with_unknown_tagged_fields(request.unknown_tagged_fields.clone())
+}
+
+/// The `max_bytes` of each of `parts` parts of a fetch that asked for
+/// `max_bytes`: an even share, so that the merged answer stays within what
+/// the client asked for, as one broker's would (and within the memory
+/// budget Sluice reserved for it). Like `max_bytes` itself the share is a
+/// soft limit: a broker still returns a first record batch larger than it.
+pub(crate) fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
+    match i32::try_from(parts) {
+        Ok(n) if n > 1 && max_bytes > 0 => (max_bytes / n).max(1),
+        _ => max_bytes,
+    }
 }
 
 /// A partition answer carrying `error_code` and no records, as a broker writes one.

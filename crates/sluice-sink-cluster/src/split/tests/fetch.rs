@@ -103,11 +103,28 @@ fn answer(to: BrokerId, part: &FetchRequest, version: i16) -> FetchResponse {
     response
 }
 
+#[test]
+fn each_part_asks_for_a_share_of_max_bytes() {
+    use super::super::fetch::part_max_bytes;
+    assert_eq!(
+        part_max_bytes(50 << 20, 1),
+        50 << 20,
+        "one broker: all of it"
+    );
+    assert_eq!(part_max_bytes(50 << 20, 0), 50 << 20);
+    assert_eq!(part_max_bytes(60, 3), 20);
+    assert_eq!(part_max_bytes(2, 3), 1, "never 0");
+    assert_eq!(part_max_bytes(-1, 3), -1, "nonsense passes as it came");
+}
+
 fn split_and_merge(version: i16) {
     let by_id = version >= 13;
     let (request, split) = leader_split(fetch_request(version), version, by_id, |r| &r.topics);
+    let parts = i32::try_from(split.parts.len()).unwrap();
+    assert!(parts > 1, "the test fetch spans brokers");
     let sessionless = request
         .clone()
+        .with_max_bytes(request.max_bytes / parts)
         .with_topics(Vec::new())
         .with_session_id(NO_SESSION_ID)
         .with_session_epoch(FINAL_EPOCH)
