@@ -11,28 +11,18 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+use kafka_protocol::protocol::Message;
 use tokio::time::{Instant, sleep, timeout};
 
-/// The client id sent in every request.
-const CLIENT_ID: &str = "sluice-devtools";
-/// The ApiVersions version used (flexible, supported by every Kafka >= 2.4).
-const API_VERSIONS_VERSION: i16 = 3;
+use crate::client::{Connection, max_version};
+
 /// The lowest Metadata version that carries a controller id.
 const MIN_METADATA_VERSION: i16 = 1;
 /// Longest time one attempt (connect + requests) may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause between attempts.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
-/// Refuse responses larger than this (a sanity bound, not a protocol limit).
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// What to wait for.
 #[derive(Clone, Debug)]
@@ -123,7 +113,7 @@ pub async fn wait(opts: &Options) -> Result<Ready> {
 /// ApiVersions on every listed broker.
 async fn probe(bootstrap: &str, wanted: usize) -> Result<Probe> {
     let mut conn = Connection::connect(bootstrap).await?;
-    let metadata_max = conn.metadata_max_version().await?;
+    let metadata_max = metadata_max_version(&mut conn).await?;
     let version = metadata_max.min(MetadataRequest::VERSIONS.max);
     if version < MIN_METADATA_VERSION {
         bail!("{bootstrap} supports Metadata only up to v{metadata_max}");
@@ -157,7 +147,7 @@ async fn probe(bootstrap: &str, wanted: usize) -> Result<Probe> {
         let addr = format!("{}:{}", broker.host.as_str(), broker.port);
         let answered = async {
             let mut conn = Connection::connect(&addr).await?;
-            conn.metadata_max_version().await
+            metadata_max_version(&mut conn).await
         }
         .await;
         if let Err(err) = answered {
@@ -175,99 +165,11 @@ async fn probe(bootstrap: &str, wanted: usize) -> Result<Probe> {
     }))
 }
 
-/// A plain-TCP Kafka connection.
-struct Connection {
-    /// The address, for messages.
-    addr: String,
-    /// The socket.
-    stream: TcpStream,
-    /// Next correlation id.
-    correlation_id: i32,
-}
-
-impl Connection {
-    /// Connects to `addr` (`HOST:PORT`).
-    async fn connect(addr: &str) -> Result<Self> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connecting to {addr}"))?;
-        stream.set_nodelay(true).ok();
-        Ok(Self {
-            addr: addr.to_owned(),
-            stream,
-            correlation_id: 1,
-        })
-    }
-
-    /// Sends ApiVersions and returns the highest Metadata version supported.
-    async fn metadata_max_version(&mut self) -> Result<i16> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let response: ApiVersionsResponse = self.send(request, API_VERSIONS_VERSION).await?;
-        if response.error_code != 0 {
-            bail!(
-                "ApiVersions error code {} from {}",
-                response.error_code,
-                self.addr
-            );
-        }
-        response
-            .api_keys
-            .iter()
-            .find(|k| k.api_key == ApiKey::Metadata as i16)
-            .map(|k| k.max_version)
-            .with_context(|| format!("{} does not list the Metadata API", self.addr))
-    }
-
-    /// Sends `request` at `version` and decodes the response.
-    async fn send<R: Request>(&mut self, request: R, version: i16) -> Result<R::Response> {
-        let correlation_id = self.correlation_id;
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-
-        let mut body = BytesMut::new();
-        header.encode(&mut body, R::header_version(version))?;
-        request.encode(&mut body, version)?;
-        let len = i32::try_from(body.len()).context("request too large")?;
-        let mut frame = Vec::with_capacity(body.len() + 4);
-        frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(&body);
-        self.stream
-            .write_all(&frame)
-            .await
-            .with_context(|| format!("sending to {}", self.addr))?;
-
-        let mut len_buf = [0_u8; 4];
-        self.stream
-            .read_exact(&mut len_buf)
-            .await
-            .with_context(|| format!("reading from {} (connection closed?)", self.addr))?;
-        let len = usize::try_from(i32::from_be_bytes(len_buf))
-            .ok()
-            .filter(|&n| n <= MAX_RESPONSE_BYTES)
-            .with_context(|| format!("bad response size from {}", self.addr))?;
-        let mut payload = vec![0_u8; len];
-        self.stream
-            .read_exact(&mut payload)
-            .await
-            .with_context(|| format!("reading from {}", self.addr))?;
-        let mut payload = Bytes::from(payload);
-        let response_header =
-            ResponseHeader::decode(&mut payload, R::Response::header_version(version))?;
-        if response_header.correlation_id != correlation_id {
-            bail!(
-                "{} answered correlation id {} to request {correlation_id}",
-                self.addr,
-                response_header.correlation_id
-            );
-        }
-        R::Response::decode(&mut payload, version)
-    }
+/// Sends ApiVersions and returns the highest Metadata version supported.
+async fn metadata_max_version(conn: &mut Connection) -> Result<i16> {
+    let versions = conn.api_versions().await?;
+    max_version(&versions, ApiKey::Metadata)
+        .with_context(|| format!("{} does not list the Metadata API", conn.addr()))
 }
 
 #[cfg(test)]
