@@ -41,6 +41,24 @@ impl FrameCodec {
     pub fn max_frame_bytes(&self) -> usize {
         self.max_frame_bytes
     }
+
+    /// Checks the length prefix at the start of `src`, if it is there, as
+    /// [`Decoder::decode`] does, without taking anything: a caller that holds
+    /// a frame back can still refuse one that is too large before reading it.
+    pub fn check_prefix(&self, src: &[u8]) -> Result<Option<usize>, CodecError> {
+        let Some(prefix) = src.get(..4) else {
+            return Ok(None);
+        };
+        let len = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+        let size = usize::try_from(len).map_err(|_| CodecError::NegativeLength(len))?;
+        if size > self.max_frame_bytes {
+            return Err(CodecError::FrameTooLarge {
+                size,
+                max: self.max_frame_bytes,
+            });
+        }
+        Ok(Some(size))
+    }
 }
 
 impl Default for FrameCodec {
@@ -54,17 +72,9 @@ impl Decoder for FrameCodec {
     type Error = CodecError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
-        let Some(prefix) = src.get(..4) else {
+        let Some(size) = self.check_prefix(src)? else {
             return Ok(None);
         };
-        let len = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
-        let size = usize::try_from(len).map_err(|_| CodecError::NegativeLength(len))?;
-        if size > self.max_frame_bytes {
-            return Err(CodecError::FrameTooLarge {
-                size,
-                max: self.max_frame_bytes,
-            });
-        }
         if src.len() < 4 + size {
             src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
             return Ok(None);

@@ -16,13 +16,16 @@
 //! - encoded responses not yet written to the client.
 //!
 //! At a limit the connection stops reading, as a broker mutes a channel, and
-//! TCP pushes back on the client; it reads again once its own responses have
-//! been written (its budget) or once any connection released memory (the
-//! process's). Admission is not strict, like Kafka's `SimpleMemoryPool`: a
-//! request is admitted while the holder is below its limit, so a budget
-//! smaller than one frame slows a client down but never wedges it, and a
-//! connection that holds nothing is never stopped by its own budget. Usage
-//! can therefore exceed a limit by what one admission brings, never more.
+//! TCP pushes back on the client; requests already read wait in its buffer.
+//! It goes on once its own responses have been written (its budget) or once
+//! any connection released memory (the process's). Admission is not strict,
+//! like Kafka's `SimpleMemoryPool`: a request is admitted while the holder
+//! is below its limit, so a budget smaller than one frame slows a client
+//! down but never wedges it. A connection that has committed to nothing
+//! (only its read buffer holds bytes) may always forward one request it has
+//! read: a full process then serves each connection one request at a time,
+//! as Kafka does, and read frames never wait on each other. Usage can
+//! therefore exceed a limit by what one admission brings, never more.
 //!
 //! A Fetch is clamped to fit: its `max_bytes` is lowered to the room left
 //! under both limits (never below [`MIN_FETCH_MAX_BYTES`]), in the frame
@@ -149,19 +152,36 @@ impl ConnectionBudget {
         self.held
     }
 
-    /// Whether a new request may be read. A frame already started is always
-    /// read to its end: its bytes were reserved when its length was read.
-    pub(crate) fn full(&self) -> Option<Full> {
-        if self.reading > 0 {
-            return None;
-        }
-        if self.held > 0 && self.held >= self.limit {
+    /// What the connection has committed to: everything it holds but the
+    /// bytes in its read buffer.
+    fn committed(&self) -> usize {
+        self.held - self.reading
+    }
+
+    /// Whether a new frame may be read from the socket, once the read buffer
+    /// is empty. (A frame already started is always read to its end: its
+    /// bytes were reserved when its length was read.)
+    pub(crate) fn full_for_reading(&self) -> Option<Full> {
+        let committed = self.committed();
+        if committed > 0 && committed >= self.limit {
             return Some(Full::Connection);
         }
         if self.process.room() == 0 {
             return Some(Full::Process);
         }
         None
+    }
+
+    /// Whether a request already in the read buffer may be handed to the
+    /// chain. A connection that has committed to nothing may always forward
+    /// one, whatever the process holds: so a full process still serves every
+    /// connection one request at a time, as Kafka does, and frames that are
+    /// read can never wait on each other.
+    pub(crate) fn full_for_forwarding(&self) -> Option<Full> {
+        match self.committed() {
+            0 => None,
+            _ => self.full_for_reading(),
+        }
     }
 
     /// Waits until `process` (if `Some`) is below its budget; returns at once
@@ -184,9 +204,10 @@ impl ConnectionBudget {
         &self.process
     }
 
-    /// The largest Fetch `max_bytes` that fits both budgets now.
+    /// The largest Fetch `max_bytes` that fits both budgets now (the read
+    /// buffer aside: the fetch being forwarded leaves it).
     pub(crate) fn fetch_limit(&self) -> i32 {
-        let own = self.limit.saturating_sub(self.held);
+        let own = self.limit.saturating_sub(self.committed());
         let room = own.min(self.process.room()).max(MIN_FETCH_MAX_BYTES);
         i32::try_from(room).unwrap_or(i32::MAX)
     }
@@ -276,21 +297,33 @@ mod tests {
     }
 
     #[test]
-    fn the_connection_stops_reading_at_its_limit_but_never_when_empty() {
+    fn the_connection_stops_at_its_limit_but_never_when_it_holds_nothing() {
         let process = MemoryBudget::new(100 * MIB);
         let mut c = ConnectionBudget::new(MIB, Arc::clone(&process));
-        assert_eq!(c.full(), None);
+        assert_eq!(c.full_for_reading(), None);
         c.forwarded(100, Some(2 * MIB));
-        assert_eq!(c.full(), Some(Full::Connection), "over its budget");
-        c.set_reading(4 * MIB);
-        assert_eq!(c.full(), None, "a frame started is read to its end");
+        assert_eq!(
+            c.full_for_reading(),
+            Some(Full::Connection),
+            "over its budget"
+        );
+        c.set_reading(100);
+        assert_eq!(
+            c.full_for_forwarding(),
+            Some(Full::Connection),
+            "what is buffered waits too"
+        );
         c.set_reading(0);
         c.answered(10);
-        assert_eq!(c.full(), None, "its response arrived");
+        assert_eq!(c.full_for_reading(), None, "its response arrived");
         c.written(10);
         let mut big = ConnectionBudget::new(MIB, Arc::clone(&process));
         big.set_reading(50 * MIB);
-        assert_eq!(big.full(), None, "one frame above the budget still passes");
+        assert_eq!(
+            big.full_for_forwarding(),
+            None,
+            "one frame above the budget still passes"
+        );
     }
 
     #[test]
@@ -299,11 +332,17 @@ mod tests {
         let mut a = ConnectionBudget::new(4 * MIB, Arc::clone(&process));
         let b = ConnectionBudget::new(4 * MIB, Arc::clone(&process));
         a.forwarded(0, Some(4 * MIB));
-        assert_eq!(b.full(), Some(Full::Process));
+        assert_eq!(b.full_for_reading(), Some(Full::Process));
+        assert_eq!(
+            b.full_for_forwarding(),
+            None,
+            "it holds nothing: one may go"
+        );
+        assert_eq!(a.full_for_forwarding(), Some(Full::Connection));
         assert_eq!(b.fetch_limit(), MIN_FETCH_MAX_BYTES as i32);
         drop(a);
         assert_eq!(process.used_bytes(), 0);
-        assert_eq!(b.full(), None);
+        assert_eq!(b.full_for_reading(), None);
     }
 
     #[test]

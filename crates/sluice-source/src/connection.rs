@@ -202,6 +202,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
     async fn write_out(&mut self, timeout: Duration) -> Result<(), WriteFailure> {
         write_within(&mut self.out, &mut self.stream, timeout).await
     }
+
+    /// What the read buffer holds at its front.
+    fn buffered(&self) -> Buffered {
+        let buf = &self.read_buf;
+        match buf.get(..4) {
+            None if buf.is_empty() => Buffered::Nothing,
+            None => Buffered::Part,
+            Some(p) => match usize::try_from(i32::from_be_bytes([p[0], p[1], p[2], p[3]])) {
+                Ok(len) if buf.len() >= 4 + len => Buffered::Frame,
+                // A negative length is refused by the codec.
+                Ok(_) | Err(_) => Buffered::Part,
+            },
+        }
+    }
+}
+
+/// What the front of a connection's read buffer holds.
+enum Buffered {
+    Nothing,
+    /// The start of a frame.
+    Part,
+    /// A whole frame.
+    Frame,
 }
 
 /// What the select loop woke up for. It lives for one loop turn on the stack,
@@ -321,7 +344,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         loop {
             self.check_authenticated();
             if self.accepting_requests() {
-                match self.io.codec.decode(&mut self.io.read_buf) {
+                let decoded = match self.budget.full_for_forwarding() {
+                    None => self.io.codec.decode(&mut self.io.read_buf),
+                    // Held back: a frame too large is still refused at once.
+                    Some(_) => self.io.codec.check_prefix(&self.io.read_buf).map(|_| None),
+                };
+                match decoded {
                     Err(e) => return Close::Error(self.frame_error(e)),
                     Ok(Some(frame)) => match self.forward(frame).await {
                         Ok(()) => continue,
@@ -364,14 +392,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     async fn next_event(&mut self) -> Event {
         let pending = self.chain.pending();
         let accepting = self.accepting_requests();
-        // A frame already started is read to its end; a new one waits for room.
-        let full = if accepting && self.io.read_buf.is_empty() {
-            self.budget.full()
-        } else {
-            None
+        let (full, reading) = match self.io.buffered() {
+            _ if !accepting => (None, false),
+            Buffered::Nothing => {
+                let full = self.budget.full_for_reading();
+                (full, full.is_none())
+            }
+            // A frame already started is read to its end.
+            Buffered::Part => (None, true),
+            // Read whole: it waits for room to be forwarded.
+            Buffered::Frame => match self.budget.full_for_forwarding() {
+                None => return Event::BudgetFreed,
+                full => (full, false),
+            },
         };
         self.note_pause(full);
-        let reading = accepting && full.is_none();
         if reading {
             let chunk = if self.io.quiet {
                 QUIET_READ_CHUNK

@@ -525,3 +525,27 @@ async fn a_quiet_connection_still_reads_frames_larger_than_its_small_buffer() {
     drop(client);
     assert!(matches!(handle.await.unwrap(), Close::ClientClosed));
 }
+
+#[tokio::test(start_paused = true)]
+async fn requests_read_together_wait_in_the_buffer_while_the_budget_is_full() {
+    let gate = Arc::new(Semaphore::new(0));
+    let seen = Arc::<Seen>::default();
+    let setup = Setup {
+        gate: Some(Arc::clone(&gate)),
+        seen: Arc::clone(&seen),
+        budget: Some(1 << 20),
+        buffer: 1 << 16,
+        ..Setup::default()
+    };
+    let ((mut client, _task), _) = spawn_with(setup, CancellationToken::new());
+    let mut pipelined = BytesMut::new();
+    for id in 1..=10 {
+        pipelined.extend_from_slice(&fetch(id, 50 << 20));
+    }
+    client.write_all(&pipelined).await.unwrap();
+    eventually("the first fetch", || seen.requests() == 1).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(seen.requests(), 1, "the other nine wait, already read");
+    gate.add_permits(10);
+    eventually("every fetch, one after the other", || seen.requests() == 10).await;
+}
