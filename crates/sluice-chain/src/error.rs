@@ -5,7 +5,7 @@
 //! what the client gets: a retriable Kafka error code, a non-retriable one, or a
 //! closed connection.
 
-use sluice_codec::CodecError;
+use sluice_codec::{ApiKey, CodecError};
 
 /// Where an error comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,15 @@ pub enum ChainError {
     /// The client sent a request that Sluice cannot serve.
     #[error("client request refused: {0}")]
     Refused(String),
+    /// The client used a version of an API that Sluice does not offer (its
+    /// ApiVersions answer says which it does); Kafka closes such a client.
+    #[error("client request refused: {api:?} v{version} is not a version sluice offers")]
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The version the client used.
+        version: i16,
+    },
     /// Something inside Sluice went wrong.
     #[error("internal: {0}")]
     Internal(String),
@@ -57,7 +66,9 @@ pub enum ChainError {
 impl ErrorClass for ChainError {
     fn side(&self) -> ErrorSide {
         match self {
-            ChainError::Codec(_) | ChainError::Refused(_) => ErrorSide::Client,
+            ChainError::Codec(_)
+            | ChainError::Refused(_)
+            | ChainError::UnsupportedVersion { .. } => ErrorSide::Client,
             ChainError::Broker(e) => e.side(),
             ChainError::Internal(_) => ErrorSide::Internal,
         }

@@ -40,6 +40,14 @@ impl KafkaSinkCluster {
         request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let (api, version) = (request.api_key(), request.api_version());
+        // Kafka closes a client that uses a version it does not support
+        // (only ApiVersions is answered, with the versions it does).
+        let offered = route::offered_versions(api);
+        if api != ApiKey::ApiVersions
+            && offered.is_some_and(|range| version < range.min || version > range.max)
+        {
+            return Err(ChainError::UnsupportedVersion { api, version });
+        }
         match route::family(api) {
             Family::NotForClients => {
                 let Some(body) = route::admin::not_for_clients(api, version) else {
