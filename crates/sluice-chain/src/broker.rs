@@ -54,6 +54,10 @@ pub use error::{BrokerError, UnsentRequest};
 pub type ResponseReceiver = oneshot::Receiver<Result<Response, BrokerError>>;
 
 /// Requests queued for the writer before `send` waits (backpressure).
+///
+/// Both queues carry boxed entries: a tokio channel allocates its slots 32
+/// at a time when it is created, and an idle connection should not pay for
+/// 32 requests it never sends.
 const REQUEST_QUEUE: usize = 64;
 /// Requests registered with the reader but not yet pulled by it.
 const IN_FLIGHT_QUEUE: usize = 64;
@@ -100,7 +104,7 @@ impl fmt::Debug for BrokerConnectOptions {
 /// completes every request still owed a response with an error.
 pub struct BrokerConnection {
     shared: Arc<Shared>,
-    requests: mpsc::Sender<Outgoing>,
+    requests: mpsc::Sender<Box<Outgoing>>,
     _shutdown: DropGuard,
 }
 
@@ -182,7 +186,7 @@ impl BrokerConnection {
             (None, None)
         };
         self.requests
-            .send(Outgoing { request, reply })
+            .send(Box::new(Outgoing { request, reply }))
             .await
             .map_err(|unsent| {
                 let cause = self.shared.failure_or_shutdown();

@@ -66,10 +66,10 @@ use tokio_rustls::TlsConnector;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use error::{InternalRequestError, SinkClusterError};
+use fetch::LazyFetchState;
 
 use crate::auth::ClientAuth;
 use crate::connections::Connections;
-use crate::consume::FetchState;
 use crate::pending::PendingResponse;
 use crate::topology::{BrokerId, ClusterView, SharedClusterView, SluiceNodes};
 
@@ -369,7 +369,7 @@ impl KafkaSinkClusterBuilder {
             auth: ClientAuth::new(self.shared.tokens.is_some()),
             sasl_in_flight: 0,
             head_resent: Vec::new(),
-            fetch: FetchState::default(),
+            fetch: LazyFetchState::default(),
         }
     }
 }
@@ -380,7 +380,8 @@ pub struct KafkaSinkCluster {
     shared: Arc<Shared>,
     connection_id: u64,
     connections: Connections,
-    pending: VecDeque<PendingResponse>,
+    /// Boxed, so that the queue of an idle connection is a few pointers.
+    pending: VecDeque<Box<PendingResponse>>,
     auth: ClientAuth,
     /// SASL requests whose answers are not settled yet.
     sasl_in_flight: usize,
@@ -388,8 +389,9 @@ pub struct KafkaSinkCluster {
     /// after failing unsent; each is sent again at most once.
     head_resent: Vec<usize>,
     /// Fetch parts still out after their fetch was answered, and their
-    /// answers, for the client's next fetch (see [`crate::consume`]).
-    fetch: FetchState,
+    /// answers, for the client's next fetch (see [`crate::consume`]);
+    /// made on the first fetch.
+    fetch: LazyFetchState,
 }
 
 impl std::fmt::Debug for KafkaSinkCluster {
@@ -413,7 +415,7 @@ impl Sink for KafkaSinkCluster {
     async fn send(&mut self, request: Request, _ctx: &ConnectionContext) -> Result<(), ChainError> {
         self.settle_sasl().await?;
         if let Some(entry) = self.admit(request).await? {
-            self.pending.push_back(entry);
+            self.pending.push_back(Box::new(entry));
         }
         Ok(())
     }
@@ -438,7 +440,7 @@ impl Sink for KafkaSinkCluster {
                 continue;
             };
             self.head_resent.clear();
-            return self.finish(entry);
+            return self.finish(*entry);
         }
     }
 

@@ -5,19 +5,26 @@
 //! correlation id is the one Sluice assigned, restores the client's id and
 //! completes the request. Whatever ends the connection, the reader reports
 //! it once (log and metric) and fails every request still owed a response.
+//!
+//! The read buffer is sized by what is owed: while a response is owed it
+//! keeps [`READ_CHUNK`] free for the next read (and [`FrameCodec`] reserves
+//! room for a frame whose length it has read); once nothing is owed and
+//! nothing is buffered, it is given back with the in-flight queue's slots,
+//! and an idle connection waits for the broker (to see it close) with a
+//! buffer of a few bytes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use futures::StreamExt;
 use sluice_codec::header::response_correlation_id;
 use sluice_codec::{CodecError, FrameCodec, Response};
 use sluice_metrics::names;
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::Decoder;
 use tracing::{debug, warn};
 
 use super::{BoxRead, BrokerError, InFlight, MAX_IN_FLIGHT, Shared};
@@ -25,11 +32,22 @@ use super::{BoxRead, BrokerError, InFlight, MAX_IN_FLIGHT, Shared};
 /// A deadline far enough away to mean "never" for the idle read timer.
 const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// Free space kept in the read buffer while a response is owed.
+const READ_CHUNK: usize = 8 * 1024;
+/// Below this much free space, a read while a response is owed first
+/// reserves [`READ_CHUNK`].
+const MIN_FREE: usize = 512;
+/// Capacity an idle connection's empty read buffer may keep.
+const IDLE_BUFFER: usize = 256;
+
 pub(super) struct Reader {
     shared: Arc<Shared>,
-    frames: FramedRead<BoxRead, FrameCodec>,
+    io: BoxRead,
+    codec: FrameCodec,
+    /// Bytes read and not yet split into frames.
+    buf: BytesMut,
     /// Requests registered by the writer, not yet pulled.
-    registered: mpsc::Receiver<InFlight>,
+    registered: mpsc::Receiver<Box<InFlight>>,
     /// Requests pulled from `registered`, oldest first.
     in_flight: VecDeque<InFlight>,
     read_timeout: Option<Duration>,
@@ -40,12 +58,14 @@ impl Reader {
         shared: Arc<Shared>,
         io: BoxRead,
         max_frame_bytes: usize,
-        registered: mpsc::Receiver<InFlight>,
+        registered: mpsc::Receiver<Box<InFlight>>,
         read_timeout: Option<Duration>,
     ) -> Self {
         Self {
             shared,
-            frames: FramedRead::new(io, FrameCodec::new(max_frame_bytes)),
+            io,
+            codec: FrameCodec::new(max_frame_bytes),
+            buf: BytesMut::new(),
             registered,
             in_flight: VecDeque::new(),
             read_timeout,
@@ -59,7 +79,7 @@ impl Reader {
         let error = self.shared.fail(ended);
         self.registered.close();
         while let Ok(entry) = self.registered.try_recv() {
-            self.in_flight.push_back(entry);
+            self.in_flight.push_back(*entry);
         }
         self.report(&error);
         for entry in self.in_flight.drain(..) {
@@ -111,6 +131,21 @@ impl Reader {
         tokio::pin!(timer);
         let mut armed_for: Option<Instant> = None;
         loop {
+            if self.shared.cancel.is_cancelled() {
+                return self.shared.failure_or_shutdown();
+            }
+            // Frames already buffered first, as they can be delivered now.
+            match self.codec.decode(&mut self.buf) {
+                Ok(Some(frame)) => {
+                    if let Err(e) = self.deliver(frame) {
+                        return e;
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => return self.codec_error(e),
+            }
+            self.fit_buffer();
             let deadline = self.deadline();
             if deadline != armed_for {
                 timer
@@ -122,20 +157,26 @@ impl Reader {
             tokio::select! {
                 biased;
                 () = self.shared.cancel.cancelled() => return self.shared.failure_or_shutdown(),
-                frame = self.frames.next() => {
-                    let delivered = match frame {
-                        Some(Ok(frame)) => self.deliver(frame),
-                        Some(Err(e)) => Err(self.codec_error(e)),
-                        None => Err(BrokerError::ClosedByBroker {
-                            broker: self.shared.broker().clone(),
-                        }),
-                    };
-                    if let Err(e) = delivered {
-                        return e;
-                    }
-                }
+                // Cancel-safe: a read that loses the race has read nothing.
+                read = self.io.read_buf(&mut self.buf) => match read {
+                    Ok(0) => match self.codec.decode_eof(&mut self.buf) {
+                        Ok(Some(frame)) => {
+                            if let Err(e) = self.deliver(frame) {
+                                return e;
+                            }
+                        }
+                        Ok(None) => {
+                            return BrokerError::ClosedByBroker {
+                                broker: self.shared.broker().clone(),
+                            };
+                        }
+                        Err(e) => return self.codec_error(e),
+                    },
+                    Ok(_) => {}
+                    Err(e) => return self.codec_error(CodecError::Io(e)),
+                },
                 entry = self.registered.recv(), if room => match entry {
-                    Some(entry) => self.in_flight.push_back(entry),
+                    Some(entry) => self.in_flight.push_back(*entry),
                     None => return self.shared.failure_or_shutdown(),
                 },
                 () = &mut timer, if deadline.is_some() => {
@@ -144,6 +185,25 @@ impl Reader {
                         timeout: self.read_timeout.unwrap_or_default(),
                     };
                 }
+            }
+        }
+    }
+
+    /// Sizes the read buffer for the next read: room for a chunk while a
+    /// response is owed; given back (with the in-flight queue's slots) when
+    /// nothing is owed or buffered.
+    fn fit_buffer(&mut self) {
+        let owed = !self.in_flight.is_empty() || !self.registered.is_empty();
+        if owed {
+            if self.buf.capacity() - self.buf.len() < MIN_FREE {
+                self.buf.reserve(READ_CHUNK);
+            }
+        } else if self.buf.is_empty() {
+            if self.buf.capacity() > IDLE_BUFFER {
+                self.buf = BytesMut::new();
+            }
+            if self.in_flight.capacity() > 0 {
+                self.in_flight = VecDeque::new();
             }
         }
     }
@@ -165,7 +225,7 @@ impl Reader {
         let Some(entry) = self
             .in_flight
             .pop_front()
-            .or_else(|| self.registered.try_recv().ok())
+            .or_else(|| self.registered.try_recv().ok().map(|entry| *entry))
         else {
             return Err(self.protocol(format!(
                 "response (correlation id {}) to no request in flight",

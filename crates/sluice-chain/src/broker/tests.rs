@@ -508,3 +508,30 @@ async fn a_connection_named_after_connecting_reports_with_its_broker_id() {
         "errors name it too"
     );
 }
+
+#[tokio::test]
+async fn responses_arriving_in_pieces_after_an_idle_spell_arrive_whole() {
+    let broker = FakeBroker::start().await;
+    let (conn, mut fake) = connected(&broker, &options()).await;
+    // One answered request: the reader then owes nothing and gives its
+    // buffer back.
+    for (tag, id) in [(1, 10), (2, 11)] {
+        let rx = conn.send(api_versions(id)).await.unwrap().unwrap();
+        let sent = fake.read_request().await;
+        let frame = response_frame(
+            ApiKey::ApiVersions,
+            3,
+            sent.correlation_id(),
+            &tagged_response(tag),
+        );
+        // A few bytes at a time: the length prefix split, then the body.
+        for piece in frame.chunks(3) {
+            fake.write(piece).await;
+        }
+        let response = outcome(rx).await.unwrap();
+        assert_eq!(response.correlation_id(), id);
+        assert_eq!(tag_of(response), tag);
+    }
+    assert_eq!(conn.outstanding(), 0);
+    assert!(!conn.is_closed());
+}

@@ -25,8 +25,8 @@ const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
 pub(super) struct Writer {
     shared: Arc<Shared>,
     io: BoxWrite,
-    requests: mpsc::Receiver<Outgoing>,
-    in_flight: mpsc::Sender<InFlight>,
+    requests: mpsc::Receiver<Box<Outgoing>>,
+    in_flight: mpsc::Sender<Box<InFlight>>,
     /// Requests encoded and not yet written.
     out: OutFrames,
     next_correlation_id: i32,
@@ -36,8 +36,8 @@ impl Writer {
     pub(super) fn new(
         shared: Arc<Shared>,
         io: BoxWrite,
-        requests: mpsc::Receiver<Outgoing>,
-        in_flight: mpsc::Sender<InFlight>,
+        requests: mpsc::Receiver<Box<Outgoing>>,
+        in_flight: mpsc::Sender<Box<InFlight>>,
     ) -> Self {
         Self {
             shared,
@@ -103,8 +103,8 @@ impl Writer {
     }
 
     /// Encodes one request into the buffer and registers it with the reader.
-    async fn queue(&mut self, out: Outgoing) -> Result<(), BrokerError> {
-        let Outgoing { mut request, reply } = out;
+    async fn queue(&mut self, out: Box<Outgoing>) -> Result<(), BrokerError> {
+        let Outgoing { mut request, reply } = *out;
         let client_correlation_id = request.correlation_id();
         let broker_wait = request.broker_wait();
         let broker_correlation_id = self.next_correlation_id;
@@ -130,7 +130,7 @@ impl Writer {
         let Some(reply) = reply else {
             return Ok(());
         };
-        let entry = InFlight {
+        let entry = Box::new(InFlight {
             api_key: request.api_key(),
             api_version: request.api_version(),
             client_correlation_id,
@@ -138,7 +138,7 @@ impl Writer {
             sent_at: tokio::time::Instant::now(),
             broker_wait,
             reply,
-        };
+        });
         // Kept until registered: a request that cannot be registered was
         // never written, and goes back to its owner.
         request.set_correlation_id(client_correlation_id);
@@ -151,7 +151,7 @@ impl Writer {
     /// bytes never written) is handed back in the [`BrokerError::NotSent`].
     async fn register(
         &mut self,
-        entry: InFlight,
+        entry: Box<InFlight>,
         request: Request,
         mark: usize,
     ) -> Result<(), BrokerError> {

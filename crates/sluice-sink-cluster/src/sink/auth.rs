@@ -71,7 +71,7 @@ impl KafkaSinkCluster {
         }
         let timeout = self.shared.request_timeout;
         for index in 0..self.pending.len() {
-            let Some(step) = self.pending.get(index).and_then(sasl_step) else {
+            let Some(step) = self.pending.get(index).and_then(|e| sasl_step(e)) else {
                 continue;
             };
             let Some(entry) = self.pending.get_mut(index) else {

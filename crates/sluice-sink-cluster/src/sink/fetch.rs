@@ -3,7 +3,8 @@
 //! nothing is parked or stashed; else it is planned against the
 //! connection's [`FetchState`](crate::consume::FetchState), answered as soon
 //! as its data is ready, and what is still out when it is answered is parked
-//! for the next fetch.
+//! for the next fetch. A connection's fetch state is made on its first
+//! fetch ([`LazyFetchState`]): a client that never consumes does not carry it.
 
 use futures::FutureExt;
 use sluice_chain::ChainError;
@@ -17,13 +18,38 @@ use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
 use crate::consume::{
-    FetchCombine, NewPart, Outcome, Parked, PartMeta, Planned, SentIn, SessionReply, learn,
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, SentIn, SessionReply,
+    learn,
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
 use crate::split::dispatch::SplitRequest;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::topology::BrokerId;
+
+/// A client connection's [`FetchState`], made on its first use.
+#[derive(Debug, Default)]
+pub(super) struct LazyFetchState(Option<Box<FetchState>>);
+
+impl LazyFetchState {
+    /// The state, made now if this is its first use.
+    fn get(&mut self) -> &mut FetchState {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    /// Whether nothing is parked or stashed (see [`FetchState::is_idle`]).
+    fn is_idle(&self) -> bool {
+        self.0.as_ref().is_none_or(|state| state.is_idle())
+    }
+
+    /// The parked parts, taken out (none before the first fetch).
+    fn take_parked(&mut self) -> Vec<Parked> {
+        self.0
+            .as_mut()
+            .map(|state| state.take_parked())
+            .unwrap_or_default()
+    }
+}
 
 impl KafkaSinkCluster {
     /// Routes a client's Fetch.
@@ -39,7 +65,7 @@ impl KafkaSinkCluster {
                     "a fetch without a fetch body".to_owned(),
                 ));
             };
-            let applied = self.fetch.sessions.apply(fetch, version);
+            let applied = self.fetch.get().sessions.apply(fetch, version);
             let asked = (fetch.session_id, fetch.session_epoch);
             (applied, fetch_has_rack_id(&fetch.rack_id), asked)
         };
@@ -106,7 +132,7 @@ impl KafkaSinkCluster {
             mut combine,
             adopted,
             fresh,
-        } = self.fetch.plan(
+        } = self.fetch.get().plan(
             &fetch,
             version,
             (client_id.clone(), session),
@@ -142,7 +168,11 @@ impl KafkaSinkCluster {
         mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
     ) -> Result<(Part, SentIn), ChainError> {
-        let sent_in = self.fetch.upstream.prepare(broker, &mut body, version);
+        let sent_in = self
+            .fetch
+            .get()
+            .upstream
+            .prepare(broker, &mut body, version);
         let part = Request::from_body(
             ApiKey::Fetch,
             version,
@@ -169,7 +199,7 @@ impl KafkaSinkCluster {
             let Combine::Fetch(fetch) = &mut head.combine else {
                 return Ok(false);
             };
-            fetch.learn(&mut head.parts, &mut self.fetch.upstream);
+            fetch.learn(&mut head.parts, &mut self.fetch.get().upstream);
             if fetch.enough(&mut head.parts, now) {
                 return Ok(false);
             }
@@ -204,13 +234,13 @@ impl KafkaSinkCluster {
     fn harvest_parked(&mut self) {
         for mut parked in self.fetch.take_parked() {
             if parked.part.wait().now_or_never().is_none() {
-                self.fetch.park(parked);
+                self.fetch.get().park(parked);
                 continue;
             }
             let Parked { part, mut meta } = parked;
             match self.fetch_outcome(part, &mut meta) {
-                Outcome::Answer(answer) => self.fetch.absorb(&meta, answer),
-                Outcome::Failed(code) => self.fetch.absorb_failure(&meta, code),
+                Outcome::Answer(answer) => self.fetch.get().absorb(&meta, answer),
+                Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code),
                 Outcome::Parked => {}
             }
         }
@@ -219,10 +249,10 @@ impl KafkaSinkCluster {
     /// A fetch part's outcome; a part still out is parked. A failed part is
     /// logged and its connection dropped.
     fn fetch_outcome(&mut self, mut part: Part, meta: &mut PartMeta) -> Outcome {
-        learn(&mut part, meta, &mut self.fetch.upstream);
+        learn(&mut part, meta, &mut self.fetch.get().upstream);
         let mut response = match part.take_result() {
             None => {
-                self.fetch.park(Parked {
+                self.fetch.get().park(Parked {
                     part,
                     meta: meta.clone(),
                 });
@@ -270,7 +300,7 @@ impl KafkaSinkCluster {
         if outcomes.iter().any(|o| matches!(o, Outcome::Parked)) {
             metrics::counter!(names::FETCHES_ANSWERED_EARLY).increment(1);
         }
-        let body = self.fetch.assemble(combine, outcomes);
+        let body = self.fetch.get().assemble(combine, outcomes);
         let mut response = Response::from_body(
             ApiKey::Fetch,
             version,
