@@ -157,7 +157,6 @@ fn hostile_clients_are_closed_alone_while_well_behaved_clients_run() {
 /// the write deadline, the slow reader is kept, and a librdkafka client is
 /// served meanwhile.
 #[test]
-#[ignore = "needs the byte budgets (issue #11, part 1): memory_budget_bytes and connection_memory_budget_bytes in the topology; remove once they land"]
 fn hoarders_stay_within_a_tight_memory_budget() {
     let cluster = Cluster::get(TRIO);
     let budgets = (TIGHT_BUDGET_BYTES, 64 * MIB as u64);
