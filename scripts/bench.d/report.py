@@ -9,6 +9,9 @@ Rows of RESULTS (tab-separated):
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
+  memory   VIA  CONNECTIONS  RSS_KB                   (idle connections held; 0: at rest;
+                                                       direct: broker 1's JVM)
+  pipeline PEAK_RSS_KB  SECONDS  WRITE_TIMEOUT_SECS  SMALLEST_PARTITION_BYTES  CLOSED_IN_WINDOW
 Targets are printed for comparison only; nothing is asserted.
 """
 
@@ -17,7 +20,7 @@ import statistics
 import sys
 
 path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs = sys.argv[1:]
-thr, cpu, lat, idle, baseline = {}, {}, {}, {}, []
+thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
 rounds = 0
 for line in open(path):
     f = line.rstrip("\n").split("\t")
@@ -48,6 +51,12 @@ for line in open(path):
     elif kind == "baseline":
         baseline.append(int(f[1]) / float(f[2]))
         continue
+    elif kind == "memory":
+        memory.setdefault(f[1], {})[int(f[2])] = int(f[3])
+        continue
+    elif kind == "pipeline":
+        pipeline = (int(f[1]), int(f[2]), int(f[3]), int(f[4]), f[5])
+        continue
     else:
         sys.exit(f"unknown results row: {line!r}")
     for k, v in vals.items():
@@ -69,7 +78,7 @@ def ratio(d, s):
     return f"{s / d:.2f}x" if d else "-"
 
 
-section(f"throughput: {records} x {size} B, median of {rounds} rounds")
+section(f"throughput: {records} x {size} B, median of {rounds} rounds" if thr else "sluice")
 for k, by in thr.items():
     d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
     target = ">= 0.98x" if k.startswith("consume MB/s") else "-"
@@ -99,6 +108,31 @@ if idle:
         row(f"{client} fetches/s (6 partitions)", f"{d:.2f}", f"{s:.2f}", ratio(d, s), "<= 1.2x")
     if baseline:
         row("no consumer (check, expect 0)", f"{max(baseline):.2f}", "-")
+
+if memory:
+    section("memory: RSS (VmRSS) holding idle connections (one ApiVersions each); direct: broker 1's JVM")
+    sl, dr = memory.get("sluice", {}), memory.get("direct", {})
+
+    def mib(by, n):
+        return f"{by[n] / 1024:.1f}" if n in by else "n/a"
+
+    counts = sorted(set(sl) | set(dr))
+    for n in counts:
+        name = "RSS at rest MiB" if n == 0 else f"RSS, {n} idle connections MiB"
+        row(name, mib(dr, n), mib(sl, n), "-", "<= 24 MiB" if n == 1000 else "-")
+    for a, b in zip(counts, counts[1:]):
+
+        def per(by):
+            if a not in by or b not in by:
+                return "n/a"
+            return f"{(by[b] - by[a]) / (b - a):.1f}"
+
+        row(f"KiB per idle connection, {a} -> {b}", per(dr), per(sl))
+if pipeline:
+    peak, secs, write_timeout, smallest, closed = pipeline
+    section(f"memory: 40 pipelined Fetch (max_bytes 50 MiB) never read; 6 partitions of >= {smallest / 1048576:.1f} MiB")
+    row(f"peak RSS MiB over {secs} s", "n/a", f"{peak / 1024:.1f}")
+    row(f"closed at the write deadline (write_timeout_secs {write_timeout}) within the {secs} s", "-", closed)
 
 widths = [max(len(r[i]) for r in [HEAD] + [r for r in table if not isinstance(r, str)]) for i in range(5)]
 widths[0] = max([widths[0]] + [len(r) + 4 for r in table if isinstance(r, str)])
