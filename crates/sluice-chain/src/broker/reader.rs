@@ -7,8 +7,9 @@
 //! it once (log and metric) and fails every request still owed a response.
 //!
 //! The read buffer is sized by what is owed: while a response is owed it
-//! keeps [`READ_CHUNK`] free for the next read (and [`FrameCodec`] reserves
-//! room for a frame whose length it has read); once nothing is owed and
+//! keeps [`READ_CHUNK`] free for the next read, or, once a frame's length
+//! is known, room for exactly that frame (one allocation, no copies as it
+//! grows); once nothing is owed and
 //! nothing is buffered, it is given back with the in-flight queue's slots,
 //! and an idle connection waits for the broker (to see it close) with a
 //! buffer of a few bytes.
@@ -195,8 +196,12 @@ impl Reader {
     fn fit_buffer(&mut self) {
         let owed = !self.in_flight.is_empty() || !self.registered.is_empty();
         if owed {
-            if self.buf.capacity() - self.buf.len() < MIN_FREE {
-                self.buf.reserve(READ_CHUNK);
+            match self.codec.check_prefix(&self.buf) {
+                Ok(Some(size)) if self.buf.len() < 4 + size => self.fit_frame(4 + size),
+                _ if self.buf.capacity() - self.buf.len() < MIN_FREE => {
+                    self.buf.reserve(READ_CHUNK);
+                }
+                _ => {}
             }
         } else if self.buf.is_empty() {
             if self.buf.capacity() > IDLE_BUFFER {
@@ -206,6 +211,20 @@ impl Reader {
                 self.in_flight = VecDeque::new();
             }
         }
+    }
+
+    /// Gives the frame being read a buffer of its whole size (`need`, with
+    /// its length prefix) in one allocation. Grown as the bytes arrive, a
+    /// large answer (a fetch of many MiB) would be copied at every doubling
+    /// and could hold twice its size until delivered; the broker's length
+    /// is trusted once the codec has checked it against `max_frame_bytes`.
+    fn fit_frame(&mut self, need: usize) {
+        if self.buf.capacity() >= need {
+            return;
+        }
+        let mut exact = BytesMut::with_capacity(need);
+        exact.extend_from_slice(&self.buf);
+        self.buf = exact;
     }
 
     /// When the oldest request times out, if a read timeout is set: the read
