@@ -34,6 +34,9 @@ use crate::header::{
 pub struct Request {
     header: RequestHeaderInfo,
     message: Message<RequestKind>,
+    /// A wait the broker may hold it for that its own fields do not say
+    /// (see [`Request::set_broker_wait_at_least`]).
+    pub(crate) wait_hint: std::time::Duration,
 }
 
 impl Request {
@@ -69,6 +72,7 @@ impl Request {
         Self {
             message: Message::received(api, version, header.body_offset, frame),
             header,
+            wait_hint: std::time::Duration::ZERO,
         }
     }
 
@@ -91,6 +95,7 @@ impl Request {
                 body_offset: 0,
             },
             message: Message::built(api_key, api_version, body),
+            wait_hint: std::time::Duration::ZERO,
         }
     }
 

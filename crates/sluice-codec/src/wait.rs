@@ -3,12 +3,26 @@
 //! A few requests are *meant* to wait at the broker: a Fetch waits up to
 //! `max_wait_ms` for data, a JoinGroup up to the rebalance timeout for the
 //! other members, a Produce with `acks=all` up to `timeout_ms` for the
-//! replicas. A proxy that fails such a request after its own fixed read
-//! timeout would break healthy clients, so a broker connection's read
-//! deadline for a request is `read_timeout + broker_wait()`.
+//! replicas, and the admin writes that carry a `timeout_ms` (CreateTopics,
+//! DeleteTopics, CreatePartitions, ElectLeaders, DeleteRecords) up to it for
+//! the controller. A SyncGroup waits for the group's leader, up to the
+//! rebalance timeout its JoinGroup carried; its own body does not say, so
+//! the sink that saw the JoinGroup tells it
+//! ([`Request::set_broker_wait_at_least`]). A proxy that fails such a
+//! request after its own fixed read timeout would break healthy clients, so
+//! a broker connection's read deadline for a request is
+//! `read_timeout + broker_wait()`.
 //!
-//! The fields are read from the raw body at fixed positions (no decode), or
-//! from the decoded body when a transform already decoded it.
+//! Timeline of a follower's SyncGroup (read timeout R, rebalance timeout T):
+//!
+//! ```text
+//! JoinGroup sent ──(≤ T)──▶ joined ── SyncGroup sent ──(≤ T: the leader assigns)──▶ answer
+//!                                                      └─ failed only after T + R
+//! ```
+//!
+//! Fetch, JoinGroup and Produce are read from the raw body at fixed
+//! positions (no decode), or from the decoded body when a transform already
+//! decoded it; the admin writes, rare, are decoded when not yet.
 
 use std::time::Duration;
 
@@ -23,10 +37,33 @@ impl Request {
     pub fn broker_wait(&self) -> Duration {
         let ms = match self.decoded_body() {
             Some(body) => decoded_wait_ms(body),
+            None if is_admin_write(self.api_key()) => {
+                let mut decoded = self.clone();
+                decoded.body().map_or(0, decoded_wait_ms)
+            }
             None => raw_wait_ms(self).unwrap_or(0),
         };
-        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0)).max(self.wait_hint)
     }
+
+    /// Lets the broker hold this request for at least `wait`, beyond what
+    /// its own fields say: a SyncGroup, for the rebalance timeout of the
+    /// JoinGroup before it.
+    pub fn set_broker_wait_at_least(&mut self, wait: Duration) {
+        self.wait_hint = self.wait_hint.max(wait);
+    }
+}
+
+/// The admin writes that carry a `timeout_ms` for the controller.
+fn is_admin_write(api: ApiKey) -> bool {
+    matches!(
+        api,
+        ApiKey::CreateTopics
+            | ApiKey::DeleteTopics
+            | ApiKey::CreatePartitions
+            | ApiKey::ElectLeaders
+            | ApiKey::DeleteRecords
+    )
 }
 
 fn decoded_wait_ms(body: &RequestKind) -> i32 {
@@ -34,6 +71,11 @@ fn decoded_wait_ms(body: &RequestKind) -> i32 {
         RequestKind::Fetch(f) => f.max_wait_ms,
         RequestKind::JoinGroup(j) => j.rebalance_timeout_ms.max(j.session_timeout_ms),
         RequestKind::Produce(p) => p.timeout_ms,
+        RequestKind::CreateTopics(r) => r.timeout_ms,
+        RequestKind::DeleteTopics(r) => r.timeout_ms,
+        RequestKind::CreatePartitions(r) => r.timeout_ms,
+        RequestKind::ElectLeaders(r) => r.timeout_ms,
+        RequestKind::DeleteRecords(r) => r.timeout_ms,
         _ => 0,
     }
 }
@@ -133,6 +175,70 @@ mod tests {
                 "produce v{version}"
             );
         }
+    }
+
+    #[test]
+    fn admin_writes_wait_their_timeout_raw_or_decoded() {
+        use kafka_protocol::messages::{
+            CreatePartitionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+            DeleteTopicsRequest, ElectLeadersRequest,
+        };
+        let cases: [(ApiKey, i16, RequestKind); 5] = [
+            (
+                ApiKey::CreateTopics,
+                7,
+                CreateTopicsRequest::default()
+                    .with_timeout_ms(61_000)
+                    .into(),
+            ),
+            (
+                ApiKey::DeleteTopics,
+                6,
+                DeleteTopicsRequest::default()
+                    .with_timeout_ms(61_000)
+                    .into(),
+            ),
+            (
+                ApiKey::CreatePartitions,
+                3,
+                CreatePartitionsRequest::default()
+                    .with_timeout_ms(61_000)
+                    .into(),
+            ),
+            (
+                ApiKey::ElectLeaders,
+                2,
+                ElectLeadersRequest::default()
+                    .with_timeout_ms(61_000)
+                    .into(),
+            ),
+            (
+                ApiKey::DeleteRecords,
+                2,
+                DeleteRecordsRequest::default()
+                    .with_timeout_ms(61_000)
+                    .into(),
+            ),
+        ];
+        for (api, version, body) in cases {
+            let mut raw = round_trip(api, version, body);
+            assert_eq!(raw.broker_wait(), Duration::from_secs(61), "raw {api:?}");
+            raw.body().unwrap();
+            assert_eq!(raw.broker_wait(), Duration::from_secs(61), "{api:?}");
+        }
+    }
+
+    #[test]
+    fn a_sync_group_waits_what_the_sink_says() {
+        use kafka_protocol::messages::SyncGroupRequest;
+        let body = SyncGroupRequest::default()
+            .with_group_id(StrBytes::from_static_str("g").into())
+            .into();
+        let mut sync = round_trip(ApiKey::SyncGroup, 5, body);
+        assert_eq!(sync.broker_wait(), Duration::ZERO, "its body says nothing");
+        sync.set_broker_wait_at_least(Duration::from_secs(300));
+        sync.set_broker_wait_at_least(Duration::from_secs(10));
+        assert_eq!(sync.broker_wait(), Duration::from_secs(300));
     }
 
     #[test]

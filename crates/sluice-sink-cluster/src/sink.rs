@@ -370,6 +370,7 @@ impl KafkaSinkClusterBuilder {
             sasl_in_flight: 0,
             head_resent: Vec::new(),
             fetch: LazyFetchState::default(),
+            rebalance_wait: None,
         }
     }
 }
@@ -392,6 +393,10 @@ pub struct KafkaSinkCluster {
     /// answers, for the client's next fetch (see [`crate::consume`]);
     /// made on the first fetch.
     fetch: LazyFetchState,
+    /// The longest rebalance timeout of the client's JoinGroups: how long a
+    /// SyncGroup may wait at the coordinator for the group's leader, which
+    /// its own body does not say (see `sluice_codec::wait`).
+    rebalance_wait: Option<Duration>,
 }
 
 impl std::fmt::Debug for KafkaSinkCluster {

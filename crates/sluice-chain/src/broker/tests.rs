@@ -321,6 +321,44 @@ async fn a_fetch_may_wait_its_max_wait_on_top_of_the_read_timeout() {
 }
 
 #[tokio::test]
+async fn a_sync_group_and_an_admin_write_may_wait_their_waits_on_top_of_the_read_timeout() {
+    use sluice_codec::kafka_protocol::messages::{CreateTopicsRequest, SyncGroupRequest};
+    let mut sync = Request::from_body(
+        ApiKey::SyncGroup,
+        5,
+        1,
+        None,
+        RequestKind::SyncGroup(SyncGroupRequest::default()),
+    );
+    sync.set_broker_wait_at_least(Duration::from_millis(600));
+    let create = Request::from_body(
+        ApiKey::CreateTopics,
+        7,
+        1,
+        None,
+        RequestKind::CreateTopics(CreateTopicsRequest::default().with_timeout_ms(600)),
+    );
+    for request in [sync, create] {
+        let api = request.api_key();
+        let broker = FakeBroker::start().await;
+        let mut opts = options();
+        opts.read_timeout = Some(Duration::from_millis(300));
+        let (conn, mut fake) = connected(&broker, &opts).await;
+        let started = tokio::time::Instant::now();
+        let rx = conn.send(request).await.unwrap().unwrap();
+        fake.read_request().await;
+        let err = outcome(rx).await.unwrap_err();
+        assert!(matches!(err, BrokerError::ReadTimeout { .. }), "{err}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{api:?} is failed only after its wait + read_timeout, not after {:?}",
+            started.elapsed()
+        );
+        drop(fake);
+    }
+}
+
+#[tokio::test]
 async fn dropping_the_connection_fails_pending_requests_and_closes_the_socket() {
     let broker = FakeBroker::start().await;
     let (conn, mut fake) = connected(&broker, &options()).await;

@@ -30,6 +30,11 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use super::Stale;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
+/// How long a SyncGroup may wait for the group's leader when the client's
+/// JoinGroup was not seen on this connection: the Java consumer's default
+/// `max.poll.interval.ms`, which it sends as its rebalance timeout.
+pub const DEFAULT_REBALANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The group a group API is about; `None` for other APIs (and for a
 /// ConsumerGroupDescribe naming no group).
 pub fn group_key(request: &RequestKind) -> Option<String> {

@@ -37,9 +37,20 @@ impl KafkaSinkCluster {
     /// Routes one client request; returns what the client is owed, if anything.
     pub(super) async fn route(
         &mut self,
-        request: Request,
+        mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let (api, version) = (request.api_key(), request.api_version());
+        match api {
+            ApiKey::JoinGroup => {
+                let wait = request.broker_wait();
+                self.rebalance_wait = Some(self.rebalance_wait.map_or(wait, |w| w.max(wait)));
+            }
+            ApiKey::SyncGroup => request.set_broker_wait_at_least(
+                self.rebalance_wait
+                    .unwrap_or(route::groups::DEFAULT_REBALANCE_WAIT),
+            ),
+            _ => {}
+        }
         // Kafka closes a client that uses a version it does not support
         // (only ApiVersions is answered, with the versions it does).
         let offered = route::offered_versions(api);
