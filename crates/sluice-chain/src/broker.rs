@@ -44,7 +44,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsConnector;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 pub use address::{AddressParseError, BrokerAddress};
@@ -100,12 +100,18 @@ impl fmt::Debug for BrokerConnectOptions {
     }
 }
 
-/// A connection to one broker. Dropping it closes the connection and
-/// completes every request still owed a response with an error.
+/// A connection to one broker.
+///
+/// Dropping it lets the connection finish rather than cutting it: every
+/// request already queued is written, in order (an `acks=0` Produce has no
+/// answer to carry an error, so it must not be lost), every answer owed is
+/// read and delivered (within the read timeout), and then the connection
+/// closes. A connection that failed stops at once instead.
 pub struct BrokerConnection {
     shared: Arc<Shared>,
+    /// Dropped with the connection: the writer then writes what is queued
+    /// and lets the reader finish.
     requests: mpsc::Sender<Box<Outgoing>>,
-    _shutdown: DropGuard,
 }
 
 impl fmt::Debug for BrokerConnection {
@@ -158,7 +164,6 @@ impl BrokerConnection {
         Ok(BrokerConnection {
             shared,
             requests: requests_tx,
-            _shutdown: cancel.drop_guard(),
         })
     }
 

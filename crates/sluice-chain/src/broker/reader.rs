@@ -52,6 +52,9 @@ pub(super) struct Reader {
     /// Requests pulled from `registered`, oldest first.
     in_flight: VecDeque<InFlight>,
     read_timeout: Option<Duration>,
+    /// Set once the owner dropped the connection and the writer wrote what
+    /// was queued: the reader ends once nothing is owed.
+    released: bool,
 }
 
 impl Reader {
@@ -70,6 +73,7 @@ impl Reader {
             registered,
             in_flight: VecDeque::new(),
             read_timeout,
+            released: false,
         }
     }
 
@@ -146,6 +150,11 @@ impl Reader {
                 Ok(None) => {}
                 Err(e) => return self.codec_error(e),
             }
+            if self.released && self.in_flight.is_empty() {
+                return BrokerError::Shutdown {
+                    broker: self.shared.broker().clone(),
+                };
+            }
             self.fit_buffer();
             let deadline = self.deadline();
             if deadline != armed_for {
@@ -176,9 +185,10 @@ impl Reader {
                     Ok(_) => {}
                     Err(e) => return self.codec_error(CodecError::Io(e)),
                 },
-                entry = self.registered.recv(), if room => match entry {
+                entry = self.registered.recv(), if room && !self.released => match entry {
                     Some(entry) => self.in_flight.push_back(*entry),
-                    None => return self.shared.failure_or_shutdown(),
+                    // The writer is done: the owner dropped the connection.
+                    None => self.released = true,
                 },
                 () = &mut timer, if deadline.is_some() => {
                     return BrokerError::ReadTimeout {

@@ -359,17 +359,42 @@ async fn a_sync_group_and_an_admin_write_may_wait_their_waits_on_top_of_the_read
 }
 
 #[tokio::test]
-async fn dropping_the_connection_fails_pending_requests_and_closes_the_socket() {
+async fn dropping_the_connection_writes_what_is_queued_answers_what_is_owed_then_closes() {
     let broker = FakeBroker::start().await;
     let (conn, mut fake) = connected(&broker, &options()).await;
-    let a = conn.send(api_versions(1)).await.unwrap().unwrap();
-    fake.read_request().await;
+    let owed = conn.send(api_versions(1)).await.unwrap().unwrap();
+    let acks_zero = || {
+        request(
+            ApiKey::Produce,
+            9,
+            7,
+            RequestKind::Produce(ProduceRequest::default().with_acks(0).with_timeout_ms(1000)),
+        )
+    };
+    assert!(conn.send(acks_zero()).await.unwrap().is_none());
+    assert!(conn.send(acks_zero()).await.unwrap().is_none());
     drop(conn);
-    let err = outcome(a).await.unwrap_err();
-    assert!(matches!(err, BrokerError::Shutdown { .. }), "{err}");
+    let first = fake.read_request().await;
+    assert_eq!(first.api_key(), ApiKey::ApiVersions);
+    for n in 1..=2 {
+        let produce = fake.read_request().await;
+        assert_eq!(
+            produce.api_key(),
+            ApiKey::Produce,
+            "acks=0 produce {n} written, in order"
+        );
+    }
     let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(200), fake.stream.read(&mut byte)).await;
+    assert!(
+        early.is_err(),
+        "still open while an answer is owed: {early:?}"
+    );
+    fake.respond(&first, &tagged_response(3)).await;
+    let answered = outcome(owed).await.unwrap();
+    assert_eq!(tag_of(answered), 3, "the owed answer is delivered");
     let read = within("the broker to see the close", fake.stream.read(&mut byte)).await;
-    assert_eq!(read.unwrap(), 0, "expected EOF at the broker");
+    assert_eq!(read.unwrap(), 0, "then the connection closes");
 }
 
 #[tokio::test]

@@ -6,8 +6,9 @@
 //! buffer, which is written and flushed once the queue runs empty or the
 //! buffer grows large. A request as the client sent it is shared, not
 //! copied ([`OutFrames`]): only its length, header start and correlation id
-//! are written anew. When the connection ends, every request still queued
-//! is completed with [`BrokerError::NotSent`].
+//! are written anew. When the connection is dropped, everything queued is
+//! written first; when it fails, every request still queued is completed
+//! with [`BrokerError::NotSent`].
 
 use std::sync::Arc;
 
@@ -21,6 +22,14 @@ use super::{BoxWrite, BrokerError, InFlight, Outgoing, Shared};
 const FLUSH_BYTES: usize = 256 * 1024;
 /// Give back buffer memory above this after a large request.
 const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// Why [`Writer::serve`] stopped without an error.
+enum Ended {
+    /// The owner dropped the connection and everything queued is written.
+    Released,
+    /// The connection was ended (by the reader, or a failure it recorded).
+    Cancelled,
+}
 
 pub(super) struct Writer {
     shared: Arc<Shared>,
@@ -49,10 +58,26 @@ impl Writer {
         }
     }
 
-    /// Runs until the connection fails or is dropped, then fails what is queued.
+    /// Runs until the connection fails or is dropped. Dropped, it has written
+    /// everything queued and keeps the socket's write half open until the
+    /// reader has read what is owed (a FIN now could make the broker drop
+    /// its answers). Failed, it fails what is still queued.
     pub(super) async fn run(mut self) {
         let ended = match self.serve().await {
-            Ok(()) => BrokerError::Shutdown {
+            Ok(Ended::Released) => {
+                let Self {
+                    shared,
+                    io,
+                    in_flight,
+                    ..
+                } = self;
+                // The reader sees the owner let go once this is closed.
+                drop(in_flight);
+                shared.cancel.cancelled().await;
+                drop(io);
+                return;
+            }
+            Ok(Ended::Cancelled) => BrokerError::Shutdown {
                 broker: self.shared.broker().clone(),
             },
             Err(e) => e,
@@ -80,14 +105,15 @@ impl Writer {
         }
     }
 
-    async fn serve(&mut self) -> Result<(), BrokerError> {
+    async fn serve(&mut self) -> Result<Ended, BrokerError> {
         loop {
             let out = tokio::select! {
                 biased;
-                () = self.shared.cancel.cancelled() => return Ok(()),
+                () = self.shared.cancel.cancelled() => return Ok(Ended::Cancelled),
                 out = self.requests.recv() => match out {
                     Some(out) => out,
-                    None => return Ok(()),
+                    // Every request queued before the drop has been written.
+                    None => return Ok(Ended::Released),
                 },
             };
             self.queue(out).await?;
