@@ -72,14 +72,19 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Free space ensured in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Free space ensured before a read once the connection went quiet: enough
-/// for most requests, and an idle connection keeps no more than this.
+/// Free space ensured before a read while the connection is quiet: enough
+/// for most small requests, and an idle connection keeps no more than this.
 const QUIET_READ_CHUNK: usize = 256;
 
-/// A connection with nothing owed and nothing buffered for this long gives
-/// back its buffers ("quiet"). Timeline of an idle consumer's coordinator
-/// connection: a heartbeat every 3 s, answered within milliseconds; so it is
-/// quiet most of the time, and a busy connection never is.
+/// A connection starts quiet, and becomes busy (reads of [`READ_CHUNK`])
+/// once a read fills its small buffer or leaves a frame half read; so a
+/// client that connects, sends ApiVersions and Metadata and then idles never
+/// allocates a full chunk (memory given back later would mostly stay in the
+/// allocator's heap). A busy connection with nothing owed and nothing
+/// buffered for this long gives its buffers back and is quiet again.
+/// Timeline of an idle consumer's coordinator connection: a heartbeat every
+/// 3 s, answered within milliseconds; so it is quiet most of the time, and a
+/// busy connection never is.
 const QUIET_AFTER: Duration = Duration::from_secs(1);
 
 /// Per-source settings shared by all of its connections.
@@ -193,8 +198,8 @@ struct Io<S> {
     out: OutFrames,
     /// False once the client closed its side.
     open_for_reading: bool,
-    /// Set once the connection went quiet and gave its buffers back; reads
-    /// then start small ([`QUIET_READ_CHUNK`]).
+    /// Set while the connection is quiet (at first, and once it gave its
+    /// buffers back): reads then start small ([`QUIET_READ_CHUNK`]).
     quiet: bool,
 }
 
@@ -286,7 +291,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 read_buf: BytesMut::new(),
                 out: OutFrames::default(),
                 open_for_reading: true,
-                quiet: false,
+                quiet: true,
             },
             ctx,
             chain,
@@ -570,7 +575,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             Ok(n) => {
                 self.counters.bytes_in.increment(n as u64);
                 self.last_activity = Instant::now();
-                self.io.quiet = false;
+                if n >= QUIET_READ_CHUNK || matches!(self.io.buffered(), Buffered::Part) {
+                    self.io.quiet = false;
+                }
                 self.note_buffered();
                 Ok(())
             }
