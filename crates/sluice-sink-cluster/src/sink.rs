@@ -80,6 +80,12 @@ const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often Sluice retries reaching a broker only to learn its ApiVersions.
 const API_VERSIONS_RETRY: Duration = Duration::from_secs(30);
 
+/// How long a broker's cached ApiVersions may answer clients without the
+/// broker being asked again. Versions change only when a broker is upgraded
+/// or its features are finalized; once this passes, the next client's
+/// ApiVersions goes to a broker and refreshes its entry.
+const API_VERSIONS_FRESH: Duration = Duration::from_secs(60);
+
 /// What every client connection of one sink shares.
 pub struct Shared {
     /// The sink's name, for logs.
@@ -96,8 +102,8 @@ pub struct Shared {
     pub(crate) contact_points: Vec<BrokerAddress>,
     /// The contact point the next bootstrap starts at.
     pub(crate) next_contact: AtomicUsize,
-    /// Each broker's ApiVersions, by `host:port`.
-    api_versions: Mutex<HashMap<String, Arc<ApiVersionsResponse>>>,
+    /// Each broker's ApiVersions, by `host:port`, and when it was heard.
+    api_versions: Mutex<HashMap<String, (Arc<ApiVersionsResponse>, tokio::time::Instant)>>,
     /// When Sluice last tried to reach a broker only to learn its versions.
     api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
     /// How long an internal request may wait for its answer.
@@ -166,7 +172,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
-            .cloned()
+            .map(|(versions, _)| Arc::clone(versions))
     }
 
     /// Caches the ApiVersions of the broker at `addr`.
@@ -179,7 +185,42 @@ impl Shared {
         self.api_versions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::new(versions));
+            .insert(key, (Arc::new(versions), tokio::time::Instant::now()));
+    }
+
+    /// The answer to a client's ApiVersions from the cache alone, when every
+    /// known broker's versions were heard within [`API_VERSIONS_FRESH`]: the
+    /// latest heard first (its features are the ones kept), intersected with
+    /// the others and with what Sluice offers. A client that connects, asks
+    /// its versions and idles then costs no broker connection. `None` sends
+    /// the request to a broker, whose answer refreshes the cache.
+    pub(crate) fn cached_client_api_versions(&self) -> Option<ApiVersionsResponse> {
+        let addresses: Vec<String> = self
+            .view
+            .read()
+            .brokers()
+            .map(|b| b.address.to_string())
+            .collect();
+        if addresses.is_empty() {
+            return None;
+        }
+        let now = tokio::time::Instant::now();
+        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut heard: Vec<&(Arc<ApiVersionsResponse>, tokio::time::Instant)> = addresses
+            .iter()
+            .map(|a| cache.get(a))
+            .collect::<Option<_>>()?;
+        if heard
+            .iter()
+            .any(|(_, at)| now.duration_since(*at) > API_VERSIONS_FRESH)
+        {
+            return None;
+        }
+        heard.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+        let (latest, rest) = heard.split_first()?;
+        let others: Vec<Arc<ApiVersionsResponse>> =
+            rest.iter().map(|(v, _)| Arc::clone(v)).collect();
+        Some(crate::route::meta::client_api_versions(&latest.0, &others))
     }
 
     /// The cached ApiVersions of every known broker but the one at `except`.
@@ -198,7 +239,7 @@ impl Shared {
         let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
         addresses
             .iter()
-            .filter_map(|a| cache.get(a).cloned())
+            .filter_map(|a| cache.get(a).map(|(versions, _)| Arc::clone(versions)))
             .collect()
     }
 

@@ -193,6 +193,15 @@ impl KafkaSinkCluster {
                     return Ok(Some(PendingResponse::ready(response)));
                 }
                 self.learn_every_api_versions().await?;
+                if let Some(body) = self.shared.cached_client_api_versions() {
+                    let response = Response::from_body(
+                        ApiKey::ApiVersions,
+                        version,
+                        request.correlation_id(),
+                        ResponseKind::ApiVersions(body),
+                    );
+                    return Ok(Some(PendingResponse::ready(response)));
+                }
                 Post::ApiVersions
             }
             Meta::Metadata => Post::Metadata,
