@@ -189,7 +189,8 @@ impl Shared {
     }
 
     /// The answer to a client's ApiVersions from the cache alone, when every
-    /// known broker's versions were heard within [`API_VERSIONS_FRESH`]: the
+    /// known broker's versions (before any Metadata: every broker's heard so
+    /// far) were heard within [`API_VERSIONS_FRESH`]: the
     /// latest heard first (its features are the ones kept), intersected with
     /// the others and with what Sluice offers. A client that connects, asks
     /// its versions and idles then costs no broker connection. `None` sends
@@ -201,15 +202,19 @@ impl Shared {
             .brokers()
             .map(|b| b.address.to_string())
             .collect();
-        if addresses.is_empty() {
-            return None;
-        }
         let now = tokio::time::Instant::now();
         let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
-        let mut heard: Vec<&(Arc<ApiVersionsResponse>, tokio::time::Instant)> = addresses
-            .iter()
-            .map(|a| cache.get(a))
-            .collect::<Option<_>>()?;
+        // Before any Metadata (a client that only asked its versions) the
+        // brokers heard are all Sluice knows, as when a broker answers.
+        let mut heard: Vec<&(Arc<ApiVersionsResponse>, tokio::time::Instant)> =
+            if addresses.is_empty() {
+                cache.values().collect()
+            } else {
+                addresses
+                    .iter()
+                    .map(|a| cache.get(a))
+                    .collect::<Option<_>>()?
+            };
         if heard
             .iter()
             .any(|(_, at)| now.duration_since(*at) > API_VERSIONS_FRESH)
