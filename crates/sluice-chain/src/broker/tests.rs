@@ -297,16 +297,14 @@ async fn the_read_timeout_fails_a_request_the_broker_never_answers() {
     drop(fake);
 }
 
-#[tokio::test]
-async fn a_fetch_may_wait_its_max_wait_on_top_of_the_read_timeout() {
+/// Sends `request` (whose legitimate wait is 600 ms) with a 300 ms read
+/// timeout to a broker that never answers: it must fail only after both.
+async fn fails_only_after_its_wait_and_the_read_timeout(request: Request) {
+    let api = request.api_key();
     let broker = FakeBroker::start().await;
     let mut opts = options();
     opts.read_timeout = Some(Duration::from_millis(300));
     let (conn, mut fake) = connected(&broker, &opts).await;
-    let fetch = sluice_codec::kafka_protocol::messages::FetchRequest::default()
-        .with_max_wait_ms(600)
-        .with_session_epoch(-1);
-    let request = Request::from_body(ApiKey::Fetch, 12, 1, None, RequestKind::Fetch(fetch));
     let started = tokio::time::Instant::now();
     let rx = conn.send(request).await.unwrap().unwrap();
     fake.read_request().await;
@@ -314,10 +312,19 @@ async fn a_fetch_may_wait_its_max_wait_on_top_of_the_read_timeout() {
     assert!(matches!(err, BrokerError::ReadTimeout { .. }), "{err}");
     assert!(
         started.elapsed() >= Duration::from_millis(900),
-        "a fetch is failed only after max_wait_ms + read_timeout, not after {:?}",
+        "{api:?} is failed only after its wait + read_timeout, not after {:?}",
         started.elapsed()
     );
     drop(fake);
+}
+
+#[tokio::test]
+async fn a_fetch_may_wait_its_max_wait_on_top_of_the_read_timeout() {
+    let fetch = sluice_codec::kafka_protocol::messages::FetchRequest::default()
+        .with_max_wait_ms(600)
+        .with_session_epoch(-1);
+    let request = Request::from_body(ApiKey::Fetch, 12, 1, None, RequestKind::Fetch(fetch));
+    fails_only_after_its_wait_and_the_read_timeout(request).await;
 }
 
 #[tokio::test]
@@ -331,6 +338,7 @@ async fn a_sync_group_and_an_admin_write_may_wait_their_waits_on_top_of_the_read
         RequestKind::SyncGroup(SyncGroupRequest::default()),
     );
     sync.set_broker_wait_at_least(Duration::from_millis(600));
+    fails_only_after_its_wait_and_the_read_timeout(sync).await;
     let create = Request::from_body(
         ApiKey::CreateTopics,
         7,
@@ -338,24 +346,7 @@ async fn a_sync_group_and_an_admin_write_may_wait_their_waits_on_top_of_the_read
         None,
         RequestKind::CreateTopics(CreateTopicsRequest::default().with_timeout_ms(600)),
     );
-    for request in [sync, create] {
-        let api = request.api_key();
-        let broker = FakeBroker::start().await;
-        let mut opts = options();
-        opts.read_timeout = Some(Duration::from_millis(300));
-        let (conn, mut fake) = connected(&broker, &opts).await;
-        let started = tokio::time::Instant::now();
-        let rx = conn.send(request).await.unwrap().unwrap();
-        fake.read_request().await;
-        let err = outcome(rx).await.unwrap_err();
-        assert!(matches!(err, BrokerError::ReadTimeout { .. }), "{err}");
-        assert!(
-            started.elapsed() >= Duration::from_millis(900),
-            "{api:?} is failed only after its wait + read_timeout, not after {:?}",
-            started.elapsed()
-        );
-        drop(fake);
-    }
+    fails_only_after_its_wait_and_the_read_timeout(create).await;
 }
 
 #[tokio::test]
