@@ -13,7 +13,7 @@ use std::time::Duration;
 use sluice_codec::kafka_protocol::messages::{
     FetchRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
 };
-use sluice_codec::{ApiKey, RequestKind};
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients::{java_consume, java_produce, java_round_trip, librdkafka_round_trip};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::raw::RawClient;
@@ -225,4 +225,53 @@ fn unauthenticated_connections_over_their_cap_are_closed_at_once() {
         sent.len(),
         "an authenticating client works: {got:?}"
     );
+}
+
+/// Clients that connect, ask their versions and idle cost no broker
+/// connection: once the brokers' versions are cached, ApiVersions is
+/// answered from the cache, and every client gets the same versions.
+#[test]
+fn idle_clients_that_asked_their_versions_hold_no_broker_connection() {
+    use sluice_codec::kafka_protocol::messages::ApiVersionsRequest;
+    use sluice_codec::kafka_protocol::protocol::StrBytes;
+    const OPENED: &str = "sluice_broker_connections_opened_total";
+    let cluster = Cluster::get(TRIO);
+    let nodes = fronted::listen_addrs(1);
+    let topology = fronted::topology(&cluster, &nodes, 0, 1000);
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&nodes[0]]);
+    let ask = |client: &mut RawClient| {
+        let body = RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("sluice-test"))
+                .with_client_software_version(StrBytes::from_static_str("1.0")),
+        );
+        match client.request(ApiKey::ApiVersions, 3, body) {
+            ResponseKind::ApiVersions(v) => {
+                assert_eq!(v.error_code, 0, "ApiVersions answered with an error");
+                v.api_keys
+            }
+            other => panic!("not an ApiVersions answer: {other:?}"),
+        }
+    };
+    let mut first = RawClient::connect(&nodes[0]);
+    let versions = ask(&mut first);
+    let opened = sluice.metric(OPENED, &[]);
+    let mut idle: Vec<RawClient> = Vec::new();
+    for _ in 0..50 {
+        let mut client = RawClient::connect(&nodes[0]);
+        assert_eq!(
+            ask(&mut client),
+            versions,
+            "the same versions from the cache"
+        );
+        idle.push(client);
+    }
+    let now = sluice.metric(OPENED, &[]);
+    assert_eq!(
+        now,
+        opened,
+        "50 idle clients opened {} broker connections",
+        now - opened
+    );
+    drop(idle);
 }

@@ -13,9 +13,9 @@ use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersion;
 use sluice_codec::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use sluice_codec::kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, DescribeClusterResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, MetadataRequest, MetadataResponse, RequestKind, ResponseKind,
-    TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, DescribeClusterResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+    RequestKind, ResponseKind, TopicName,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -68,6 +68,22 @@ pub fn unsupported_api_versions() -> ApiVersionsResponse {
                 .with_min_version(min)
                 .with_max_version(max),
         ])
+}
+
+/// Whether a broker accepts the client software name and version of an
+/// ApiVersions request at `version`, as Kafka checks them (v3+; earlier
+/// versions have neither): non-empty, letters, digits, `-` and `.`, starting
+/// and ending with a letter or digit. A request that fails gets
+/// INVALID_REQUEST from the broker, so Sluice never answers it from its cache.
+pub fn valid_client_software(request: &ApiVersionsRequest, version: i16) -> bool {
+    fn valid(field: &str) -> bool {
+        let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        let inner = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        edge(field.chars().next()) && edge(field.chars().last()) && field.chars().all(inner)
+    }
+    version < 3
+        || (valid(request.client_software_name.as_str())
+            && valid(request.client_software_version.as_str()))
 }
 
 /// Whether Sluice decodes ApiVersions at `version`.

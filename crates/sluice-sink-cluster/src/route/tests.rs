@@ -181,3 +181,22 @@ fn failure_policies() {
     assert_eq!(on_failure(K::DeleteAcls), OnFailure::Synthesize(7));
     assert_eq!(on_failure(K::SaslAuthenticate), OnFailure::Close);
 }
+
+#[test]
+fn client_software_is_checked_as_kafka_checks_it() {
+    use sluice_codec::kafka_protocol::messages::ApiVersionsRequest;
+    use sluice_codec::kafka_protocol::protocol::StrBytes;
+    let named = |name: &'static str, version: &'static str| {
+        ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str(name))
+            .with_client_software_version(StrBytes::from_static_str(version))
+    };
+    let check = super::meta::valid_client_software;
+    assert!(check(&named("apache-kafka-java", "4.1.1"), 3));
+    assert!(check(&named("librdkafka", "2.16.0"), 4));
+    assert!(!check(&named("", ""), 3), "empty at v3");
+    assert!(check(&named("", ""), 2), "absent before v3");
+    assert!(!check(&named("-bad", "1.0"), 3));
+    assert!(!check(&named("bad name", "1.0"), 3));
+    assert!(!check(&named("ok", "1.0."), 3));
+}

@@ -193,7 +193,16 @@ impl KafkaSinkCluster {
                     return Ok(Some(PendingResponse::ready(response)));
                 }
                 self.learn_every_api_versions().await?;
-                if let Some(body) = self.shared.cached_client_api_versions() {
+                let cached = match request.body()? {
+                    // A name Kafka refuses gets the broker's own answer.
+                    RequestKind::ApiVersions(r)
+                        if route::meta::valid_client_software(r, version) =>
+                    {
+                        self.shared.cached_client_api_versions()
+                    }
+                    _ => None,
+                };
+                if let Some(body) = cached {
                     let response = Response::from_body(
                         ApiKey::ApiVersions,
                         version,
