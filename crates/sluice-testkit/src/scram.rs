@@ -52,6 +52,26 @@ pub fn topology(
     )
 }
 
+/// The `authorize_scram_over_mtls` block of a KafkaSinkCluster (indented
+/// for [`sink_topology`]'s extra settings): `cluster`'s mTLS listeners, the
+/// test super-user's certificate, tokens of `lifetime_secs`.
+pub fn scram_over_mtls_settings(cluster: &Cluster, lifetime_secs: u64) -> String {
+    format!(
+        r#"            authorize_scram_over_mtls:
+              mtls_port_contact_points: [{mtls}]
+              delegation_token_lifetime_seconds: {lifetime_secs}
+              tls:
+                certificate_authority_path: "{ca}"
+                certificate_path: "{cert}"
+                private_key_path: "{key}"
+"#,
+        mtls = contact_points(cluster, "SSL"),
+        ca = cluster.cert("ca.pem"),
+        cert = cluster.cert("sluice-admin.pem"),
+        key = cluster.cert("sluice-admin-key.pem"),
+    )
+}
+
 /// One Sluice node on `listen` in front of `cluster`'s SASL listeners; with
 /// SCRAM over mTLS and tokens of this lifetime in seconds, or without it
 /// (`None`: clients may then use SASL PLAIN only).
@@ -61,23 +81,9 @@ pub fn sasl_topology(
     token_lifetime_secs: Option<u64>,
     read_timeout_secs: u64,
 ) -> String {
-    let scram = match token_lifetime_secs {
-        None => String::new(),
-        Some(lifetime) => format!(
-            r#"            authorize_scram_over_mtls:
-              mtls_port_contact_points: [{mtls}]
-              delegation_token_lifetime_seconds: {lifetime}
-              tls:
-                certificate_authority_path: "{ca}"
-                certificate_path: "{cert}"
-                private_key_path: "{key}"
-"#,
-            mtls = contact_points(cluster, "SSL"),
-            ca = cluster.cert("ca.pem"),
-            cert = cluster.cert("sluice-admin.pem"),
-            key = cluster.cert("sluice-admin-key.pem"),
-        ),
-    };
+    let scram = token_lifetime_secs
+        .map(|lifetime| scram_over_mtls_settings(cluster, lifetime))
+        .unwrap_or_default();
     let sasl = contact_points(cluster, "SASL_PLAINTEXT");
     sink_topology(
         &[listen.to_owned()],

@@ -317,19 +317,8 @@ fn install_clients(cluster: &Cluster) -> Vec<Client> {
 /// topology of [`sluice_testkit::scram::sasl_topology`], on two nodes).
 fn scram_topology(cluster: &Cluster, nodes: &[String], local: usize) -> String {
     let settings = format!(
-        r#"            check_shotover_peers_delay_ms: 1000
-            authorize_scram_over_mtls:
-              mtls_port_contact_points: [{mtls}]
-              delegation_token_lifetime_seconds: 3600
-              tls:
-                certificate_authority_path: "{ca}"
-                certificate_path: "{cert}"
-                private_key_path: "{key}"
-"#,
-        mtls = contact_points(cluster, "SSL"),
-        ca = cluster.cert("ca.pem"),
-        cert = cluster.cert("sluice-admin.pem"),
-        key = cluster.cert("sluice-admin-key.pem"),
+        "            check_shotover_peers_delay_ms: 1000\n{}",
+        sluice_testkit::scram::scram_over_mtls_settings(cluster, 3600)
     );
     let racks = vec!["rack0"; nodes.len()];
     sink_topology(
