@@ -92,7 +92,7 @@ const OTHER_LEAF: LeafSpec = LeafSpec {
 };
 
 /// Every file `generate` writes, relative to the output directory.
-pub fn expected_files() -> Vec<String> {
+pub(crate) fn expected_files() -> Vec<String> {
     let mut files = vec![
         "ca.pem".to_owned(),
         "ca-key.pem".to_owned(),
@@ -109,7 +109,7 @@ pub fn expected_files() -> Vec<String> {
 
 /// What `generate` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// All files were already there; nothing was written.
     Existing,
     /// A fresh set was written.
@@ -130,7 +130,7 @@ impl fmt::Display for Outcome {
 ///
 /// Holds an exclusive lock on `out/.gen-certs.lock` meanwhile, so that two
 /// clusters starting at once never mix files of two different sets.
-pub fn generate(out: &Path, force: bool) -> Result<Outcome> {
+pub(crate) fn generate(out: &Path, force: bool) -> Result<Outcome> {
     fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let lock_path = out.join(".gen-certs.lock");
     let lock = File::create(&lock_path)

@@ -13,14 +13,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The client id sent in every request.
-pub const CLIENT_ID: &str = "sluice-devtools";
+pub(crate) const CLIENT_ID: &str = "sluice-devtools";
 /// The ApiVersions version used (flexible, supported by every Kafka >= 2.4).
-pub const API_VERSIONS_VERSION: i16 = 3;
+pub(crate) const API_VERSIONS_VERSION: i16 = 3;
 /// Refuse responses larger than this (a sanity bound, not a protocol limit).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A plain-TCP Kafka connection.
-pub struct Connection {
+pub(crate) struct Connection {
     /// The address, for messages.
     addr: String,
     /// The socket.
@@ -31,7 +31,7 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `addr` (`HOST:PORT`).
-    pub async fn connect(addr: &str) -> Result<Self> {
+    pub(crate) async fn connect(addr: &str) -> Result<Self> {
         let stream = TcpStream::connect(addr)
             .await
             .with_context(|| format!("connecting to {addr}"))?;
@@ -44,17 +44,17 @@ impl Connection {
     }
 
     /// The address connected to.
-    pub fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &str {
         &self.addr
     }
 
     /// The socket, for holding it open once the requests are done.
-    pub fn into_stream(self) -> TcpStream {
+    pub(crate) fn into_stream(self) -> TcpStream {
         self.stream
     }
 
     /// Sends ApiVersions (v3) and returns the answer, failing on an error code.
-    pub async fn api_versions(&mut self) -> Result<ApiVersionsResponse> {
+    pub(crate) async fn api_versions(&mut self) -> Result<ApiVersionsResponse> {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str(CLIENT_ID))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
@@ -70,7 +70,11 @@ impl Connection {
     }
 
     /// Sends `request` at `version` and decodes the response.
-    pub async fn send<R: Request>(&mut self, request: R, version: i16) -> Result<R::Response> {
+    pub(crate) async fn send<R: Request>(
+        &mut self,
+        request: R,
+        version: i16,
+    ) -> Result<R::Response> {
         let correlation_id = self.write(request, version).await?;
         let mut len_buf = [0_u8; 4];
         self.stream
@@ -101,7 +105,7 @@ impl Connection {
 
     /// Writes `request` at `version` without reading anything; returns its
     /// correlation id.
-    pub async fn write<R: Request>(&mut self, request: R, version: i16) -> Result<i32> {
+    pub(crate) async fn write<R: Request>(&mut self, request: R, version: i16) -> Result<i32> {
         let correlation_id = self.correlation_id;
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let header = RequestHeader::default()
@@ -126,7 +130,7 @@ impl Connection {
 }
 
 /// The highest version of `api` an ApiVersions answer lists.
-pub fn max_version(versions: &ApiVersionsResponse, api: ApiKey) -> Option<i16> {
+pub(crate) fn max_version(versions: &ApiVersionsResponse, api: ApiKey) -> Option<i16> {
     versions
         .api_keys
         .iter()

@@ -16,7 +16,7 @@ const SPARE_DESCRIPTORS: u64 = 64;
 
 /// Raises the soft RLIMIT_NOFILE so that `sockets` more descriptors fit,
 /// up to the hard limit; fails when even the hard limit is too low.
-pub fn raise_nofile(sockets: usize) -> Result<()> {
+pub(crate) fn raise_nofile(sockets: usize) -> Result<()> {
     let want = u64::try_from(sockets)
         .unwrap_or(u64::MAX)
         .saturating_add(SPARE_DESCRIPTORS);
@@ -35,7 +35,7 @@ pub fn raise_nofile(sockets: usize) -> Result<()> {
 
 /// Why a hold ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Released {
+pub(crate) enum Released {
     /// Standard input reached its end.
     StdinClosed,
     /// SIGTERM or SIGINT.
@@ -56,7 +56,7 @@ impl fmt::Display for Released {
 
 /// Waits until standard input closes (when `watch_stdin`), SIGTERM or
 /// SIGINT arrives, or `longest` passes.
-pub async fn until_released(watch_stdin: bool, longest: Duration) -> Result<Released> {
+pub(crate) async fn until_released(watch_stdin: bool, longest: Duration) -> Result<Released> {
     let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
     let stdin_closed = async {

@@ -24,7 +24,7 @@ use crate::hold;
 
 /// What to open and how long to hold it.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// The address to connect to, `HOST:PORT`.
     pub bootstrap: String,
     /// How many connections.
@@ -40,7 +40,7 @@ pub struct Options {
 }
 
 /// Opens the connections, holds them, and reports how many the peer closed.
-pub async fn run(opts: &Options) -> Result<String> {
+pub(crate) async fn run(opts: &Options) -> Result<String> {
     hold::raise_nofile(opts.count)?;
     let started = Instant::now();
     let deadline = started + opts.open_timeout;

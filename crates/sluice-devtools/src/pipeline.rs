@@ -33,7 +33,7 @@ const METADATA_VERSION: i16 = 12;
 
 /// What to ask for and how long to hold.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// A Sluice node, `HOST:PORT`.
     pub bootstrap: String,
     /// The topic to fetch.
@@ -51,7 +51,7 @@ pub struct Options {
 }
 
 /// Writes the fetches, then holds the connection without reading.
-pub async fn run(opts: &Options) -> Result<String> {
+pub(crate) async fn run(opts: &Options) -> Result<String> {
     let (conn, sent) = timeout(opts.setup_timeout, send_fetches(opts))
         .await
         .with_context(|| {

@@ -26,7 +26,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What to wait for.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Bootstrap address, `HOST:PORT`.
     pub bootstrap: String,
     /// Number of brokers that must be listed.
@@ -39,7 +39,7 @@ pub struct Options {
 
 /// A cluster found ready.
 #[derive(Clone, Debug)]
-pub struct Ready {
+pub(crate) struct Ready {
     /// The ids of the listed brokers, sorted.
     pub broker_ids: Vec<i32>,
     /// The controller id from the metadata.
@@ -73,7 +73,7 @@ enum Probe {
 }
 
 /// Polls until the cluster is ready or `opts.timeout` passes.
-pub async fn wait(opts: &Options) -> Result<Ready> {
+pub(crate) async fn wait(opts: &Options) -> Result<Ready> {
     let start = Instant::now();
     let deadline = start + opts.timeout;
     let mut last = String::from("no attempt finished");

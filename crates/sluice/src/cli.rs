@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Sluice: a Kafka-protocol proxy, configured like shotover-proxy.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The topology file: sources and their chains.
     #[arg(long, global = true, default_value = "config/topology.yaml")]
     pub topology_file: PathBuf,
@@ -35,21 +35,21 @@ pub struct Cli {
 
 impl Cli {
     /// `--drain-timeout-secs` as a duration.
-    pub fn drain_timeout(&self) -> Duration {
+    pub(crate) fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)
     }
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Load and validate both files, print "configuration OK" and exit.
     ValidateConfig,
 }
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// One readable line per event.
     Human,
     /// One JSON object per event.

@@ -9,12 +9,12 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::LogFormat;
 
 /// Parses a filter directive string such as `info,sluice=debug`.
-pub fn parse_filter(directives: &str) -> Result<EnvFilter, String> {
+pub(crate) fn parse_filter(directives: &str) -> Result<EnvFilter, String> {
     EnvFilter::try_new(directives).map_err(|e| format!("invalid log filter `{directives}`: {e}"))
 }
 
 /// Installs the global subscriber. `main_log_level` was checked at load time.
-pub fn init(main_log_level: &str, format: LogFormat) -> anyhow::Result<()> {
+pub(crate) fn init(main_log_level: &str, format: LogFormat) -> anyhow::Result<()> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(env) if !env.trim().is_empty() => parse_filter(&env)
             .map_err(anyhow::Error::msg)

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 const EXIT_ON_SECOND_SIGNAL: i32 = 130;
 
 /// Starts listening for signals. Must be called inside the runtime.
-pub fn spawn(shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn spawn(shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut sigint = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut sigterm = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
     tokio::spawn(async move {

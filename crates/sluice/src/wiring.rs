@@ -27,7 +27,7 @@ use crate::logging;
 
 /// Both files, loaded and validated.
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The topology file's path, for error messages.
     pub topology_path: PathBuf,
     /// The topology.
@@ -40,7 +40,7 @@ pub struct Loaded {
 
 impl Loaded {
     /// Reads and validates both files.
-    pub fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
+    pub(crate) fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
         let config = Config::load(config_path)?;
         logging::parse_filter(&config.main_log_level)
             .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
@@ -54,7 +54,7 @@ impl Loaded {
     }
 
     /// The Kafka sources, in file order.
-    pub fn sources(&self) -> impl Iterator<Item = &KafkaSourceConfig> {
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &KafkaSourceConfig> {
         self.topology.sources.iter().map(|s| match s {
             SourceConfig::Kafka(k) => k,
         })
@@ -64,7 +64,7 @@ impl Loaded {
 /// What `validate-config` checks beyond [`Loaded::load`]: every chain builds
 /// and every listener's TLS files hold usable certificates and keys. Binds
 /// nothing.
-pub fn preflight(loaded: &Loaded) -> anyhow::Result<()> {
+pub(crate) fn preflight(loaded: &Loaded) -> anyhow::Result<()> {
     build_chains(loaded)?;
     for (i, source) in loaded.sources().enumerate() {
         if let Some(tls) = &source.tls {
@@ -80,7 +80,7 @@ pub fn preflight(loaded: &Loaded) -> anyhow::Result<()> {
 }
 
 /// One source's settings and its chain, ready to bind.
-pub struct Wired<'a> {
+pub(crate) struct Wired<'a> {
     /// The source's settings.
     pub source: &'a KafkaSourceConfig,
     /// Its chain, shared by all its client connections.
@@ -88,7 +88,7 @@ pub struct Wired<'a> {
 }
 
 /// Builds every source's chain (loads TLS files for the sinks).
-pub fn build_chains(loaded: &Loaded) -> anyhow::Result<Vec<Wired<'_>>> {
+pub(crate) fn build_chains(loaded: &Loaded) -> anyhow::Result<Vec<Wired<'_>>> {
     loaded
         .sources()
         .enumerate()
@@ -133,7 +133,7 @@ fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<ChainBuilder> {
 
 /// Binds every source, returning each with its name. Stops at the first failure; listeners already bound
 /// are closed when the returned error drops them.
-pub async fn bind_all(
+pub(crate) async fn bind_all(
     wired: Vec<Wired<'_>>,
     opts: &SourceOptions,
     shutdown: &CancellationToken,
