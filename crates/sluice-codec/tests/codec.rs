@@ -9,7 +9,7 @@ mod codec {
     mod fetch_limit;
     mod fuzz;
     mod malformed;
-    pub mod messages;
+    pub(crate) mod messages;
     mod raw;
     mod roundtrip;
 }

@@ -5,11 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support {
-    pub mod certs;
-    pub mod client;
-    pub mod harness;
-    pub mod metrics;
-    pub mod sink;
+    pub(crate) mod certs;
+    pub(crate) mod client;
+    pub(crate) mod harness;
+    pub(crate) mod metrics;
+    pub(crate) mod sink;
 }
 
 mod cases {

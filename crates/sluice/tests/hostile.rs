@@ -26,9 +26,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod hostile {
-    pub mod frames;
-    pub mod front;
-    pub mod slow;
+    pub(crate) mod frames;
+    pub(crate) mod front;
+    pub(crate) mod slow;
 }
 
 use std::thread;

@@ -21,10 +21,10 @@ use kafka_protocol::messages::{
 
 mod responses;
 
-pub use responses::response;
+pub(crate) use responses::response;
 
 /// Every API the round-trip tests cover.
-pub const KINDS: &[ApiKey] = &[
+pub(crate) const KINDS: &[ApiKey] = &[
     ApiKey::ApiVersions,
     ApiKey::Metadata,
     ApiKey::Produce,
@@ -56,7 +56,7 @@ pub const KINDS: &[ApiKey] = &[
 /// The versions each kind is tested at: min, first flexible, max (of what
 /// Sluice decodes, which is `ApiKey::valid_versions()` except where
 /// kafka-protocol overstates it; see `sluice_codec::versions`).
-pub fn versions(api: ApiKey) -> Vec<i16> {
+pub(crate) fn versions(api: ApiKey) -> Vec<i16> {
     let range = sluice_codec::versions::decoded(api).unwrap();
     let mut out = vec![range.min];
     if let Some(flex) = range.first_flexible {
@@ -67,7 +67,7 @@ pub fn versions(api: ApiKey) -> Vec<i16> {
     out
 }
 
-pub fn s(text: &'static str) -> StrBytes {
+pub(crate) fn s(text: &'static str) -> StrBytes {
     StrBytes::from_static_str(text)
 }
 
@@ -101,11 +101,11 @@ fn tags(api: ApiKey, v: i16) -> BTreeMap<i32, Bytes> {
 }
 
 /// A small uncompressed-looking record blob; the codec never looks inside.
-pub fn records() -> Bytes {
+pub(crate) fn records() -> Bytes {
     Bytes::from_static(b"\x00\x01record-batch-bytes\xff")
 }
 
-pub fn request(api: ApiKey, v: i16) -> RequestKind {
+pub(crate) fn request(api: ApiKey, v: i16) -> RequestKind {
     let t = tags(api, v);
     match api {
         ApiKey::ApiVersions => {
@@ -409,7 +409,7 @@ pub fn request(api: ApiKey, v: i16) -> RequestKind {
 }
 
 /// A Produce request with one topic, one partition and a record blob.
-pub fn produce_request(v: i16, acks: i16, txn_id: Option<&'static str>) -> ProduceRequest {
+pub(crate) fn produce_request(v: i16, acks: i16, txn_id: Option<&'static str>) -> ProduceRequest {
     let part = PartitionProduceData::default()
         .with_index(3)
         .with_records(Some(records()));
@@ -427,7 +427,7 @@ pub fn produce_request(v: i16, acks: i16, txn_id: Option<&'static str>) -> Produ
         .with_unknown_tagged_fields(tags(ApiKey::Produce, v))
 }
 
-pub fn fetch_request(v: i16) -> FetchRequest {
+pub(crate) fn fetch_request(v: i16) -> FetchRequest {
     let mut p = FetchPartition::default()
         .with_partition(4)
         .with_fetch_offset(1000)

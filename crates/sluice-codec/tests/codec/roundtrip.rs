@@ -11,7 +11,7 @@ use tokio_util::codec::Decoder;
 use super::messages::{KINDS, request, response, versions};
 
 /// Splits exactly one frame off `wire` and checks nothing is left over.
-pub fn one_frame(mut wire: BytesMut) -> BytesMut {
+pub(super) fn one_frame(mut wire: BytesMut) -> BytesMut {
     let frame = FrameCodec::default().decode(&mut wire).unwrap().unwrap();
     assert!(wire.is_empty(), "{} bytes after the frame", wire.len());
     frame

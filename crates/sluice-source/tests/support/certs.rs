@@ -15,15 +15,15 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_config::TlsAcceptorConfig;
 
 /// The CN of the good client certificate.
-pub const CLIENT_CN: &str = "test-client";
+pub(crate) const CLIENT_CN: &str = "test-client";
 
 /// A certificate and its key, as PEM.
-pub struct Pem {
+pub(crate) struct Pem {
     pub cert: String,
     pub key: String,
 }
 
-pub struct Pki {
+pub(crate) struct Pki {
     dir: PathBuf,
     pub ca: String,
     pub server: Pem,
@@ -64,7 +64,7 @@ fn leaf(cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose, ca: &Issuer<'_,
 }
 
 impl Pki {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "sluice-source-test-{}-{}",
@@ -102,7 +102,7 @@ impl Pki {
 
     /// The listener's TLS settings; with `mtls`, client certificates signed
     /// by the CA are required.
-    pub fn acceptor_config(&self, mtls: bool) -> TlsAcceptorConfig {
+    pub(crate) fn acceptor_config(&self, mtls: bool) -> TlsAcceptorConfig {
         TlsAcceptorConfig {
             certificate_path: self.write("server.pem", &self.server.cert),
             private_key_path: self.write("server-key.pem", &self.server.key),
@@ -111,7 +111,7 @@ impl Pki {
     }
 
     /// A client config that trusts the CA and presents `identity`, if any.
-    pub fn client_config(&self, identity: Option<&Pem>) -> Arc<ClientConfig> {
+    pub(crate) fn client_config(&self, identity: Option<&Pem>) -> Arc<ClientConfig> {
         let mut roots = RootCertStore::empty();
         roots
             .add(CertificateDer::from_pem_slice(self.ca.as_bytes()).unwrap())

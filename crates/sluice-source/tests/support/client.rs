@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use super::harness::WAIT;
 
 /// A length-prefixed ApiVersions v3 request.
-pub fn api_versions(correlation_id: i32, client_id: &'static [u8]) -> BytesMut {
+pub(crate) fn api_versions(correlation_id: i32, client_id: &'static [u8]) -> BytesMut {
     let request = Request::from_body(
         ApiKey::ApiVersions,
         3,
@@ -25,20 +25,20 @@ pub fn api_versions(correlation_id: i32, client_id: &'static [u8]) -> BytesMut {
 
 /// How a read from the server ended.
 #[derive(Debug)]
-pub enum Read {
+pub(crate) enum Read {
     /// A whole frame; the correlation id at its start.
     Frame(i32),
     /// The server closed the connection (EOF, reset or TLS alert).
     Closed,
 }
 
-pub struct TestClient<S> {
+pub(crate) struct TestClient<S> {
     pub stream: S,
     buf: BytesMut,
 }
 
 impl TestClient<TcpStream> {
-    pub async fn connect(addr: std::net::SocketAddr) -> Self {
+    pub(crate) async fn connect(addr: std::net::SocketAddr) -> Self {
         let stream = tokio::time::timeout(WAIT, TcpStream::connect(addr))
             .await
             .expect("connect timed out")
@@ -48,7 +48,7 @@ impl TestClient<TcpStream> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {
-    pub fn new(stream: S) -> Self {
+    pub(crate) fn new(stream: S) -> Self {
         Self {
             stream,
             buf: BytesMut::new(),
@@ -57,7 +57,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {
 
     /// Writes raw bytes. A write error is ignored: the server may already have
     /// closed the connection, which the next read reports.
-    pub async fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send_raw(&mut self, bytes: &[u8]) {
         let write = async {
             self.stream.write_all(bytes).await?;
             self.stream.flush().await
@@ -67,19 +67,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {
             .expect("write timed out");
     }
 
-    pub async fn send(&mut self, correlation_id: i32) {
+    pub(crate) async fn send(&mut self, correlation_id: i32) {
         self.send_raw(&api_versions(correlation_id, b"test")).await;
     }
 
     /// Reads the next frame or the close, within [`WAIT`].
-    pub async fn read(&mut self) -> Read {
+    pub(crate) async fn read(&mut self) -> Read {
         tokio::time::timeout(WAIT, self.read_unbounded())
             .await
             .unwrap_or_else(|_| panic!("no response and no close within {WAIT:?}"))
     }
 
     /// Reads the next frame or the close, with no time limit.
-    pub async fn read_unbounded(&mut self) -> Read {
+    pub(crate) async fn read_unbounded(&mut self) -> Read {
         loop {
             if self.buf.len() >= 8 {
                 let len = i32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
@@ -97,7 +97,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {
     }
 
     /// Reads one response and returns its correlation id.
-    pub async fn recv(&mut self) -> i32 {
+    pub(crate) async fn recv(&mut self) -> i32 {
         match self.read().await {
             Read::Frame(id) => id,
             Read::Closed => panic!("the server closed the connection instead of answering"),
@@ -105,13 +105,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {
     }
 
     /// Sends one request and checks the answer.
-    pub async fn round_trip(&mut self, correlation_id: i32) {
+    pub(crate) async fn round_trip(&mut self, correlation_id: i32) {
         self.send(correlation_id).await;
         assert_eq!(self.recv().await, correlation_id);
     }
 
     /// Asserts that the server closes the connection without sending a frame.
-    pub async fn expect_closed(&mut self) {
+    pub(crate) async fn expect_closed(&mut self) {
         match self.read().await {
             Read::Closed => {}
             Read::Frame(id) => panic!("expected a close, got a response with correlation id {id}"),

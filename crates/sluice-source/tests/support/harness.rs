@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 use super::sink::{Probe, TestSinkBuilder};
 
 /// The bound on every wait in these tests.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 /// A source config on an ephemeral loopback port, everything else default.
 /// Each gets its own name, so that its `source`-labelled metrics are its own.
-pub fn source_config() -> KafkaSourceConfig {
+pub(crate) fn source_config() -> KafkaSourceConfig {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     KafkaSourceConfig {
         name: format!("test-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
@@ -39,7 +39,7 @@ pub fn source_config() -> KafkaSourceConfig {
 }
 
 /// A running source.
-pub struct Running {
+pub(crate) struct Running {
     pub name: String,
     pub addr: SocketAddr,
     pub shutdown: CancellationToken,
@@ -48,11 +48,11 @@ pub struct Running {
 }
 
 /// Binds and runs a source whose sink is a [`TestSinkBuilder`].
-pub async fn start(cfg: KafkaSourceConfig, gate: Option<Arc<Semaphore>>) -> Running {
+pub(crate) async fn start(cfg: KafkaSourceConfig, gate: Option<Arc<Semaphore>>) -> Running {
     start_with(cfg, gate, SourceOptions::default()).await
 }
 
-pub async fn start_with(
+pub(crate) async fn start_with(
     cfg: KafkaSourceConfig,
     gate: Option<Arc<Semaphore>>,
     opts: SourceOptions,
@@ -62,7 +62,7 @@ pub async fn start_with(
 
 /// Binds and runs a source whose sink authenticates clients (see
 /// [`TestSinkBuilder::authenticates`]).
-pub async fn start_authenticating(cfg: KafkaSourceConfig) -> Running {
+pub(crate) async fn start_authenticating(cfg: KafkaSourceConfig) -> Running {
     let mut sink = TestSinkBuilder::new(None);
     sink.authenticates = true;
     start_sink(cfg, sink, SourceOptions::default()).await
@@ -97,13 +97,13 @@ async fn start_sink(cfg: KafkaSourceConfig, sink: TestSinkBuilder, opts: SourceO
 
 impl Running {
     /// Cancels the token and waits for `run()` to return.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         self.join().await;
     }
 
     /// Waits for `run()` to return (after the token was cancelled).
-    pub async fn join(self) {
+    pub(crate) async fn join(self) {
         tokio::time::timeout(WAIT, self.handle)
             .await
             .expect("run() did not return after shutdown")

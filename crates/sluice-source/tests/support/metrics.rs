@@ -42,7 +42,7 @@ impl Recorder for TestRecorder {
 static RECORDER: OnceLock<&'static TestRecorder> = OnceLock::new();
 
 /// Installs the recorder (once); must run before any metric is recorded.
-pub fn install() {
+pub(crate) fn install() {
     RECORDER.get_or_init(|| {
         let recorder: &'static TestRecorder = Box::leak(Box::default());
         metrics::set_global_recorder(recorder).expect("another metrics recorder is installed");
@@ -58,7 +58,7 @@ fn matches(key: &Key, name: &str, labels: &[(&str, &str)]) -> bool {
 }
 
 /// The metric `name` summed over every label set that includes `labels`.
-pub fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
     let recorder = RECORDER.get().expect("metrics::install was not called");
     let counters: u64 = (recorder.counters.lock().unwrap().iter())
         .filter(|(key, _)| matches(key, name, labels))
@@ -73,7 +73,7 @@ pub fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
 
 /// Waits until the metric equals `expected` (metrics are recorded by the
 /// connection tasks, a moment after the client sees the effect).
-pub async fn wait_for(name: &str, labels: &[(&str, &str)], expected: f64) {
+pub(crate) async fn wait_for(name: &str, labels: &[(&str, &str)], expected: f64) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let now = value(name, labels);

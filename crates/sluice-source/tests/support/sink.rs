@@ -14,25 +14,25 @@ use tokio::sync::{Semaphore, watch};
 use super::harness::WAIT;
 
 /// A request whose client id is this makes the sink fail with a `ChainError`.
-pub const FAILING_CLIENT_ID: &[u8] = b"fail";
+pub(crate) const FAILING_CLIENT_ID: &[u8] = b"fail";
 
 /// A request whose client id is this makes the sink panic.
-pub const PANIC_CLIENT_ID: &[u8] = b"panic";
+pub(crate) const PANIC_CLIENT_ID: &[u8] = b"panic";
 
 /// With [`TestSinkBuilder::authenticates`], a request whose client id is
 /// this authenticates the client.
-pub const AUTH_CLIENT_ID: &[u8] = b"auth";
+pub(crate) const AUTH_CLIENT_ID: &[u8] = b"auth";
 
 /// What the test can observe of the sinks built by a source.
 #[derive(Debug)]
-pub struct Probe {
+pub(crate) struct Probe {
     sent: watch::Sender<usize>,
     contexts: Mutex<Vec<ConnectionContext>>,
 }
 
 impl Probe {
     /// Waits until the sinks together received at least `n` requests.
-    pub async fn wait_sent(&self, n: usize) {
+    pub(crate) async fn wait_sent(&self, n: usize) {
         let mut rx = self.sent.subscribe();
         tokio::time::timeout(WAIT, rx.wait_for(|sent| *sent >= n))
             .await
@@ -41,14 +41,14 @@ impl Probe {
     }
 
     /// The contexts of every connection a sink was built for, in order.
-    pub fn contexts(&self) -> Vec<ConnectionContext> {
+    pub(crate) fn contexts(&self) -> Vec<ConnectionContext> {
         self.contexts.lock().unwrap().clone()
     }
 }
 
 /// Builds [`TestSink`]s; `gate`, when set, holds each response until the test
 /// adds a permit.
-pub struct TestSinkBuilder {
+pub(crate) struct TestSinkBuilder {
     pub probe: Arc<Probe>,
     pub gate: Option<Arc<Semaphore>>,
     /// Clients start unauthenticated, until a request from [`AUTH_CLIENT_ID`].
@@ -56,7 +56,7 @@ pub struct TestSinkBuilder {
 }
 
 impl TestSinkBuilder {
-    pub fn new(gate: Option<Arc<Semaphore>>) -> Self {
+    pub(crate) fn new(gate: Option<Arc<Semaphore>>) -> Self {
         Self {
             probe: Arc::new(Probe {
                 sent: watch::Sender::new(0),

@@ -11,7 +11,7 @@ use super::front::{Bystander, Front, api_versions, api_versions_request, closes,
 
 /// A length prefix that promises more than is sent, then FIN; and a
 /// complete frame too short for a request header.
-pub fn truncated_frames(front: &Front) {
+pub(crate) fn truncated_frames(front: &Front) {
     let case = "truncated frame";
     let mut bystander = Bystander::connect(&front.plain);
     let mut offender = RawClient::connect(&front.plain);
@@ -48,7 +48,7 @@ pub fn truncated_frames(front: &Front) {
 }
 
 /// Negative and oversized length prefixes are refused on the prefix.
-pub fn bad_lengths(front: &Front) {
+pub(crate) fn bad_lengths(front: &Front) {
     for len in [-1i32, i32::MIN] {
         closes(
             front,
@@ -74,7 +74,7 @@ pub fn bad_lengths(front: &Front) {
 /// its range (as Kafka does) and the connection stays usable; a request of
 /// another api at a version Sluice does not offer closes the connection,
 /// as Kafka does, with one line naming the version.
-pub fn unknown_apis_and_versions(front: &Front) {
+pub(crate) fn unknown_apis_and_versions(front: &Front) {
     for key in [9999i16, -1] {
         closes(
             front,
@@ -111,7 +111,7 @@ pub fn unknown_apis_and_versions(front: &Front) {
 }
 
 /// Valid headers with bodies that are not what they claim.
-pub fn garbage_bodies(front: &Front) {
+pub(crate) fn garbage_bodies(front: &Front) {
     // Deterministic noise (xorshift), so a failure can be replayed.
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let noise: Vec<u8> = (0..256)
@@ -151,7 +151,7 @@ pub fn garbage_bodies(front: &Front) {
 
 /// Bytes that are not TLS on the TLS source, and half a ClientHello held
 /// open; after each a new TLS client is served.
-pub fn tls_garbage(front: &Front, ca: &str) {
+pub(crate) fn tls_garbage(front: &Front, ca: &str) {
     let rejected = || {
         front.sluice.metric(
             "sluice_client_connections_rejected_total",

@@ -19,31 +19,31 @@ use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{clients, fronted, requests, unique, wait};
 
 /// `write_timeout_secs` of the plaintext and TLS sources.
-pub const WRITE_TIMEOUT_SECS: u64 = 3;
+pub(crate) const WRITE_TIMEOUT_SECS: u64 = 3;
 /// `timeout` (idle) of the slowloris source.
-pub const IDLE_TIMEOUT_SECS: u64 = 3;
+pub(crate) const IDLE_TIMEOUT_SECS: u64 = 3;
 /// `connection_limit` (hard) of the plaintext source.
-pub const CONNECTION_LIMIT: usize = 500;
+pub(crate) const CONNECTION_LIMIT: usize = 500;
 /// Connections the flood opens at once.
-pub const FLOOD: usize = 2000;
+pub(crate) const FLOOD: usize = 2000;
 /// Connections of the shared test that hoard (pipeline fetches and read
 /// little or nothing) at the same time, at most.
-pub const HOARDERS: u64 = 4;
+pub(crate) const HOARDERS: u64 = 4;
 /// The default `connection_memory_budget_bytes`.
-pub const CONNECTION_BUDGET_BYTES: u64 = 64 << 20;
+pub(crate) const CONNECTION_BUDGET_BYTES: u64 = 64 << 20;
 /// What Sluice may hold beyond its budgets: code, runtime, idle
 /// connections, and buffers the budgets do not count (see
 /// docs/reliability.md).
-pub const RSS_SLACK_BYTES: u64 = 64 << 20;
+pub(crate) const RSS_SLACK_BYTES: u64 = 64 << 20;
 /// The shared test's bound: its hoarders hold at most their connection
 /// budgets (the process budget, 1 GiB by default, is far above that).
-pub const RSS_BOUND_BYTES: u64 = HOARDERS * CONNECTION_BUDGET_BYTES + RSS_SLACK_BYTES;
+pub(crate) const RSS_BOUND_BYTES: u64 = HOARDERS * CONNECTION_BUDGET_BYTES + RSS_SLACK_BYTES;
 /// `memory_budget_bytes` of the budget test.
-pub const TIGHT_BUDGET_BYTES: u64 = 256 << 20;
+pub(crate) const TIGHT_BUDGET_BYTES: u64 = 256 << 20;
 
-pub const MIB: usize = 1 << 20;
+pub(crate) const MIB: usize = 1 << 20;
 
-pub fn sluice_bin() -> &'static Path {
+pub(crate) fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
 }
 
@@ -52,7 +52,7 @@ pub fn sluice_bin() -> &'static Path {
 /// One source of the shared Sluice: `name` on `listen`, a KafkaSinkCluster
 /// in front of trio's PLAINTEXT listeners, with the source `fields` (YAML
 /// lines). The topology's `sources:` line is left out.
-pub fn source(cluster: &Cluster, name: &str, listen: &str, fields: &[String]) -> String {
+pub(crate) fn source(cluster: &Cluster, name: &str, listen: &str, fields: &[String]) -> String {
     let contact_points = fronted::contact_points(cluster, "PLAINTEXT");
     let yaml = fronted::sink_topology(
         &[listen.to_owned()],
@@ -71,7 +71,7 @@ pub fn source(cluster: &Cluster, name: &str, listen: &str, fields: &[String]) ->
 }
 
 /// The shared Sluice, its three listeners, and what the cases found.
-pub struct Front {
+pub(crate) struct Front {
     pub sluice: SluiceProcess,
     /// `kafka`: plaintext, write deadline, hard connection limit.
     pub plain: String,
@@ -88,7 +88,7 @@ impl Front {
     /// Starts the shared Sluice; with `budgets` (process, connection), the
     /// topology sets `memory_budget_bytes` and the plaintext source's
     /// `connection_memory_budget_bytes` (fields of the budget work).
-    pub fn start(cluster: &Cluster, budgets: Option<(u64, u64)>) -> Self {
+    pub(crate) fn start(cluster: &Cluster, budgets: Option<(u64, u64)>) -> Self {
         let addrs = fronted::listen_addrs(3);
         let mut plain = vec![
             format!("write_timeout_secs: {WRITE_TIMEOUT_SECS}"),
@@ -128,16 +128,16 @@ impl Front {
         }
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.sluice.log()
     }
 
-    pub fn rss(&self) -> u64 {
+    pub(crate) fn rss(&self) -> u64 {
         self.sluice.rss_bytes().expect("sluice is running")
     }
 
     /// Records an unmet expectation of `case`.
-    pub fn found(&self, case: &str, what: String) {
+    pub(crate) fn found(&self, case: &str, what: String) {
         eprintln!("FINDING {case}: {what}");
         let mut findings = self.findings.lock().unwrap_or_else(|p| p.into_inner());
         findings.push(format!("{case}: {what}"));
@@ -145,7 +145,7 @@ impl Front {
 
     /// Checks that the offender at `addr` was closed with exactly one close
     /// line (see [`close_lines`]) and that it holds `reason`; returns it.
-    pub fn expect_close_line(&self, case: &str, addr: &str, reason: &str) -> Option<String> {
+    pub(crate) fn expect_close_line(&self, case: &str, addr: &str, reason: &str) -> Option<String> {
         let seen = wait::within(Duration::from_secs(20), || {
             let lines = close_lines(&self.log(), addr);
             if lines.is_empty() {
@@ -171,7 +171,7 @@ impl Front {
     }
 
     /// Checks that no close line names `addr`.
-    pub fn expect_not_closed(&self, case: &str, addr: &str) {
+    pub(crate) fn expect_not_closed(&self, case: &str, addr: &str) {
         let lines = close_lines(&self.log(), addr);
         if !lines.is_empty() {
             self.found(case, format!("{addr} was closed: {lines:#?}"));
@@ -184,7 +184,7 @@ impl Front {
 /// line at INFO or above naming it (`client <addr> (conn <id>)`, or the
 /// sink's `connection=<id>`). Debug details (a fetch clamped, a frame cut
 /// short) are not counted.
-pub fn close_lines(log: &str, addr: &str) -> Vec<String> {
+pub(crate) fn close_lines(log: &str, addr: &str) -> Vec<String> {
     let named = format!("client {addr} (conn ");
     let ids: Vec<String> = log
         .lines()
@@ -207,16 +207,16 @@ pub fn close_lines(log: &str, addr: &str) -> Vec<String> {
 
 /// A connection to the same source opened before a case: it must be
 /// answered after it.
-pub struct Bystander(pub RawClient);
+pub(crate) struct Bystander(pub RawClient);
 
 impl Bystander {
-    pub fn connect(addr: &str) -> Self {
+    pub(crate) fn connect(addr: &str) -> Self {
         let mut client = RawClient::connect(addr);
         api_versions(&mut client);
         Self(client)
     }
 
-    pub fn assert_served(&mut self, case: &str) {
+    pub(crate) fn assert_served(&mut self, case: &str) {
         let ResponseKind::ApiVersions(answer) = self.0.request(
             ApiKey::ApiVersions,
             3,
@@ -228,13 +228,13 @@ impl Bystander {
     }
 }
 
-pub fn api_versions_request() -> ApiVersionsRequest {
+pub(crate) fn api_versions_request() -> ApiVersionsRequest {
     ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("hostile"))
         .with_client_software_version(StrBytes::from_static_str("1"))
 }
 
-pub fn api_versions(client: &mut RawClient) {
+pub(crate) fn api_versions(client: &mut RawClient) {
     let body = RequestKind::ApiVersions(api_versions_request());
     let ResponseKind::ApiVersions(answer) = client.request(ApiKey::ApiVersions, 3, body) else {
         panic!("not an ApiVersions answer")
@@ -245,7 +245,7 @@ pub fn api_versions(client: &mut RawClient) {
 /// Connects to the plaintext source, lets `offend` misbehave on the
 /// connection, and checks that Sluice closes it with one log line holding
 /// `reason`, while a bystander is still served. Returns the line.
-pub fn closes(
+pub(crate) fn closes(
     front: &Front,
     case: &str,
     reason: &str,
@@ -268,7 +268,7 @@ pub fn closes(
 }
 
 /// Like [`closes`] on the TLS source; a new TLS client is served after it.
-pub fn closes_tls(
+pub(crate) fn closes_tls(
     front: &Front,
     ca: &str,
     case: &str,
@@ -301,14 +301,14 @@ pub fn closes_tls(
 // ---------------------------------------------------------------- memory
 
 /// Samples Sluice's RSS every 100 ms in the background; keeps the peak.
-pub struct RssWatch {
+pub(crate) struct RssWatch {
     peak: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     sampler: Option<thread::JoinHandle<()>>,
 }
 
 impl RssWatch {
-    pub fn start(front: &Front) -> Self {
+    pub(crate) fn start(front: &Front) -> Self {
         let pid = front.sluice.pid().expect("sluice is running");
         let peak = Arc::new(AtomicU64::new(front.rss()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -331,12 +331,12 @@ impl RssWatch {
         }
     }
 
-    pub fn peak(&self) -> u64 {
+    pub(crate) fn peak(&self) -> u64 {
         self.peak.load(Ordering::Relaxed)
     }
 
     /// Records a finding if the peak so far is over `bound`.
-    pub fn check(&self, front: &Front, when: &str, bound: u64) {
+    pub(crate) fn check(&self, front: &Front, when: &str, bound: u64) {
         let peak = self.peak();
         if peak > bound {
             front.found(
@@ -360,7 +360,7 @@ impl Drop for RssWatch {
     }
 }
 
-pub fn rss_of(pid: u32) -> Option<u64> {
+pub(crate) fn rss_of(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
     let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().ok()?;
@@ -371,7 +371,7 @@ pub fn rss_of(pid: u32) -> Option<u64> {
 
 /// A topic of 3 partitions (one led by each broker) holding `per_partition`
 /// MiB in each, in records of 512 KiB, produced through `addr`.
-pub fn hoard_topic(cluster: &Cluster, addr: &str, per_partition: usize) -> String {
+pub(crate) fn hoard_topic(cluster: &Cluster, addr: &str, per_partition: usize) -> String {
     let topic = unique("hoard");
     fronted::create_spread_topic(cluster, &topic, 3);
     let mut client = RawClient::connect(addr);
@@ -387,7 +387,7 @@ pub fn hoard_topic(cluster: &Cluster, addr: &str, per_partition: usize) -> Strin
 
 /// A sessionless Fetch of every partition of `topic` from offset 0, up to
 /// 50 MiB (as in the measurement).
-pub fn fetch_all(topic: &str) -> RequestKind {
+pub(crate) fn fetch_all(topic: &str) -> RequestKind {
     let partitions = (0..3)
         .map(|p| {
             FetchPartition::default()
@@ -411,13 +411,13 @@ pub fn fetch_all(topic: &str) -> RequestKind {
 }
 
 /// Sends `n` copies of [`fetch_all`] without reading.
-pub fn pipeline_fetches(client: &mut RawClient, topic: &str, n: usize) {
+pub(crate) fn pipeline_fetches(client: &mut RawClient, topic: &str, n: usize) {
     for _ in 0..n {
         client.send(ApiKey::Fetch, 12, fetch_all(topic));
     }
 }
 
-pub fn wait_more_acks(producer: &mut ToolProcess, more: usize) {
+pub(crate) fn wait_more_acks(producer: &mut ToolProcess, more: usize) {
     let now = delivery::wait_acked(producer, 0, Duration::from_secs(5));
     delivery::wait_acked(producer, now + more, Duration::from_secs(60));
 }

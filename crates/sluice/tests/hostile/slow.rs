@@ -22,7 +22,7 @@ use super::front::{
 
 /// Half a frame held open on the source with an idle timeout: closed when
 /// the timeout passes, while a client that keeps talking is kept.
-pub fn slowloris(front: &Front) {
+pub(crate) fn slowloris(front: &Front) {
     let case = "slowloris";
     let mut busy = Bystander::connect(&front.idle);
     let mut offender = RawClient::connect(&front.idle);
@@ -53,10 +53,10 @@ pub fn slowloris(front: &Front) {
     }
 }
 
-pub const WRITE_DEADLINE: &str = "(write_timeout_secs); closing to release them";
+pub(crate) const WRITE_DEADLINE: &str = "(write_timeout_secs); closing to release them";
 
 /// Pipelined fetches, never read: closed at the write deadline.
-pub fn pipelined_fetches(front: &Front, topic: &str) {
+pub(crate) fn pipelined_fetches(front: &Front, topic: &str) {
     let case = "pipelined fetches";
     let mut bystander = Bystander::connect(&front.plain);
     let mut greedy = RawClient::connect(&front.plain);
@@ -78,11 +78,11 @@ pub fn pipelined_fetches(front: &Front, topic: &str) {
 /// Partitions of the topic the Produce pipeliner writes to: each request
 /// names them all, so that each answer is about 2 KiB and a few thousand
 /// fill the sockets.
-pub const PRODUCE_PARTITIONS: i32 = 60;
+pub(crate) const PRODUCE_PARTITIONS: i32 = 60;
 
 /// Pipelined Produce requests, never read, on a socket with a small receive
 /// buffer: once the answers fill the sockets, closed at the write deadline.
-pub fn pipelined_produces(front: &Front, topic: &str) {
+pub(crate) fn pipelined_produces(front: &Front, topic: &str) {
     let case = "pipelined produces";
     let mut bystander = Bystander::connect(&front.plain);
     let mut greedy = RawClient::connect_with_receive_buffer(&front.plain, 4096);
@@ -137,7 +137,7 @@ pub fn pipelined_produces(front: &Front, topic: &str) {
 /// A client owed far more than the sockets hold that reads 512 KiB every
 /// 250 ms (2 MiB/s), for three write deadlines: its reads keep bytes
 /// leaving, so it is not cut.
-pub fn slow_reader(front: &Front, topic: &str) {
+pub(crate) fn slow_reader(front: &Front, topic: &str) {
     let case = "slow reader";
     let mut slow = RawClient::connect(&front.plain);
     let addr = slow.local_addr();
@@ -167,7 +167,7 @@ pub fn slow_reader(front: &Front, topic: &str) {
 /// reads free too little for the client's kernel to open its window (TCP
 /// reopens it a segment at a time), so Sluice's write makes no progress and
 /// it is closed at the write deadline like a client that stopped reading.
-pub fn one_byte_per_second(front: &Front, topic: &str) {
+pub(crate) fn one_byte_per_second(front: &Front, topic: &str) {
     let case = "one byte per second";
     let mut small = RawClient::connect(&front.plain);
     let mut large = RawClient::connect(&front.plain);
@@ -197,7 +197,7 @@ pub fn one_byte_per_second(front: &Front, topic: &str) {
 /// refused with one line each, every connection already open (the
 /// producer's, the consumer's, a bystander's) keeps being served, and the
 /// slots come back when the flood leaves.
-pub fn flood(front: &Front, producer: &mut ToolProcess) {
+pub(crate) fn flood(front: &Front, producer: &mut ToolProcess) {
     let case = "flood";
     let mut bystander = Bystander::connect(&front.plain);
     let source = ["source=\"kafka\""];

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 
 use super::{group, records, s, tags, topic, txn, uuid};
 
-pub fn response(api: ApiKey, v: i16) -> ResponseKind {
+pub(crate) fn response(api: ApiKey, v: i16) -> ResponseKind {
     let t = tags(api, v);
     match api {
         ApiKey::ApiVersions => api_versions_response(v)
