@@ -6,7 +6,7 @@ Rows of RESULTS (tab-separated):
   produce  VIA  <ProducerPerformance's last line>
   consume  VIA  <ConsumerPerformance's last line>
   cpu      produce|consume  CPU_SECONDS  BYTES       (Sluice's utime+stime over one run through it)
-  latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N
+  latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
   memory   VIA  CONNECTIONS  RSS_KB                   (idle connections held; 0: at rest;
@@ -43,7 +43,7 @@ for line in open(path):
         cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
         continue
     elif kind == "latency":
-        lat[(f[1], int(f[2]), f[3])] = (float(f[4]), float(f[5]), float(f[6]), int(f[7]))
+        lat.setdefault((f[1], int(f[2]), f[3]), []).append((float(f[4]), float(f[5]), float(f[6]), int(f[7])))
         continue
     elif kind == "idle":
         idle[(f[1], f[2])] = int(f[3]) / float(f[4])
@@ -89,15 +89,21 @@ for phase, target in (("consume", "<= 1.0"), ("produce", "-")):
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
 
 if lat:
-    section(f"tail latency ms: {tail_secs} s after a {warmup_secs} s warm-up")
+    tail_rounds = max(len(v) for v in lat.values())
+    section(f"tail latency ms: {tail_secs} s after a {warmup_secs} s warm-up, median of {tail_rounds} rounds"
+            " (each round's sluice - direct in brackets)")
     for client in ("librdkafka", "java"):
         for rate in sorted({k[1] for k in lat}):
             d, s = lat.get((client, rate, "direct")), lat.get((client, rate, "sluice"))
             if not d or not s:
                 continue
+            n_d, n_s = sum(r[3] for r in d), sum(r[3] for r in s)
             for i, (name, target) in enumerate((("p50", "<= +2 ms"), ("p99", "<= +10 ms"))):
-                row(f"{client} {rate}/s {name} (n={d[3]}/{s[3]})", f"{d[i]:.1f}", f"{s[i]:.1f}",
-                    f"{round(s[i] - d[i], 1) + 0.0:+.1f} ms", target)
+                md, ms = statistics.median(r[i] for r in d), statistics.median(r[i] for r in s)
+                each = "/".join(f"{b[i] - a[i]:+.1f}" for a, b in zip(d, s))
+                row(f"{client} {rate}/s {name} (n={n_d}/{n_s})", f"{md:.1f}", f"{ms:.1f}",
+                    f"{round(ms - md, 1) + 0.0:+.1f} ms ({each})" if len(d) > 1 else f"{round(ms - md, 1) + 0.0:+.1f} ms",
+                    target)
 
 if idle:
     section(f"idle consumer: broker Fetch requests/s over {idle_secs} s")
