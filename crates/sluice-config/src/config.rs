@@ -4,12 +4,13 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::{ConfigError, FieldError, load, validate};
 
 /// The whole config file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Log filter, e.g. `info` or `info,sluice=debug`. `RUST_LOG` overrides it.

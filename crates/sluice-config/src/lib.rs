@@ -17,6 +17,11 @@
 //! - timeouts and limits are positive, `max_frame_bytes` in a sane range,
 //!   delegation tokens live at least [`MIN_DELEGATION_TOKEN_LIFETIME_SECS`];
 //! - TLS files exist (relative paths are relative to the working directory).
+//!
+//! The types derive `schemars::JsonSchema`, kept in step with their serde
+//! attributes: `docs/configuration.md` is tested against that schema
+//! (`reference`, a test module), so a field added, renamed or removed without
+//! the reference following fails the tests.
 
 pub mod address;
 pub mod config;
@@ -24,6 +29,9 @@ pub mod error;
 mod load;
 pub mod topology;
 mod validate;
+
+#[cfg(test)]
+mod reference;
 
 pub use address::HostPort;
 pub use config::Config;

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use chain::TransformConfig;
@@ -74,7 +75,7 @@ pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 1024 * 1024 * 1024;
 pub const MIN_MEMORY_BUDGET_BYTES: usize = 1024 * 1024;
 
 /// The whole topology file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     /// Listeners, each with its chain.
@@ -84,6 +85,7 @@ pub struct Topology {
     /// answered, the responses they will bring, and responses not yet
     /// written. At the limit connections stop reading until it drains.
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_MEMORY_BUDGET_BYTES))]
     pub memory_budget_bytes: Option<usize>,
 }
 
@@ -166,7 +168,7 @@ impl Topology {
 }
 
 /// One source. Only Kafka sources exist.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub enum SourceConfig {
     /// A Kafka listener.
     Kafka(KafkaSourceConfig),
@@ -186,7 +188,7 @@ impl SourceConfig {
 }
 
 /// A Kafka listener and its chain.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceConfig {
     /// Name for logs and metrics.
@@ -195,10 +197,12 @@ pub struct KafkaSourceConfig {
     pub listen_addr: String,
     /// Maximum concurrent client connections (default [`DEFAULT_CONNECTION_LIMIT`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_CONNECTION_LIMIT))]
     pub connection_limit: Option<usize>,
     /// At the limit: `true` accepts and closes new connections at once, `false`
     /// (default) stops accepting until a slot frees up.
     #[serde(default)]
+    #[schemars(extend("x-default" = false))]
     pub hard_connection_limit: Option<bool>,
     /// TLS (and mTLS when `certificate_authority_path` is set) for clients.
     #[serde(default)]
@@ -209,28 +213,34 @@ pub struct KafkaSourceConfig {
     pub idle_timeout_secs: Option<u64>,
     /// Largest frame accepted from a client (default [`DEFAULT_MAX_FRAME_BYTES`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_MAX_FRAME_BYTES))]
     pub max_frame_bytes: Option<usize>,
     /// Seconds a client owed responses may go without accepting a byte of
     /// them before it is closed (default [`DEFAULT_WRITE_TIMEOUT_SECS`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_WRITE_TIMEOUT_SECS))]
     pub write_timeout_secs: Option<u64>,
     /// Largest frame accepted before the client has authenticated (default
     /// [`DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES))]
     pub max_unauthenticated_frame_bytes: Option<usize>,
     /// Seconds from connecting by which a client must have authenticated
     /// (default [`DEFAULT_AUTHENTICATION_TIMEOUT_SECS`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_AUTHENTICATION_TIMEOUT_SECS))]
     pub authentication_timeout_secs: Option<u64>,
     /// Connections not yet authenticated held at once; the excess is accepted
     /// and closed (default [`DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT`]).
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT))]
     pub unauthenticated_connection_limit: Option<usize>,
     /// Bytes one client connection may hold (default
     /// [`DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES`]); at the limit Sluice stops
     /// reading from that client until its responses drain, and clamps its
     /// Fetch `max_bytes` to the room left.
     #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES))]
     pub connection_memory_budget_bytes: Option<usize>,
     /// Transforms, ending in a sink.
     pub chain: Vec<TransformConfig>,

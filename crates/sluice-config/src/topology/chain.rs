@@ -2,10 +2,13 @@
 //!
 //! [`TransformConfig`] deserializes by hand to accept every form shotover
 //! accepts: a transform without settings may be written `- DebugPrinter`,
-//! `- DebugPrinter: {}` or `- DebugPrinter: null`.
+//! `- DebugPrinter: {}` or `- DebugPrinter: null`. Its JSON schema (for the
+//! configuration reference's test) is written by hand to match.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
 use super::sinks::{KafkaSinkClusterConfig, KafkaSinkSingleConfig};
@@ -82,6 +85,45 @@ impl TransformConfig {
             Self::KafkaSinkSingle(c) => c.check(checks).map_err(|e| e.within(self.kind())),
             Self::KafkaSinkCluster(c) => c.check(checks).map_err(|e| e.within(self.kind())),
         }
+    }
+}
+
+/// The forms [`TransformConfig`]'s deserializer accepts: `DebugPrinter`
+/// alone, or a single-key map from the transform's name to its settings.
+impl JsonSchema for TransformConfig {
+    fn schema_name() -> Cow<'static, str> {
+        "TransformConfig".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let variant = |name: &str, settings: Schema| {
+            json_schema!({
+                "type": "object",
+                "properties": { name: settings },
+                "required": [name],
+                "additionalProperties": false,
+            })
+        };
+        let no_settings = json_schema!({
+            "type": ["object", "null"],
+            "additionalProperties": false,
+            "maxProperties": 0,
+        });
+        json_schema!({
+            "description": "One element of a chain: a transform, or the sink that ends it.",
+            "oneOf": [
+                { "const": "DebugPrinter" },
+                variant("DebugPrinter", no_settings),
+                variant(
+                    "KafkaSinkSingle",
+                    generator.subschema_for::<KafkaSinkSingleConfig>(),
+                ),
+                variant(
+                    "KafkaSinkCluster",
+                    generator.subschema_for::<KafkaSinkClusterConfig>(),
+                ),
+            ],
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::tls::TlsConnectorConfig;
@@ -16,7 +17,7 @@ use crate::validate::{self, Checks};
 pub const MIN_DELEGATION_TOKEN_LIFETIME_SECS: u64 = 10;
 
 /// `KafkaSinkSingle`: forwards to one broker.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkSingleConfig {
     /// Optional name for logs.
@@ -91,7 +92,7 @@ impl KafkaSinkSingleConfig {
 }
 
 /// `KafkaSinkCluster`: the whole cluster behind the Sluice nodes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSinkClusterConfig {
     /// Optional name for logs.
@@ -204,7 +205,7 @@ impl KafkaSinkClusterConfig {
 ///
 /// Older shotover files give one `address` for both; it is accepted and fills
 /// both fields.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(try_from = "ShotoverNodeFile")]
 pub struct ShotoverNodeConfig {
     /// `host:port` advertised to clients.
@@ -218,7 +219,7 @@ pub struct ShotoverNodeConfig {
 }
 
 /// [`ShotoverNodeConfig`] as written in the file.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ShotoverNodeFile {
     #[serde(default)]
@@ -275,7 +276,7 @@ impl ShotoverNodeConfig {
 }
 
 /// `authorize_scram_over_mtls`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthorizeScramOverMtlsConfig {
     /// Broker `host:port`s of the mTLS listener.

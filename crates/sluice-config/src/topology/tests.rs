@@ -631,31 +631,44 @@ sources:
     );
 }
 
-/// The example files shipped in `config/` stay true to the schema. Their TLS
-/// files are deployment-specific, so only the file checks are skipped.
+/// Every file shipped in `config/` and `config/examples/` stays true to the
+/// schema: a file with top-level `sources` is a topology, any other a config
+/// file. Their TLS files are deployment-specific, so only the file checks are
+/// skipped.
 #[test]
 fn shipped_examples_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let mut seen = 0;
-    let mut files = vec![root.join("topology.yaml")];
-    for entry in std::fs::read_dir(root.join("examples")).unwrap() {
-        files.push(entry.unwrap().path());
-    }
-    for path in files {
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
+    let (mut topologies, mut configs) = (0, 0);
+    for dir in [root.clone(), root.join("examples")] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                continue;
+            }
+            let ext = path.extension().and_then(|e| e.to_str());
+            assert!(
+                matches!(ext, Some("yaml" | "yml")),
+                "{}: only YAML files belong in config/",
+                path.display()
+            );
+            let text = std::fs::read_to_string(&path).unwrap();
+            let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+            if value.get("sources").is_some() {
+                let t: Topology = crate::load::parse_yaml(&text, &path).unwrap();
+                t.check(Checks { files: false })
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                topologies += 1;
+            } else {
+                Config::parse(&text, &path).unwrap_or_else(|e| panic!("{e}"));
+                configs += 1;
+            }
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let t: Topology = crate::load::parse_yaml(&text, &path).unwrap();
-        t.check(Checks { files: false })
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        seen += 1;
     }
     assert!(
-        seen >= 3,
-        "expected topology.yaml and two examples, saw {seen}"
+        topologies >= 3 && configs >= 1,
+        "expected topology.yaml, two examples and config.yaml, saw {topologies} topologies \
+         and {configs} configs"
     );
-    Config::load(&root.join("config.yaml")).unwrap();
 }
 
 /// The default topology is fully valid as shipped (it has no TLS files).

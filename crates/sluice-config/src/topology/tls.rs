@@ -1,13 +1,14 @@
 //! TLS settings: for a listener (`TlsAcceptorConfig`) and for connections to
 //! brokers (`TlsConnectorConfig`), in shotover's format.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::FieldError;
 use crate::validate::{self, Checks};
 
 /// TLS for a listener.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsAcceptorConfig {
     /// PEM certificate chain.
@@ -36,7 +37,7 @@ impl TlsAcceptorConfig {
 }
 
 /// TLS for connections to brokers.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConnectorConfig {
     /// PEM CA bundle that signed the brokers' certificates.
