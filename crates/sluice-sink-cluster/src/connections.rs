@@ -26,24 +26,18 @@
 //!
 //! # Replacement
 //!
-//! Every time a request is routed to a connection its [`ConnectionState`] is
-//! checked: a closed one is reopened, and one at risk of its token or SASL
-//! session expiring is replaced by a freshly authenticated one
-//! ([`KafkaConnection::replace`]): the old one drains the responses it owes
-//! (the pending queue keeps them in client order) and is dropped once it owes
-//! nothing ([`KafkaConnection::reap`]). Each recreation is counted in
-//! `sluice_broker_connections_recreated_total{reason}`.
+//! Every time a request is routed to a target its [`ConnectionState`] is
+//! checked (the states and their timeline: [`crate::kafka_connection`]): a
+//! closed one is reopened, and one at risk of its token or SASL session
+//! expiring is replaced by a freshly authenticated one
+//! ([`KafkaConnection::replace`]). The replaced connection joins the one
+//! [`Draining`] list, where it answers what it owes (the pending queue keeps
+//! the answers in client order) and is dropped once it owes nothing. Each
+//! recreation is counted in `sluice_broker_connections_recreated_total{reason}`.
 //!
-//! A connection that closed is dropped (retired while an older connection it
-//! replaced still drains) and reopened on next use. A closed connection has
-//! already failed every request it owed, so dropping it loses nothing; a live
-//! one is never dropped while it may owe responses.
-//!
-//! When a connection to a broker is opened and Sluice has not heard that
-//! broker's ApiVersions yet, it asks once (v3, before authenticating, which
-//! Kafka allows) and caches the answer in the sink's shared state: it decides
-//! the versions of internal requests and feeds the ApiVersions intersection
-//! shown to clients.
+//! A connection that closed is dropped and reopened on next use. A closed
+//! connection has already failed every request it owed, so dropping it loses
+//! nothing; a live one is never dropped while it may owe responses.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -51,20 +45,16 @@ use std::time::Duration;
 
 use sluice_chain::ChainError;
 use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
-use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
-use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
-use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-pub use crate::auth::login::{ConnError, Login};
-use crate::kafka_connection::{ConnectionState, KafkaConnection, ReplaceError};
+use sluice_metrics::names;
+
+pub(crate) use crate::auth::login::{ConnError, Login};
+use crate::kafka_connection::open::{connect, open, open_with};
+use crate::kafka_connection::{Auth, ConnectionState, Draining, KafkaConnection, Link};
 use crate::sink::Shared;
 use crate::topology::{BrokerId, MetadataApplied};
-
-/// The ApiVersions version Sluice asks brokers with.
-const INTERNAL_API_VERSIONS_VERSION: i16 = 3;
 
 /// Which connection a request went out on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,36 +67,33 @@ pub enum Target {
     Auth,
 }
 
-/// The client's auth connection.
-#[derive(Debug)]
-struct AuthConnection {
-    conn: BrokerConnection,
-    opened_at: Instant,
-}
-
 /// One client connection's broker connections.
-pub struct Connections {
+pub(crate) struct Connections {
+    /// The sink's state shared by every client connection: the cluster view,
+    /// broker options, cached ApiVersions, contact points.
     shared: Arc<Shared>,
+    /// The client connection's id, for logs.
     connection_id: u64,
-    brokers: HashMap<BrokerId, KafkaConnection>,
-    bootstrap: Option<KafkaConnection>,
-    auth: Option<AuthConnection>,
-    /// Connections taken out of use that still owe responses.
-    retired: Vec<KafkaConnection>,
+    /// The live connection of each target: at most one per broker, one
+    /// bootstrap connection before its broker is known, and the auth
+    /// connection until the client's authentication is decided.
+    slots: HashMap<Target, KafkaConnection>,
+    /// Connections taken out of use (replaced, retired) that still owe
+    /// answers: the one draining list.
+    draining: Draining,
     /// How new connections authenticate; `None` until the client's
     /// authentication is decided.
     login: Option<Login>,
-    /// Targets whose connection closed: the next open is a recreation.
+    /// Targets whose connection closed: the next open is a recreation
+    /// (counted as `reason="closed"`).
     closed: HashSet<Target>,
 }
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connections")
-            .field("brokers", &self.brokers.keys().collect::<Vec<_>>())
-            .field("bootstrap", &self.bootstrap.is_some())
-            .field("auth", &self.auth.is_some())
-            .field("retired", &self.retired.len())
+            .field("slots", &self.slots.keys().collect::<Vec<_>>())
+            .field("draining", &self.draining.len())
             .field("login", &self.login.as_ref().map(login_kind))
             .finish()
     }
@@ -122,14 +109,12 @@ fn login_kind(login: &Login) -> &'static str {
 
 impl Connections {
     /// No connection yet.
-    pub fn new(shared: Arc<Shared>, connection_id: u64) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, connection_id: u64) -> Self {
         Self {
             shared,
             connection_id,
-            brokers: HashMap::new(),
-            bootstrap: None,
-            auth: None,
-            retired: Vec::new(),
+            slots: HashMap::new(),
+            draining: Draining::default(),
             login: None,
             closed: HashSet::new(),
         }
@@ -137,58 +122,55 @@ impl Connections {
 
     /// Whether the client's authentication is decided (connections other
     /// than the auth connection may be opened).
-    pub fn decided(&self) -> bool {
+    pub(crate) fn decided(&self) -> bool {
         self.login.is_some()
     }
 
     /// Sets how every later connection authenticates. The auth connection
     /// becomes the bootstrap connection when it is authenticated as the
-    /// client (PLAIN, whose SASL session lasts `session_lifetime`) or not at
-    /// all; after SCRAM it is retired.
-    pub fn decide(&mut self, login: Login, session_lifetime: Option<Duration>) {
+    /// client (PLAIN, whose SASL session lasts `session_lifetime` from now)
+    /// or not at all; after SCRAM it drains (the client's own connection is
+    /// not a token connection).
+    pub(crate) fn decide(&mut self, login: Login, session_lifetime: Option<Duration>) {
         for target in self.pooled_targets() {
             self.retire(target);
         }
-        if let Some(AuthConnection { conn, opened_at }) = self.auth.take()
-            && !conn.is_closed()
+        if let Some(auth) = self.slots.remove(&Target::Auth)
+            && !auth.link().is_closed()
         {
-            let kept = match &login {
-                Login::None => Some(KafkaConnection::general(conn, opened_at, None)),
-                Login::Plain(_) => Some(KafkaConnection::general(
-                    conn,
-                    Instant::now(),
-                    session_lifetime,
-                )),
-                Login::Token(_) => {
-                    let old = KafkaConnection::general(conn, opened_at, None);
-                    if owes(&old) {
-                        self.retired.push(old);
-                    }
-                    None
+            match &login {
+                Login::None => {
+                    let opened_at = auth.opened_at();
+                    let kept = auth.reauthenticated(Auth::General, opened_at, None);
+                    self.slots.insert(Target::Bootstrap, kept);
                 }
-            };
-            self.bootstrap = kept;
+                Login::Plain(_) => {
+                    let kept =
+                        auth.reauthenticated(Auth::General, Instant::now(), session_lifetime);
+                    self.slots.insert(Target::Bootstrap, kept);
+                }
+                Login::Token(_) => auth.retire(&mut self.draining),
+            }
         }
         self.login = Some(login);
     }
 
     /// The open connection behind `target`, if there is one.
-    pub fn get(&self, target: Target) -> Option<&BrokerConnection> {
-        let conn = match target {
-            Target::Auth => self.auth.as_ref().map(|a| &a.conn),
-            _ => self.slot(target).map(KafkaConnection::connection),
-        };
-        conn.filter(|c| !c.is_closed())
+    pub(crate) fn get(&self, target: Target) -> Option<&BrokerConnection> {
+        self.slots
+            .get(&target)
+            .map(KafkaConnection::link)
+            .filter(|c| !c.is_closed())
     }
 
     /// The client's auth connection, opened (or reopened) if needed.
-    pub async fn auth_connection(&mut self) -> Result<&BrokerConnection, ConnError> {
+    pub(crate) async fn auth_connection(&mut self) -> Result<&BrokerConnection, ConnError> {
         self.ensure(Target::Auth).await?;
         self.get(Target::Auth).ok_or_else(|| gone(Target::Auth))
     }
 
     /// The connection to broker `id`, opened, reopened or replaced if needed.
-    pub async fn broker(&mut self, id: BrokerId) -> Result<&BrokerConnection, ConnError> {
+    pub(crate) async fn broker(&mut self, id: BrokerId) -> Result<&BrokerConnection, ConnError> {
         self.ensure(Target::Broker(id)).await?;
         self.get(Target::Broker(id))
             .ok_or_else(|| gone(Target::Broker(id)))
@@ -197,7 +179,7 @@ impl Connections {
     /// Makes sure broker `id`'s ApiVersions are learned: through its
     /// connection once the client's authentication is decided, else through
     /// a connection opened only for that.
-    pub async fn learn_api_versions(&mut self, id: BrokerId) -> Result<(), ConnError> {
+    pub(crate) async fn learn_api_versions(&mut self, id: BrokerId) -> Result<(), ConnError> {
         if self.decided() {
             return self.broker(id).await.map(drop);
         }
@@ -211,7 +193,7 @@ impl Connections {
     /// authentication is decided; then the open connection with the fewest
     /// requests outstanding (in the local rack first), else a new one to a
     /// known broker (in the rack first), else the bootstrap connection.
-    pub async fn any(
+    pub(crate) async fn any(
         &mut self,
         avoid: Option<Target>,
     ) -> Result<(Target, &BrokerConnection), ConnError> {
@@ -227,15 +209,19 @@ impl Connections {
 
     async fn pick_any(&mut self, avoid: Option<Target>) -> Result<Target, ConnError> {
         let open = self
-            .brokers
+            .slots
             .iter()
-            .filter(|(id, c)| !c.connection().is_closed() && avoid != Some(Target::Broker(**id)))
-            .filter(|(_, c)| !self.shared.is_suspect(c.connection().address()))
-            .min_by_key(|(id, c)| {
-                let out = self.shared.out_of_rack(&self.shared.view.read(), **id);
-                (out, c.connection().outstanding())
+            .filter_map(|(target, c)| match target {
+                Target::Broker(id) => Some((*id, c.link())),
+                _ => None,
             })
-            .map(|(id, _)| Target::Broker(*id));
+            .filter(|(id, c)| !c.is_closed() && avoid != Some(Target::Broker(*id)))
+            .filter(|(_, c)| !self.shared.is_suspect(c.address()))
+            .min_by_key(|(id, c)| {
+                let out = self.shared.out_of_rack(&self.shared.view.read(), *id);
+                (out, c.outstanding())
+            })
+            .map(|(id, _)| Target::Broker(id));
         if let Some(target) = open {
             match self.ensure(target).await {
                 Ok(()) => return Ok(target),
@@ -302,39 +288,42 @@ impl Connections {
     /// none, reopens it if it closed, replaces it if its token or session is
     /// at risk, and checks it belongs to this client's login.
     async fn ensure(&mut self, target: Target) -> Result<(), ConnError> {
+        self.draining.reap();
         if target == Target::Auth {
             return self.ensure_auth().await;
         }
-        self.reap_retired();
         let now = Instant::now();
-        let state = self.slot_mut(target).map(|c| {
-            c.reap();
-            c.state(now)
-        });
+        let state = self
+            .slots
+            .get(&target)
+            .map_or(ConnectionState::Closed, |c| c.state(now));
         match state {
-            Some(ConnectionState::Open) => self.check_owner(target),
-            Some(ConnectionState::AtRiskOfAuthTokenExpiry) => self.renew(target).await,
-            Some(ConnectionState::Unopened) => {
-                self.retire(target);
-                self.closed.insert(target);
+            ConnectionState::Open => self.check_owner(target),
+            ConnectionState::AtRiskOfAuthExpiry => self.renew(target).await,
+            ConnectionState::Closed => {
+                if self.slots.remove(&target).is_some() {
+                    // Closed: it has failed whatever it owed.
+                    self.closed.insert(target);
+                }
                 self.open_into(target).await
             }
-            None => self.open_into(target).await,
         }
     }
 
-    /// Opens the auth connection if it is not open.
+    /// Opens the auth connection if it is not open: unauthenticated, to the
+    /// first contact point that answers.
     async fn ensure_auth(&mut self) -> Result<(), ConnError> {
         if self.get(Target::Auth).is_some() {
             return Ok(());
         }
-        self.auth = None;
+        self.slots.remove(&Target::Auth);
         let mut last_error = None;
         for addr in self.contact_order() {
             let opened_at = Instant::now();
             match connect(&self.shared, addr).await {
                 Ok(conn) => {
-                    self.auth = Some(AuthConnection { conn, opened_at });
+                    let auth = KafkaConnection::new(conn, Auth::ClientSasl, opened_at, None);
+                    self.slots.insert(Target::Auth, auth);
                     return Ok(());
                 }
                 Err(e) => {
@@ -387,47 +376,29 @@ impl Connections {
         };
         if self.closed.remove(&target) {
             count_recreation("closed");
-            debug!(connection = self.connection_id, broker = %conn.connection().address(), "reopened a closed broker connection");
+            debug!(connection = self.connection_id, broker = %conn.link().address(), "reopened a closed broker connection");
         }
-        match target {
-            Target::Broker(id) => {
-                self.brokers.insert(id, conn);
-            }
-            _ => self.bootstrap = Some(conn),
-        }
+        self.slots.insert(target, conn);
         Ok(())
     }
 
-    /// Replaces the at-risk connection behind `target` with a new one.
+    /// Replaces the at-risk connection behind `target` with a new one; the
+    /// old one drains.
     async fn renew(&mut self, target: Target) -> Result<(), ConnError> {
-        let Some(current) = self.slot(target) else {
+        let Some(current) = self.slots.get(&target) else {
             return self.open_into(target).await;
         };
-        let addr = current.connection().address().clone();
-        let reason = match current {
-            KafkaConnection::ScramOverMtls { .. } => "token_at_risk",
-            KafkaConnection::General(_) => "session",
-        };
-        // `replace` refuses while the previous replacement drains: say so
-        // before opening a connection that would be thrown away.
-        if let Some(old) = current.old_connection() {
-            let e = ReplaceError::StillDraining {
-                broker: old.address().clone(),
-                outstanding: old.outstanding(),
-            };
-            return Err(self.replace_failed(&addr, &e));
-        }
+        let addr = current.link().address().clone();
+        let reason = current.renewal_reason();
         let next = self.open_authenticated(addr.clone()).await?;
-        let generation = match &next {
-            KafkaConnection::ScramOverMtls { token, .. } => Some(token.generation),
-            KafkaConnection::General(_) => None,
+        let generation = match next.auth() {
+            Auth::Token(token) => Some(token.generation()),
+            Auth::ClientSasl | Auth::General => None,
         };
-        let Some(slot) = self.slot_mut(target) else {
+        let Some(slot) = self.slots.get_mut(&target) else {
             return Err(gone(target));
         };
-        if let Err(e) = slot.replace(next) {
-            return Err(self.replace_failed(&addr, &e));
-        }
+        slot.replace(next, &mut self.draining);
         count_recreation(reason);
         match generation {
             Some(generation) => info!(
@@ -435,32 +406,29 @@ impl Connections {
                 broker = %addr,
                 broker_id = addr.id,
                 token_generation = generation,
+                draining = self.draining.len(),
                 "replaced a broker connection before its delegation token expires"
             ),
             None => debug!(
                 connection = self.connection_id,
                 broker = %addr,
+                draining = self.draining.len(),
                 "replaced a broker connection before its sasl session expires"
             ),
         }
         Ok(())
     }
 
-    fn replace_failed(&self, addr: &BrokerAddress, e: &ReplaceError) -> ConnError {
-        warn!(connection = self.connection_id, broker = %addr, "closing the client: {e}");
-        ConnError::Fatal(ChainError::Internal(e.to_string()))
-    }
-
     /// Checks that the open connection behind `target` was opened for this
     /// client's login (for a token connection: with this user's token).
     fn check_owner(&self, target: Target) -> Result<(), ConnError> {
-        let (Some(login), Some(conn)) = (&self.login, self.slot(target)) else {
+        let (Some(login), Some(conn)) = (&self.login, self.slots.get(&target)) else {
             return Ok(());
         };
         if login.owns(conn) {
             return Ok(());
         }
-        let broker = conn.connection().address();
+        let broker = conn.link().address();
         warn!(connection = self.connection_id, broker = %broker, "a broker connection does not belong to the client's login; closing the client");
         Err(ConnError::Fatal(ChainError::Internal(format!(
             "{broker}: the connection was not authenticated for this client"
@@ -478,51 +446,44 @@ impl Connections {
     /// Drops the connection behind `target` if it has closed (a closed
     /// connection has already failed everything it owed). Returns whether one
     /// was dropped.
-    pub fn discard(&mut self, target: Target) -> bool {
-        let failure = match target {
-            Target::Auth => match &self.auth {
-                Some(a) if a.conn.is_closed() => self.auth.take().map(|a| a.conn),
-                _ => None,
-            }
-            .map(|c| (c.address().clone(), c.failure())),
-            _ => match self.slot(target) {
-                Some(c) if c.connection().is_closed() => {
-                    let conn = c.connection();
-                    let failure = (conn.address().clone(), conn.failure());
-                    self.retire(target);
-                    self.closed.insert(target);
-                    Some(failure)
-                }
-                _ => None,
-            },
-        };
-        match failure {
-            Some((broker, reason)) => {
-                debug!(
-                    connection = self.connection_id,
-                    broker = %broker,
-                    reason = %reason.map(|e| e.to_string()).unwrap_or_default(),
-                    "dropping a closed broker connection; it is reopened on next use"
-                );
-                true
-            }
-            None => false,
+    pub(crate) fn discard(&mut self, target: Target) -> bool {
+        if !self
+            .slots
+            .get(&target)
+            .is_some_and(|c| c.link().is_closed())
+        {
+            return false;
         }
+        let Some(conn) = self.slots.remove(&target) else {
+            return false;
+        };
+        if target != Target::Auth {
+            self.closed.insert(target);
+        }
+        let link = conn.link();
+        debug!(
+            connection = self.connection_id,
+            broker = %link.address(),
+            reason = %link.failure().map(|e| e.to_string()).unwrap_or_default(),
+            "dropping a closed broker connection; it is reopened on next use"
+        );
+        true
     }
 
     /// Keeps the connections in step with a Metadata answer: the bootstrap
     /// connection becomes its broker's connection, and connections to brokers
     /// that left the cluster are closed once they owe nothing.
-    pub fn on_metadata(&mut self, applied: &MetadataApplied) {
+    pub(crate) fn on_metadata(&mut self, applied: &MetadataApplied) {
         for id in &applied.removed_brokers {
-            if self.brokers.get(id).is_some_and(|c| !owes(c)) {
-                self.brokers.remove(id);
+            let target = Target::Broker(*id);
+            if self.slots.get(&target).is_some_and(|c| !c.link().owes()) {
+                self.slots.remove(&target);
             }
         }
-        let Some(boot) = &self.bootstrap else {
+        let Some(boot) = self.slots.get(&Target::Bootstrap) else {
             return;
         };
-        let addr = boot.connection().address().clone();
+        let addr = boot.link().address().clone();
         let id = {
             let view = self.shared.view.read();
             view.brokers()
@@ -533,69 +494,33 @@ impl Connections {
         };
         if let Some(id) = id
             && self.get(Target::Broker(id)).is_none()
-            && let Some(conn) = self.bootstrap.take()
+            && let Some(conn) = self.slots.remove(&Target::Bootstrap)
         {
             // From now on its logs, errors and metric labels name broker `id`.
-            if let Some(old) = conn.old_connection() {
-                old.set_broker_id(id.0);
-            }
-            if !conn.connection().set_broker_id(id.0) {
+            if !conn.link().set_broker_id(id.0) {
                 debug!(broker = %addr, broker_id = id.0, "the bootstrap connection already names another broker id");
             }
             debug!(broker = %addr, broker_id = id.0, "the bootstrap connection serves broker {}", id.0);
             self.retire(Target::Broker(id));
-            self.brokers.insert(id, conn);
+            self.slots.insert(Target::Broker(id), conn);
         }
     }
 
-    fn slot(&self, target: Target) -> Option<&KafkaConnection> {
-        match target {
-            Target::Broker(id) => self.brokers.get(&id),
-            Target::Bootstrap => self.bootstrap.as_ref(),
-            Target::Auth => None,
-        }
-    }
-
-    fn slot_mut(&mut self, target: Target) -> Option<&mut KafkaConnection> {
-        match target {
-            Target::Broker(id) => self.brokers.get_mut(&id),
-            Target::Bootstrap => self.bootstrap.as_mut(),
-            Target::Auth => None,
-        }
-    }
-
+    /// The targets of connections opened with the client's login.
     fn pooled_targets(&self) -> Vec<Target> {
-        self.brokers
+        self.slots
             .keys()
-            .map(|id| Target::Broker(*id))
-            .chain(self.bootstrap.is_some().then_some(Target::Bootstrap))
+            .copied()
+            .filter(|t| *t != Target::Auth)
             .collect()
     }
 
-    /// Takes the connection behind `target` out of use; keeps it while it
-    /// (or the one it replaced) still owes responses.
+    /// Takes the connection behind `target` out of use; it drains while it
+    /// still owes responses.
     fn retire(&mut self, target: Target) {
-        let taken = match target {
-            Target::Broker(id) => self.brokers.remove(&id),
-            Target::Bootstrap => self.bootstrap.take(),
-            Target::Auth => None,
-        };
-        if let Some(mut conn) = taken {
-            conn.reap();
-            if owes(&conn) {
-                self.retired.push(conn);
-            }
+        if let Some(conn) = self.slots.remove(&target) {
+            conn.retire(&mut self.draining);
         }
-    }
-
-    fn reap_retired(&mut self) {
-        if self.retired.is_empty() {
-            return;
-        }
-        self.retired.retain_mut(|c| {
-            c.reap();
-            owes(c)
-        });
     }
 
     /// The address of broker `id` from the view.
@@ -613,12 +538,6 @@ impl Connections {
         })?;
         Ok(BrokerAddress::new(address.host.as_str(), port).with_id(id.0))
     }
-}
-
-/// Whether a connection (or the one it replaced) still owes responses.
-fn owes(conn: &KafkaConnection) -> bool {
-    let live = conn.connection();
-    (!live.is_closed() && live.outstanding() > 0) || conn.old_connection().is_some()
 }
 
 fn gone(target: Target) -> ConnError {
@@ -639,77 +558,4 @@ fn no_contact_point(last_error: Option<BrokerError>) -> ConnError {
 
 fn count_recreation(reason: &'static str) {
     metrics::counter!(names::BROKER_CONNECTIONS_RECREATED, "reason" => reason).increment(1);
-}
-
-/// Opens a connection to `addr` and authenticates it with `login`; refused
-/// while the client's authentication is undecided (`None`): before that,
-/// only the auth connection may exist.
-async fn open_with(
-    shared: &Shared,
-    login: Option<&mut Login>,
-    addr: BrokerAddress,
-) -> Result<KafkaConnection, ConnError> {
-    let Some(login) = login else {
-        return Err(ConnError::Fatal(ChainError::Internal(format!(
-            "{addr}: a broker connection was requested before the client's authentication was decided"
-        ))));
-    };
-    let conn = open(shared, addr).await?;
-    login.authenticate(conn, Instant::now()).await
-}
-
-/// Opens a connection to `addr` and nothing else: for the auth connection,
-/// which carries only the client's requests (a broker's SASL listener
-/// accepts a single ApiVersions before SaslHandshake, and it is the
-/// client's).
-async fn connect(shared: &Shared, addr: BrokerAddress) -> Result<BrokerConnection, BrokerError> {
-    let options = shared.options_for(&addr)?;
-    BrokerConnection::connect(addr, &options).await
-}
-
-/// Opens a connection to `addr` and, the first time Sluice talks to that
-/// broker, learns its ApiVersions.
-async fn open(shared: &Shared, addr: BrokerAddress) -> Result<BrokerConnection, BrokerError> {
-    let conn = connect(shared, addr).await?;
-    if shared.api_versions_of(conn.address()).is_none() {
-        match fetch_api_versions(shared, &conn).await {
-            Ok(versions) => shared.remember_api_versions(conn.address(), versions),
-            Err(reason) => {
-                debug!(broker = %conn.address(), "cannot learn the broker's api versions: {reason}");
-            }
-        }
-    }
-    Ok(conn)
-}
-
-/// Asks a broker for its ApiVersions (v3), bounded by the request timeout.
-async fn fetch_api_versions(
-    shared: &Shared,
-    conn: &BrokerConnection,
-) -> Result<ApiVersionsResponse, String> {
-    let body = ApiVersionsRequest::default()
-        .with_client_software_name(StrBytes::from_static_str("sluice"))
-        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-    let request = Request::from_body(
-        ApiKey::ApiVersions,
-        INTERNAL_API_VERSIONS_VERSION,
-        0,
-        Some(bytes::Bytes::from_static(b"sluice")),
-        RequestKind::ApiVersions(body),
-    );
-    let receiver = conn
-        .send(request)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("no response expected")?;
-    let response = tokio::time::timeout(shared.request_timeout, receiver)
-        .await
-        .map_err(|_| format!("no answer within {:?}", shared.request_timeout))?
-        .map_err(|_| "the connection dropped the request".to_owned())?
-        .map_err(|e| e.to_string())?;
-    match response.into_body().map_err(|e| e.to_string())? {
-        ResponseKind::ApiVersions(v) if v.error_code == 0 => Ok(v),
-        ResponseKind::ApiVersions(v) => Err(format!("error code {}", v.error_code)),
-        _ => Err("not an ApiVersions response".into()),
-    }
 }

@@ -1,86 +1,122 @@
-//! [`KafkaConnection`]: a broker connection that knows when it must be
-//! replaced, and keeps its predecessor until that has drained.
+//! [`KafkaConnection`]: one broker connection of a client connection, the
+//! one owner of its life: opened and authenticated ([`open`]), used, put at
+//! risk by its authentication's end, replaced, drained and closed.
 //!
 //! A broker closes a connection whose SASL session has expired on the next
 //! request it reads. For a connection authenticated with a delegation token,
 //! the session ends when the token does; for any SASL connection, it ends at
 //! `session_lifetime_ms` (KIP-368, `connections.max.reauth.ms`). Sluice must
 //! therefore open a new connection *before* that moment and move new requests
-//! onto it, while responses still owed on the old one keep flowing back.
+//! onto it, while the responses still owed on the old one keep flowing back.
 //!
-//! # When a token connection is replaced
-//!
-//! The token task creates a user's token and re-creates it at half its
-//! lifetime `L`. A connection opened with a token is *at risk* once it is
-//! older than `0.5 × 0.75 × L`, or as soon as a newer token has been
-//! published, whichever comes first. The extra 25% covers the race in which a
-//! connection authenticates with the old token just before the new one is
-//! published:
+//! # States
 //!
 //! ```text
-//! token A created ──────────────── token B created ──────────── token A expires
-//! t=0                               t=L/2                         t=L
-//!   │ conn 1 opened with A (t≈0)      │ B published: conn 1 at risk (generation changed)
-//!   │                                 │ conn 2 opened with A just before B arrived (t≈L/2)
-//!   │                                 │   conn 2 is at risk at t≈L/2 (generation) and by
-//!   │                                 │   timer at t≈L/2 + 3L/8 = 7L/8 at the latest,
-//!   │                                 │   still before A expires at L.
+//!            open + authenticate (open::open_with)
+//!  ┌────────┐ ────────────────────────────────▶ ┌──────┐
+//!  │ Closed │                                   │ Open │ ◀─────────────────────┐
+//!  └────────┘ ◀──────────────────────────────── └──────┘                       │
+//!      ▲        the broker failed or closed it     │ a newer token is          │ replace(): a fresh,
+//!      │                                           │ published, or 85% of the  │ authenticated one takes
+//!      │                                           ▼ SASL session has passed   │ its place
+//!      │                                  ┌────────────────────┐               │
+//!      └───────────────────────────────── │ AtRiskOfAuthExpiry │ ──────────────┘
+//!         closed before it was replaced   └────────────────────┘
+//!                                                   │ the replaced link
+//!                                                   ▼
+//!                                             ┌──────────┐  owes nothing (or has closed,
+//!                                             │ Draining │ ────────────────────────────▶ dropped
+//!                                             └──────────┘  which failed what it owed)
 //! ```
 //!
-//! An at-risk connection is replaced when a request is next routed to its
-//! broker:
+//! `Closed` is also the state of a target with no connection yet. Every time
+//! a request is routed to a target its state is checked
+//! ([`KafkaConnection::state`]): a `Closed` one is (re)opened, an at-risk one
+//! replaced, and then the request is sent.
+//!
+//! # When a token connection is at risk
+//!
+//! The token task re-creates a user's token when half of the current one's
+//! own lifetime `L` has passed ([`DelegationToken::rotate_at`], the one place
+//! that rule lives) and publishes it with the next generation. A connection
+//! authenticated with a token is at risk as soon as a newer generation is
+//! published: its at-risk time follows its token's expiry, never its own age,
+//! so a connection is replaced once per token, however late in the token's
+//! life it was opened:
+//!
+//! ```text
+//! token A created ───────────── token B published ─────────── A expires ─ B published... C
+//! t=0                            t=L/2 (A.rotate_at)           t=L         t=L (B.rotate_at)
+//!   │ conn 1 opened with A (t≈0)   │ conn 1 at risk: replaced by conn 2 (B), conn 1 drains
+//!   │ conn x opened with A at t≈L/2, just before B: at risk when B appears, replaced then
+//!   │                              │ conn 2 lives until C is published at t=L, half of B's
+//!   │                              │ lifetime later: one replacement per token
+//! ```
+//!
+//! A rotation that fails is retried by the token task while the old token
+//! stays valid: connections keep using it (a new connection would use the
+//! same token, so replacing would not help) until the successor appears.
+//!
+//! # Draining
 //!
 //! ```text
 //! requests:  r1 r2 ──────────── (at risk) r3 r4
-//! conn old:  r1 r2 ─ responses drain ─▶ closed once nothing is owed
+//! conn old:  r1 r2 ─ responses drain ─▶ dropped once nothing is owed
 //! conn new:                          r3 r4 ─▶
 //! client sees responses in request order: r1 r2 r3 r4 (the pending queue is
 //! ordered by client request, so the old connection's come first)
 //! ```
 //!
-//! If a connection due for replacement still has an `old_connection` owing
-//! responses, a response has been pending for longer than a whole refresh
-//! interval: [`KafkaConnection::replace`] reports that as an error rather
-//! than dropping the old connection (which would fail its requests) or
-//! keeping a chain of them.
+//! A client connection has one [`Draining`] list for every connection taken
+//! out of use that still owes answers, however many there are: a client is
+//! never closed because an earlier connection still drains. What bounds a
+//! draining connection is what bounds any request: each answer owed is
+//! failed at its read deadline (the read timeout on top of the API's own
+//! legitimate wait: a Fetch's `max_wait_ms`, a JoinGroup's rebalance
+//! timeout, ...), which closes the connection. Dropping a [`BrokerConnection`]
+//! never cuts it either: what is queued is written and what is owed is read.
+
+pub(crate) mod open;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::token::DelegationToken;
-use sluice_chain::broker::{BrokerAddress, BrokerConnection};
+use sluice_chain::broker::BrokerConnection;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The share of a token's lifetime after which a connection authenticated
-/// with it is replaced: the token is re-created at 1/2, plus 25% margin.
-pub const TOKEN_AT_RISK_FRACTION: f64 = 0.5 * 0.75;
-
 /// The share of a SASL session's lifetime (KIP-368) after which its
 /// connection is replaced, like Java clients that re-authenticate at 85–95%.
-pub const SESSION_AT_RISK_FRACTION: f64 = 0.85;
+pub(crate) const SESSION_AT_RISK_FRACTION: f64 = 0.85;
 
-/// What a caller must do with a connection before routing a request to it.
+/// What a caller must do with a target's connection before routing a
+/// request to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionState {
+pub(crate) enum ConnectionState {
+    /// There is none, or the broker failed or closed it: open a new one.
+    Closed,
     /// Usable.
     Open,
-    /// Closed (the broker failed it or closed it while idle): open a new one.
-    Unopened,
-    /// Still usable, but must be replaced before its next request: its
-    /// token or SASL session is about to expire.
-    AtRiskOfAuthTokenExpiry,
+    /// Still usable, but must be replaced before its next request: a newer
+    /// delegation token is published, or its SASL session is about to end.
+    AtRiskOfAuthExpiry,
 }
 
 /// What [`KafkaConnection`] needs from a connection; [`BrokerConnection`]
 /// in production, a stand-in in unit tests.
-pub trait Link {
+pub(crate) trait Link {
     /// Requests sent on it that are still owed a response.
     fn outstanding(&self) -> usize;
     /// Whether it has closed.
     fn is_closed(&self) -> bool;
-    /// The broker it talks to.
-    fn broker(&self) -> &BrokerAddress;
+
+    /// Whether it still owes answers (a closed one has failed them all).
+    fn owes(&self) -> bool {
+        !self.is_closed() && self.outstanding() > 0
+    }
 }
 
 impl Link for BrokerConnection {
@@ -91,35 +127,38 @@ impl Link for BrokerConnection {
     fn is_closed(&self) -> bool {
         BrokerConnection::is_closed(self)
     }
-
-    fn broker(&self) -> &BrokerAddress {
-        self.address()
-    }
 }
 
 /// The token a connection authenticated with, and where newer ones appear.
 #[derive(Debug, Clone)]
-pub struct TokenBinding {
-    /// The user's published token.
-    pub current: watch::Receiver<Arc<DelegationToken>>,
+pub(crate) struct TokenBinding {
+    /// The user's published token: a change of generation here is what puts
+    /// the connection at risk.
+    current: watch::Receiver<Arc<DelegationToken>>,
     /// Generation of the token the connection authenticated with.
-    pub generation: u64,
-    /// That token's lifetime.
-    pub lifetime: Duration,
+    generation: u64,
 }
 
 impl TokenBinding {
-    /// Binds to the token currently published on `current`.
-    pub fn new(current: watch::Receiver<Arc<DelegationToken>>) -> Self {
-        let (generation, lifetime) = {
-            let token = current.borrow();
-            (token.generation, token.lifetime())
-        };
+    /// Binds to the token currently published on `current`. Bind *before*
+    /// authenticating with it: a token published in between then puts the
+    /// new connection at risk at once, instead of going unnoticed.
+    pub(crate) fn new(current: watch::Receiver<Arc<DelegationToken>>) -> Self {
+        let generation = current.borrow().generation;
         Self {
             current,
             generation,
-            lifetime,
         }
+    }
+
+    /// Generation of the token the connection authenticated with.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether this binding follows the same user's channel as `other`.
+    pub(crate) fn same_channel(&self, other: &watch::Receiver<Arc<DelegationToken>>) -> bool {
+        self.current.same_channel(other)
     }
 
     fn superseded(&self) -> bool {
@@ -127,160 +166,152 @@ impl TokenBinding {
     }
 }
 
-/// One live connection and the one it replaced, if that still owes responses.
+/// How a connection authenticated, which decides what can put it at risk.
 #[derive(Debug)]
-pub struct Managed<C> {
-    connection: C,
-    old_connection: Option<C>,
+pub(crate) enum Auth {
+    /// The client's auth connection: it carries the client's own ApiVersions
+    /// and SASL exchange, untouched, until the client's authentication is
+    /// decided. Sluice never renews it: it is the client's session.
+    ClientSasl,
+    /// Not authenticated by Sluice, or with the client's PLAIN credentials.
+    General,
+    /// With the client's user's delegation token (SCRAM over mTLS).
+    Token(TokenBinding),
+}
+
+/// One live broker connection and what decides its life.
+#[derive(Debug)]
+pub(crate) struct KafkaConnection<C = BrokerConnection> {
+    /// The connection itself.
+    link: C,
+    /// How it authenticated.
+    auth: Auth,
+    /// When it was opened: a PLAIN session kept from the auth connection
+    /// starts its clock when the client's authentication is decided.
     opened_at: Instant,
-    /// When the SASL session (KIP-368) must be renewed, if the broker limits it.
+    /// When its SASL session (KIP-368) must be renewed, if the broker
+    /// limits it: 85% into the `session_lifetime_ms` the broker granted.
     session_renew_at: Option<Instant>,
 }
 
-impl<C: Link> Managed<C> {
+impl<C: Link> KafkaConnection<C> {
     /// A connection opened at `opened_at`, whose SASL session (if any) lasts
     /// `session_lifetime` from then.
-    pub fn new(connection: C, opened_at: Instant, session_lifetime: Option<Duration>) -> Self {
+    pub(crate) fn new(
+        link: C,
+        auth: Auth,
+        opened_at: Instant,
+        session_lifetime: Option<Duration>,
+    ) -> Self {
         Self {
-            connection,
-            old_connection: None,
+            link,
+            auth,
             opened_at,
             session_renew_at: session_lifetime
                 .map(|life| opened_at + life.mul_f64(SESSION_AT_RISK_FRACTION)),
         }
     }
 
-    fn session_due(&self, now: Instant) -> bool {
-        self.session_renew_at.is_some_and(|at| now >= at)
-    }
-}
-
-/// A broker connection of the cluster sink.
-#[derive(Debug)]
-pub enum KafkaConnection<C = BrokerConnection> {
-    /// A plain connection, or one authenticated with the client's own
-    /// credentials (SASL PLAIN replay).
-    General(Managed<C>),
-    /// A connection authenticated with the user's delegation token.
-    ScramOverMtls {
-        /// The connection and its draining predecessor.
-        managed: Managed<C>,
-        /// The token it authenticated with.
-        token: TokenBinding,
-    },
-}
-
-/// Why a connection could not be replaced.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ReplaceError {
-    /// The previous replacement has not drained.
-    #[error(
-        "{broker}: cannot replace the connection: the connection it replaced still owes \
-         {outstanding} response(s), pending for longer than a token refresh interval"
-    )]
-    StillDraining {
-        /// The broker.
-        broker: BrokerAddress,
-        /// Responses the old connection still owes.
-        outstanding: usize,
-    },
-}
-
-impl<C: Link> KafkaConnection<C> {
-    /// A plain connection.
-    pub fn general(connection: C, opened_at: Instant, session_lifetime: Option<Duration>) -> Self {
-        Self::General(Managed::new(connection, opened_at, session_lifetime))
-    }
-
-    /// A connection authenticated with the token in `token`.
-    pub fn scram_over_mtls(
-        connection: C,
-        opened_at: Instant,
-        session_lifetime: Option<Duration>,
-        token: TokenBinding,
-    ) -> Self {
-        Self::ScramOverMtls {
-            managed: Managed::new(connection, opened_at, session_lifetime),
-            token,
-        }
-    }
-
-    fn managed(&self) -> &Managed<C> {
-        match self {
-            Self::General(m) | Self::ScramOverMtls { managed: m, .. } => m,
-        }
-    }
-
-    fn managed_mut(&mut self) -> &mut Managed<C> {
-        match self {
-            Self::General(m) | Self::ScramOverMtls { managed: m, .. } => m,
-        }
-    }
-
     /// The connection new requests go to.
-    pub fn connection(&self) -> &C {
-        &self.managed().connection
+    pub(crate) fn link(&self) -> &C {
+        &self.link
     }
 
-    /// The replaced connection still draining, if any.
-    pub fn old_connection(&self) -> Option<&C> {
-        self.managed().old_connection.as_ref()
+    /// How it authenticated.
+    pub(crate) fn auth(&self) -> &Auth {
+        &self.auth
     }
 
-    /// The connection's state at `now`. Checked every time a request is
-    /// routed to this broker.
-    pub fn state(&self, now: Instant) -> ConnectionState {
-        let managed = self.managed();
-        if managed.connection.is_closed() {
-            return ConnectionState::Unopened;
+    /// When it was opened.
+    pub(crate) fn opened_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    /// Its state at `now`, checked every time a request is routed to it.
+    pub(crate) fn state(&self, now: Instant) -> ConnectionState {
+        if self.link.is_closed() {
+            return ConnectionState::Closed;
         }
-        let token_due = match self {
-            Self::General(_) => false,
-            Self::ScramOverMtls { token, .. } => {
-                token.superseded()
-                    || now >= managed.opened_at + token.lifetime.mul_f64(TOKEN_AT_RISK_FRACTION)
-            }
+        let token_due = match &self.auth {
+            Auth::Token(token) => token.superseded(),
+            Auth::ClientSasl | Auth::General => false,
         };
-        if token_due || managed.session_due(now) {
-            ConnectionState::AtRiskOfAuthTokenExpiry
+        let session_due = self.session_renew_at.is_some_and(|at| now >= at);
+        if token_due || session_due {
+            ConnectionState::AtRiskOfAuthExpiry
         } else {
             ConnectionState::Open
         }
     }
 
-    /// Drops the replaced connection once it owes nothing (or has closed,
-    /// which already failed everything it owed).
-    pub fn reap(&mut self) {
-        let managed = self.managed_mut();
-        if managed
-            .old_connection
-            .as_ref()
-            .is_some_and(|old| old.outstanding() == 0 || old.is_closed())
-        {
-            managed.old_connection = None;
+    /// Why it is being replaced, as the `reason` label of
+    /// `sluice_broker_connections_recreated_total`.
+    pub(crate) fn renewal_reason(&self) -> &'static str {
+        match &self.auth {
+            Auth::Token(token) if token.superseded() => "token_at_risk",
+            _ => "session",
         }
     }
 
-    /// Replaces the live connection with `next` (already authenticated).
-    /// The current one is kept as `old_connection` while it owes responses.
-    pub fn replace(&mut self, next: KafkaConnection<C>) -> Result<(), ReplaceError> {
-        self.reap();
-        if let Some(old) = self.old_connection() {
-            return Err(ReplaceError::StillDraining {
-                broker: old.broker().clone(),
-                outstanding: old.outstanding(),
-            });
-        }
+    /// Puts `next` (open and authenticated) in its place; the replaced link
+    /// drains in `draining`.
+    pub(crate) fn replace(&mut self, next: Self, draining: &mut Draining<C>) {
         let previous = std::mem::replace(self, next);
-        let previous = match previous {
-            Self::General(m) | Self::ScramOverMtls { managed: m, .. } => m.connection,
-        };
-        if previous.outstanding() > 0 && !previous.is_closed() {
-            self.managed_mut().old_connection = Some(previous);
-        }
-        Ok(())
+        draining.push(previous.link);
+    }
+
+    /// Takes the connection out of use; its link drains in `draining`.
+    pub(crate) fn retire(self, draining: &mut Draining<C>) {
+        draining.push(self.link);
+    }
+
+    /// The same link under another authentication: the auth connection
+    /// becomes a general one once the client's login is known (`now` starts
+    /// a PLAIN session's clock).
+    pub(crate) fn reauthenticated(
+        self,
+        auth: Auth,
+        now: Instant,
+        session_lifetime: Option<Duration>,
+    ) -> Self {
+        Self::new(self.link, auth, now, session_lifetime)
     }
 }
 
-#[cfg(test)]
-mod tests;
+/// Broker connections taken out of use that still owe answers; dropped as
+/// soon as they owe nothing. One per client connection.
+#[derive(Debug)]
+pub(crate) struct Draining<C = BrokerConnection> {
+    links: Vec<C>,
+}
+
+impl<C> Default for Draining<C> {
+    fn default() -> Self {
+        Self { links: Vec::new() }
+    }
+}
+
+impl<C: Link> Draining<C> {
+    /// Keeps `link` while it owes answers; drops it at once otherwise.
+    pub(crate) fn push(&mut self, link: C) {
+        if link.owes() {
+            self.links.push(link);
+        }
+    }
+
+    /// Drops the connections that owe nothing any more.
+    pub(crate) fn reap(&mut self) {
+        self.links.retain(Link::owes);
+    }
+
+    /// How many still drain.
+    pub(crate) fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    /// The ones still draining, oldest first.
+    #[cfg(test)]
+    pub(crate) fn links(&self) -> &[C] {
+        &self.links
+    }
+}

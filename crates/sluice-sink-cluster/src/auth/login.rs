@@ -3,9 +3,9 @@
 //! the client's user's delegation token (SCRAM over mTLS).
 //!
 //! A token connection is bound ([`TokenBinding`]) to the user's token
-//! channel, so that it is replaced when a newer token is published or its
-//! token ages, and so that the driver can check that a connection it routes a
-//! client's request to was opened with *that client's user's* token.
+//! channel, so that it is replaced when a newer token is published, and so
+//! that the driver can check that a connection it routes a client's request
+//! to was opened with *that client's user's* token.
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use sluice_chain::{ChainError, ErrorClass, ErrorSide};
 use tokio::time::Instant;
 
 use super::{Identity, PlainCredentials};
-use crate::kafka_connection::{KafkaConnection, TokenBinding};
+use crate::kafka_connection::{Auth, KafkaConnection, TokenBinding};
 
 /// How a client's new broker connections authenticate.
 #[derive(Debug)]
@@ -79,40 +79,39 @@ impl Login {
 
     /// Authenticates `conn` (fresh, nothing sent on it but ApiVersions) and
     /// wraps it. `opened_at` starts its session clock.
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         &mut self,
         conn: BrokerConnection,
         opened_at: Instant,
     ) -> Result<KafkaConnection, ConnError> {
         match self {
-            Login::None => Ok(KafkaConnection::general(conn, opened_at, None)),
+            Login::None => Ok(KafkaConnection::new(conn, Auth::General, opened_at, None)),
             Login::Plain(credentials) => {
                 let session =
                     authenticate_plain(&conn, credentials.username(), credentials.password())
                         .await
                         .map_err(|e| plain_failed(&conn, e))?;
-                Ok(KafkaConnection::general(
+                Ok(KafkaConnection::new(
                     conn,
+                    Auth::General,
                     opened_at,
                     session.session_lifetime(),
                 ))
             }
             Login::Token(login) => {
                 let current = login.receiver().await?;
+                // Bound before authenticating: a token published meanwhile
+                // puts this connection at risk at once.
+                let binding = TokenBinding::new(current.clone());
                 let token = current.borrow().clone();
-                let binding = TokenBinding {
-                    current,
-                    generation: token.generation,
-                    lifetime: token.lifetime(),
-                };
                 let session = authenticate_token(&conn, login.mechanism, &token)
                     .await
                     .map_err(|e| token_failed(&conn, &token.token_id, e))?;
-                Ok(KafkaConnection::scram_over_mtls(
+                Ok(KafkaConnection::new(
                     conn,
+                    Auth::Token(binding),
                     opened_at,
                     session.session_lifetime(),
-                    binding,
                 ))
             }
         }
@@ -120,13 +119,13 @@ impl Login {
 
     /// Whether `conn` is of the kind this login opens, and, for a token
     /// connection, bound to this user's token channel.
-    pub fn owns(&self, conn: &KafkaConnection) -> bool {
-        match (self, conn) {
-            (Login::None | Login::Plain(_), KafkaConnection::General(_)) => true,
-            (Login::Token(login), KafkaConnection::ScramOverMtls { token, .. }) => login
+    pub(crate) fn owns(&self, conn: &KafkaConnection) -> bool {
+        match (self, conn.auth()) {
+            (Login::None | Login::Plain(_), Auth::General) => true,
+            (Login::Token(login), Auth::Token(token)) => login
                 .current
                 .as_ref()
-                .is_some_and(|mine| mine.same_channel(&token.current)),
+                .is_some_and(|mine| token.same_channel(mine)),
             _ => false,
         }
     }

@@ -1,0 +1,120 @@
+//! Opening a broker connection: connect (and TLS), learn the broker's
+//! ApiVersions the first time Sluice talks to it, then authenticate with the
+//! client's [`Login`].
+//!
+//! The ApiVersions are asked once per broker (v3, before authenticating,
+//! which Kafka allows) and cached in the sink's shared state: they decide
+//! the versions of Sluice's own requests and feed the ApiVersions
+//! intersection shown to clients.
+
+use std::time::Duration;
+
+use sluice_chain::ChainError;
+use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, CodecError, Request, RequestKind, ResponseKind};
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::KafkaConnection;
+use crate::auth::login::{ConnError, Login};
+use crate::sink::Shared;
+
+/// The ApiVersions version Sluice asks brokers with.
+const INTERNAL_API_VERSIONS_VERSION: i16 = 3;
+
+/// Why a broker's ApiVersions could not be learned (logged; the broker is
+/// asked again with its next connection).
+#[derive(Debug, thiserror::Error)]
+enum ApiVersionsError {
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the connection dropped the request")]
+    Dropped,
+    #[error("the answer cannot be decoded: {0}")]
+    Decode(#[from] CodecError),
+    #[error("error code {0}")]
+    Refused(i16),
+    #[error("the answer is not an ApiVersions response")]
+    Unexpected,
+}
+
+/// Opens a connection to `addr` and authenticates it with `login`; refused
+/// while the client's authentication is undecided (`None`): before that,
+/// only the auth connection may exist.
+pub(crate) async fn open_with(
+    shared: &Shared,
+    login: Option<&mut Login>,
+    addr: BrokerAddress,
+) -> Result<KafkaConnection, ConnError> {
+    let Some(login) = login else {
+        return Err(ConnError::Fatal(ChainError::Internal(format!(
+            "{addr}: a broker connection was requested before the client's authentication was decided"
+        ))));
+    };
+    let conn = open(shared, addr).await?;
+    login.authenticate(conn, Instant::now()).await
+}
+
+/// Opens a connection to `addr` and nothing else: for the auth connection,
+/// which carries only the client's requests (a broker's SASL listener
+/// accepts a single ApiVersions before SaslHandshake, and it is the
+/// client's).
+pub(crate) async fn connect(
+    shared: &Shared,
+    addr: BrokerAddress,
+) -> Result<BrokerConnection, BrokerError> {
+    let options = shared.options_for(&addr)?;
+    BrokerConnection::connect(addr, &options).await
+}
+
+/// Opens a connection to `addr` and, the first time Sluice talks to that
+/// broker, learns its ApiVersions.
+pub(crate) async fn open(
+    shared: &Shared,
+    addr: BrokerAddress,
+) -> Result<BrokerConnection, BrokerError> {
+    let conn = connect(shared, addr).await?;
+    if shared.api_versions_of(conn.address()).is_none() {
+        match fetch_api_versions(shared, &conn).await {
+            Ok(versions) => shared.remember_api_versions(conn.address(), versions),
+            Err(reason) => {
+                debug!(broker = %conn.address(), "cannot learn the broker's api versions: {reason}");
+            }
+        }
+    }
+    Ok(conn)
+}
+
+/// Asks a broker for its ApiVersions (v3), bounded by the request timeout.
+async fn fetch_api_versions(
+    shared: &Shared,
+    conn: &BrokerConnection,
+) -> Result<ApiVersionsResponse, ApiVersionsError> {
+    let body = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("sluice"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+    let request = Request::from_body(
+        ApiKey::ApiVersions,
+        INTERNAL_API_VERSIONS_VERSION,
+        0,
+        Some(bytes::Bytes::from_static(b"sluice")),
+        RequestKind::ApiVersions(body),
+    );
+    let receiver = conn
+        .send(request)
+        .await?
+        .ok_or(ApiVersionsError::Unexpected)?;
+    let response = tokio::time::timeout(shared.request_timeout, receiver)
+        .await
+        .map_err(|_| ApiVersionsError::Timeout(shared.request_timeout))?
+        .map_err(|_| ApiVersionsError::Dropped)??;
+    match response.into_body()? {
+        ResponseKind::ApiVersions(v) if v.error_code == 0 => Ok(v),
+        ResponseKind::ApiVersions(v) => Err(ApiVersionsError::Refused(v.error_code)),
+        _ => Err(ApiVersionsError::Unexpected),
+    }
+}
