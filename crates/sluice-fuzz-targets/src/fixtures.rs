@@ -13,9 +13,9 @@ use sluice_codec::kafka_protocol::messages::metadata_response::{
 };
 use sluice_codec::kafka_protocol::messages::{BrokerId, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_sink_cluster::split::{Coordinators, PartitionLeaders, Routing};
-use sluice_sink_cluster::topology::{
-    Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef,
+use sluice_sink_cluster::{
+    Address, ClusterView, CoordinatorKeyType, Coordinators, PartitionLeaders, Routing,
+    ShotoverNode, TopicRef,
 };
 
 /// The real brokers: (id, host, port, rack).

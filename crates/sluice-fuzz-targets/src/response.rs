@@ -28,10 +28,9 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::versions::DECODED;
 use sluice_codec::{OutFrames, Request, Response};
-use sluice_sink_cluster::rewrite::{
-    Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer,
+use sluice_sink_cluster::{
+    PartResult, Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer,
 };
-use sluice_sink_cluster::split::PartResult;
 
 use crate::fixtures::{cluster_view, sluice_nodes};
 use crate::wire::drain;

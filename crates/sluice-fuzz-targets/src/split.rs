@@ -15,8 +15,7 @@
 use bytes::{Bytes, BytesMut};
 use sluice_codec::kafka_protocol::messages::{RequestKind, ResponseKind};
 use sluice_codec::{Request, Response};
-use sluice_sink_cluster::split::PartResult;
-use sluice_sink_cluster::split::dispatch::{error_response, merge_responses, split_request};
+use sluice_sink_cluster::{PartResult, error_response, merge_responses, split_request};
 
 use crate::fixtures::FakeRouting;
 

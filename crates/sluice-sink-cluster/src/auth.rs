@@ -41,8 +41,8 @@
 //! `session_lifetime_ms` in the answer it gives the client (so clients do not
 //! try), and renews its own broker connections before their sessions end.
 
-pub mod login;
-pub mod messages;
+pub(crate) mod login;
+pub(crate) mod messages;
 
 #[cfg(test)]
 mod tests;
@@ -56,16 +56,16 @@ use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
 
-pub use messages::{MessageError, PlainCredentials, ScramFirst, parse_scram_client_first};
+pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
-pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 /// Kafka's SASL_AUTHENTICATION_FAILED.
-pub const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
+pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
 
 /// A SASL mechanism Sluice can carry onto its broker connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mechanism {
+pub(crate) enum Mechanism {
     /// PLAIN: the credentials are replayed.
     Plain,
     /// SCRAM: a delegation token of the user stands in (SCRAM over mTLS).
@@ -74,7 +74,7 @@ pub enum Mechanism {
 
 impl Mechanism {
     /// The SASL name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
@@ -92,7 +92,7 @@ impl Mechanism {
 
 /// Who an authenticated client is, and how to authenticate for it.
 #[derive(Debug, Clone)]
-pub enum Identity {
+pub(crate) enum Identity {
     /// PLAIN: the client's own credentials.
     Plain(Arc<PlainCredentials>),
     /// SCRAM: the user, and the mechanism its token connections must use.
@@ -106,7 +106,7 @@ pub enum Identity {
 
 impl Identity {
     /// The username.
-    pub fn username(&self) -> &str {
+    pub(crate) fn username(&self) -> &str {
         match self {
             Identity::Plain(c) => c.username(),
             Identity::Scram { username, .. } => username,
@@ -116,7 +116,7 @@ impl Identity {
 
 /// Which SASL request an answer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslStep {
+pub(crate) enum SaslStep {
     /// SaslHandshake: the offered mechanisms are filtered.
     Handshake,
     /// SaslAuthenticate: success or failure decides the client's fate.
@@ -125,7 +125,7 @@ pub enum SaslStep {
 
 /// What to do with a client request.
 #[derive(Debug)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// Route it as usual.
     Route,
     /// The client's first request is not about authentication: it uses none
@@ -142,7 +142,7 @@ pub enum Admit {
 
 /// What an answer did to the client's authentication.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing decided yet.
     Continue,
     /// The client authenticated.
@@ -170,7 +170,7 @@ enum State {
         pending: Option<Pending>,
     },
     /// Authenticated.
-    Authenticated(Identity),
+    Authenticated,
     /// The client does not authenticate.
     WithoutAuth,
     /// To be closed, for this reason, once the answers owed are written.
@@ -186,7 +186,7 @@ enum Pending {
 
 /// The authentication state of one client connection.
 #[derive(Debug)]
-pub struct ClientAuth {
+pub(crate) struct ClientAuth {
     /// `authorize_scram_over_mtls` is configured: SCRAM is offered and
     /// authentication is required.
     scram_over_mtls: bool,
@@ -195,7 +195,7 @@ pub struct ClientAuth {
 
 impl ClientAuth {
     /// A client that has sent nothing yet.
-    pub fn new(scram_over_mtls: bool) -> Self {
+    pub(crate) fn new(scram_over_mtls: bool) -> Self {
         Self {
             scram_over_mtls,
             state: State::Start,
@@ -204,20 +204,12 @@ impl ClientAuth {
 
     /// Whether the client is past the gate: authenticated, or using no
     /// authentication. Before that, only its auth connection exists.
-    pub fn decided(&self) -> bool {
-        matches!(self.state, State::Authenticated(_) | State::WithoutAuth)
-    }
-
-    /// Who the client is, once authenticated.
-    pub fn identity(&self) -> Option<&Identity> {
-        match &self.state {
-            State::Authenticated(identity) => Some(identity),
-            _ => None,
-        }
+    pub(crate) fn decided(&self) -> bool {
+        matches!(self.state, State::Authenticated | State::WithoutAuth)
     }
 
     /// The reason the client is being closed, if it is.
-    pub fn closing(&self) -> Option<&str> {
+    pub(crate) fn closing(&self) -> Option<&str> {
         match &self.state {
             State::Closing(reason) => Some(reason),
             _ => None,
@@ -225,7 +217,7 @@ impl ClientAuth {
     }
 
     /// Closes the client (once its owed answers are written) for `reason`.
-    pub fn fail(&mut self, reason: impl Into<String>) {
+    pub(crate) fn fail(&mut self, reason: impl Into<String>) {
         if !matches!(self.state, State::Closing(_)) {
             self.state = State::Closing(reason.into());
         }
@@ -233,7 +225,7 @@ impl ClientAuth {
 
     /// The mechanism called `name` if Sluice can carry it (exact name, as
     /// Kafka compares them).
-    pub fn carried(&self, name: &str) -> Option<Mechanism> {
+    pub(crate) fn carried(&self, name: &str) -> Option<Mechanism> {
         if name == Mechanism::Plain.name() {
             return Some(Mechanism::Plain);
         }
@@ -244,7 +236,7 @@ impl ClientAuth {
     }
 
     /// Decides what happens to `request`. `Err`: close the client now.
-    pub fn admit(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+    pub(crate) fn admit(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         if matches!(self.state, State::Closing(_)) {
             return Ok(Admit::Drop);
         }
@@ -260,7 +252,7 @@ impl ClientAuth {
     fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated(_) => return Err(reauthentication()),
+            State::Authenticated => return Err(reauthentication()),
             State::Start => {}
             _ => return Err(refused("a second SaslHandshake during authentication")),
         }
@@ -281,7 +273,7 @@ impl ClientAuth {
     fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         let (mechanism, answered) = match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated(_) => return Err(reauthentication()),
+            State::Authenticated => return Err(reauthentication()),
             State::Exchange {
                 mechanism,
                 answered,
@@ -336,7 +328,7 @@ impl ClientAuth {
 
     fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
         match &self.state {
-            State::Authenticated(_) | State::WithoutAuth => Ok(Admit::Route),
+            State::Authenticated | State::WithoutAuth => Ok(Admit::Route),
             State::Start if self.scram_over_mtls => Err(refused(&format!(
                 "{api:?} before authentication: this listener requires SASL authentication"
             ))),
@@ -351,7 +343,7 @@ impl ClientAuth {
     /// Settles the broker's answer to a SASL request sent at `step`: filters
     /// the offered mechanisms, zeroes `session_lifetime_ms`, and moves the
     /// state on. The answer (possibly rewritten) then goes to the client.
-    pub fn on_answer(
+    pub(crate) fn on_answer(
         &mut self,
         step: SaslStep,
         response: &mut Response,
@@ -433,7 +425,7 @@ impl ClientAuth {
             },
             _ => return self.unexpected_answer(),
         };
-        self.state = State::Authenticated(identity.clone());
+        self.state = State::Authenticated;
         Outcome::Authenticated {
             identity,
             session_lifetime,

@@ -58,7 +58,7 @@ use crate::topology::{BrokerId, MetadataApplied};
 
 /// Which connection a request went out on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Target {
+pub(crate) enum Target {
     /// The connection to a broker known by id.
     Broker(BrokerId),
     /// The bootstrap connection, before its broker id was known.
@@ -69,23 +69,33 @@ pub enum Target {
 
 /// One client connection's broker connections.
 pub(crate) struct Connections {
-    /// The sink's state shared by every client connection: the cluster view,
-    /// broker options, cached ApiVersions, contact points.
+    /// The sink's state shared by every client connection: the cluster view
+    /// (where each broker id is), connect options and TLS, cached
+    /// ApiVersions, the contact points and their rotation, the token task.
+    /// Shared because the client connections of one sink must agree on the
+    /// cluster, and learn each broker's versions once for all of them.
     shared: Arc<Shared>,
-    /// The client connection's id, for logs.
+    /// The client connection's id, for logs only: it ties every broker
+    /// connection event to the client connection it serves.
     connection_id: u64,
     /// The live connection of each target: at most one per broker, one
     /// bootstrap connection before its broker is known, and the auth
-    /// connection until the client's authentication is decided.
+    /// connection until the client's authentication is decided. One per
+    /// broker because a broker answers one connection's requests in order,
+    /// which the pending queue relies on, and because a client must not cost
+    /// a broker more connections than it would without Sluice.
     slots: HashMap<Target, KafkaConnection>,
     /// Connections taken out of use (replaced, retired) that still owe
-    /// answers: the one draining list.
+    /// answers: the one draining list. Kept rather than dropped so that the
+    /// requests they owe are answered, not failed.
     draining: Draining,
     /// How new connections authenticate; `None` until the client's
-    /// authentication is decided.
+    /// authentication is decided. Until then only the auth connection may be
+    /// opened: any other could not yet authenticate as the client.
     login: Option<Login>,
-    /// Targets whose connection closed: the next open is a recreation
-    /// (counted as `reason="closed"`).
+    /// Targets whose connection closed: the next open there is a recreation,
+    /// counted in `sluice_broker_connections_recreated_total{reason="closed"}`
+    /// and logged as such, which a first open is not.
     closed: HashSet<Target>,
 }
 

@@ -83,13 +83,13 @@ mod upstream;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
-pub use session::{
-    ClientSessions, FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SessionReply,
-};
-pub use upstream::{SentIn, UpstreamSessions};
+pub(crate) use session::{ClientSessions, SessionReply};
+#[cfg(test)]
+use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
+pub(crate) use upstream::{SentIn, UpstreamSessions};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
-pub type PartitionKey = (TopicRef, i32);
+pub(crate) type PartitionKey = (TopicRef, i32);
 
 /// The watermarks a broker last reported for a partition: what an empty
 /// partition answer carries while its part is still out.
@@ -119,24 +119,24 @@ struct Stashed {
 
 /// A part owed by its broker after its fetch was answered.
 #[derive(Debug)]
-pub struct Parked {
+pub(crate) struct Parked {
     /// The part, with its receiver (or its result, once it arrived).
-    pub part: Part,
+    pub(crate) part: Part,
     /// What it asked for.
-    pub meta: PartMeta,
+    pub(crate) meta: PartMeta,
 }
 
 /// What a fetch part asked its broker for.
 #[derive(Debug, Clone)]
-pub struct PartMeta {
+pub(crate) struct PartMeta {
     /// The broker it went to.
-    pub broker: BrokerId,
+    pub(crate) broker: BrokerId,
     /// The version it was sent at (its answer's topics are keyed by it).
-    pub version: i16,
+    pub(crate) version: i16,
     /// Each partition it asked for, at which offset.
-    pub asked: HashMap<PartitionKey, i64>,
+    pub(crate) asked: HashMap<PartitionKey, i64>,
     /// The broker session it went out in.
-    pub sent_in: SentIn,
+    pub(crate) sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
     learned: bool,
     /// When it was sent.
@@ -146,11 +146,11 @@ pub struct PartMeta {
 /// One client connection's fetch state between fetches: parked parts, their
 /// stashed answers, and the last watermarks seen per partition.
 #[derive(Debug, Default)]
-pub struct FetchState {
+pub(crate) struct FetchState {
     /// The client's fetch session with Sluice.
-    pub sessions: ClientSessions,
+    pub(crate) sessions: ClientSessions,
     /// Sluice's fetch sessions with the brokers.
-    pub upstream: UpstreamSessions,
+    pub(crate) upstream: UpstreamSessions,
     parked: Vec<Parked>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
@@ -191,7 +191,7 @@ struct TopicPlan {
 /// A split fetch's answer-to-be: where each partition's answer comes from,
 /// and when to answer (see the module doc).
 #[derive(Debug)]
-pub struct FetchCombine {
+pub(crate) struct FetchCombine {
     version: i16,
     /// How the client's session shapes the answer.
     session: SessionReply,
@@ -210,7 +210,7 @@ pub struct FetchCombine {
 
 /// What a finished part yielded, for [`FetchState::assemble`].
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The broker's answer, decoded.
     Answer(FetchResponse),
     /// No answer: its partitions get this error.
@@ -221,60 +221,60 @@ pub enum Outcome {
 
 /// A part to send for an entry.
 #[derive(Debug)]
-pub struct NewPart {
+pub(crate) struct NewPart {
     /// Where to.
-    pub broker: BrokerId,
+    pub(crate) broker: BrokerId,
     /// What (at the entry's version).
-    pub request: FetchRequest,
+    pub(crate) request: FetchRequest,
     /// What the entry records once it is sent ([`FetchCombine::commit`]).
-    pub claim: Claim,
+    pub(crate) claim: Claim,
 }
 
 /// The partitions a [`NewPart`] serves, and what it asks.
 #[derive(Debug)]
-pub struct Claim {
+pub(crate) struct Claim {
     meta: PartMeta,
     slots: Vec<(usize, usize)>,
 }
 
 impl Claim {
     /// Records the broker session the part went out in.
-    pub fn sent_in(&mut self, sent_in: SentIn) {
+    pub(crate) fn sent_in(&mut self, sent_in: SentIn) {
         self.meta.sent_in = sent_in;
     }
 }
 
 /// A fetch planned against the connection's [`FetchState`].
 #[derive(Debug)]
-pub struct Planned {
+pub(crate) struct Planned {
     /// The entry's combine.
-    pub combine: FetchCombine,
+    pub(crate) combine: FetchCombine,
     /// Parked parts the fetch adopted: the entry's first parts, in order.
-    pub adopted: Vec<Part>,
+    pub(crate) adopted: Vec<Part>,
     /// New parts to send, after the adopted ones, in order; each is
     /// committed to `combine` once sent.
-    pub fresh: Vec<NewPart>,
+    pub(crate) fresh: Vec<NewPart>,
 }
 
 impl FetchState {
     /// Whether nothing is parked or stashed (a sessionless fetch to one
     /// broker may then pass through untouched).
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.parked.is_empty() && self.stash.is_empty()
     }
 
     /// Takes the parked parts out (to see which have answered).
-    pub fn take_parked(&mut self) -> Vec<Parked> {
+    pub(crate) fn take_parked(&mut self) -> Vec<Parked> {
         std::mem::take(&mut self.parked)
     }
 
     /// Parks a part still out.
-    pub fn park(&mut self, parked: Parked) {
+    pub(crate) fn park(&mut self, parked: Parked) {
         self.parked.push(parked);
     }
 
     /// Stashes the answer of a parked part that arrived between fetches.
-    pub fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
+    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
             self.stash_answer(meta, key, data);
@@ -283,7 +283,7 @@ impl FetchState {
 
     /// Stashes `error_code` for every partition a failed parked part asked
     /// for, so that the client's next fetch of them learns it.
-    pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
+    pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
         for (key, &fetch_offset) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
             self.stash
@@ -294,7 +294,7 @@ impl FetchState {
     /// Plans the client's `request` (decoded at `version`), given its split
     /// into parts per broker (`routed`), at `now`. Every stashed answer is
     /// used or dropped here.
-    pub fn plan(
+    pub(crate) fn plan(
         &mut self,
         request: &FetchRequest,
         version: i16,
@@ -376,7 +376,11 @@ impl FetchState {
     /// Builds the client's answer from one [`Outcome`] per part; parts still
     /// out have been parked by the caller. Answers of adopted parts for
     /// partitions the client did not ask for now are stashed.
-    pub fn assemble(&mut self, combine: FetchCombine, outcomes: Vec<Outcome>) -> FetchResponse {
+    pub(crate) fn assemble(
+        &mut self,
+        combine: FetchCombine,
+        outcomes: Vec<Outcome>,
+    ) -> FetchResponse {
         let FetchCombine {
             version,
             session,
@@ -500,14 +504,14 @@ impl FetchState {
 impl FetchCombine {
     /// Learns the broker sessions from the parts that have answered since
     /// last time (see [`learn`]).
-    pub fn learn(&mut self, parts: &mut [Part], upstream: &mut UpstreamSessions) {
+    pub(crate) fn learn(&mut self, parts: &mut [Part], upstream: &mut UpstreamSessions) {
         for (part, meta) in parts.iter_mut().zip(self.metas.iter_mut()) {
             learn(part, meta, upstream);
         }
     }
 
     /// The client's id, for the header of parts sent later.
-    pub fn client_id(&self) -> Option<Bytes> {
+    pub(crate) fn client_id(&self) -> Option<Bytes> {
         self.client_id.clone()
     }
 
@@ -515,7 +519,7 @@ impl FetchCombine {
     /// answers in hand carry `min_bytes` (and, catching up, the parts sent
     /// with them had their moment: see [`GATHER_BYTES`]). Never for an
     /// entry without a deadline, which waits for every part.
-    pub fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
+    pub(crate) fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
         self.next_look(parts, now).is_none()
     }
 
@@ -555,7 +559,7 @@ impl FetchCombine {
 
     /// Waits (cancel-safe) until the entry has waited [`enough`](Self::enough),
     /// or every part has answered, or one more part has.
-    pub async fn wait(&self, parts: &mut [Part]) {
+    pub(crate) async fn wait(&self, parts: &mut [Part]) {
         if parts.iter().all(|p| !p.is_waiting()) {
             return;
         }
@@ -611,7 +615,7 @@ impl FetchCombine {
     /// more but owe it partitions (an adopted part asked other offsets, or a
     /// part answered them empty), with the time left as their `max_wait_ms`.
     /// Each is [`commit`](Self::commit)ted once sent.
-    pub fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
+    pub(crate) fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
         let Some(deadline) = self.deadline else {
             return Vec::new();
         };
@@ -706,7 +710,7 @@ impl FetchCombine {
 
     /// Records a sent [`NewPart`] as the entry's next part: its partitions
     /// wait for it.
-    pub fn commit(&mut self, mut claim: Claim) {
+    pub(crate) fn commit(&mut self, mut claim: Claim) {
         claim.meta.sent_at = Instant::now();
         let index = self.metas.len();
         for (t, p) in claim.slots {
@@ -718,14 +722,14 @@ impl FetchCombine {
     }
 
     /// What part `index` asked for.
-    pub fn meta(&self, index: usize) -> Option<&PartMeta> {
+    pub(crate) fn meta(&self, index: usize) -> Option<&PartMeta> {
         self.metas.get(index)
     }
 }
 
 impl Part {
     /// Whether the part's answer has not arrived.
-    pub fn is_waiting(&self) -> bool {
+    pub(crate) fn is_waiting(&self) -> bool {
         matches!(self.state, PartState::Waiting(_))
     }
 }
@@ -775,7 +779,7 @@ fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, usize>>
 /// session error is the session's business, so it is cleared from the
 /// answer (the broker listed no partition with it; they count as answered
 /// empty and are fetched again).
-pub fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
+pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
     if meta.learned || part.is_waiting() {
         return;
     }

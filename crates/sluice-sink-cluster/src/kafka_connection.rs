@@ -182,9 +182,13 @@ pub(crate) enum Auth {
 /// One live broker connection and what decides its life.
 #[derive(Debug)]
 pub(crate) struct KafkaConnection<C = BrokerConnection> {
-    /// The connection itself.
+    /// The connection itself: a [`BrokerConnection`] in production, a
+    /// stand-in in unit tests, so that every transition is tested without a
+    /// broker.
     link: C,
-    /// How it authenticated.
+    /// How it authenticated: what can put it at risk (a newer token, the
+    /// SASL session's end) and whether Sluice may renew it at all (never the
+    /// client's own auth connection).
     auth: Auth,
     /// When it was opened: a PLAIN session kept from the auth connection
     /// starts its clock when the client's authentication is decided.
@@ -282,6 +286,9 @@ impl<C: Link> KafkaConnection<C> {
 /// soon as they owe nothing. One per client connection.
 #[derive(Debug)]
 pub(crate) struct Draining<C = BrokerConnection> {
+    /// The connections still owing answers, oldest first. A list, not one
+    /// slot per target: a target may be replaced again before its previous
+    /// connection has drained, and neither may be dropped while it owes.
     links: Vec<C>,
 }
 

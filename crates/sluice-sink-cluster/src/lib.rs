@@ -22,16 +22,27 @@
 //! - [`pending`]: the responses a client connection is owed, in order.
 //! - [`peers`]: health checks of the other Sluice nodes.
 
-pub mod auth;
-pub mod connections;
-pub mod consume;
-pub mod kafka_connection;
-pub mod peers;
-pub mod pending;
-pub mod rewrite;
-pub mod route;
-pub mod sink;
-pub mod split;
-pub mod topology;
+#![deny(missing_docs)]
+
+mod auth;
+mod connections;
+mod consume;
+mod kafka_connection;
+mod peers;
+mod pending;
+mod rewrite;
+mod route;
+mod sink;
+mod split;
+mod topology;
 
 pub use sink::{KafkaSinkCluster, KafkaSinkClusterBuilder, SinkClusterError};
+
+// What `sluice-fuzz-targets` drives directly: the split and merge of the split
+// apis, the response rewrites, the SASL message parsers, and the routing view
+// its fixtures build.
+pub use auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
+pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};
+pub use split::dispatch::{error_response, merge_responses, split_request};
+pub use split::{Coordinators, PartResult, PartitionLeaders, Routing};
+pub use topology::{Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef};

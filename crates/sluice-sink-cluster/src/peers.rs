@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use crate::topology::{ShotoverNode, SluiceNodes};
 
 /// Starts the health checks; they run until `cancel` fires.
-pub fn spawn(
+pub(crate) fn spawn(
     nodes: SluiceNodes,
     every: Duration,
     timeout: Duration,
@@ -45,7 +45,7 @@ pub fn spawn(
 }
 
 /// Probes every peer once and records the results.
-pub async fn check_all(nodes: &SluiceNodes, timeout: Duration) {
+pub(crate) async fn check_all(nodes: &SluiceNodes, timeout: Duration) {
     let peers = nodes.peers();
     let probes = peers.iter().map(|peer| probe(peer, timeout));
     let results = futures::future::join_all(probes).await;

@@ -24,22 +24,22 @@ use crate::topology::{CoordinatorKeyType, TopicRef};
 
 /// One client request's answer-to-be.
 #[derive(Debug)]
-pub struct PendingResponse {
+pub(crate) struct PendingResponse {
     /// The client's correlation id, written into the answer.
-    pub correlation_id: i32,
+    pub(crate) correlation_id: i32,
     /// The api of the request.
-    pub api_key: ApiKey,
+    pub(crate) api_key: ApiKey,
     /// The client's version of it.
-    pub api_version: i16,
+    pub(crate) api_version: i16,
     /// The broker requests it became (none when Sluice answers itself).
-    pub parts: Vec<Part>,
+    pub(crate) parts: Vec<Part>,
     /// How the parts' answers become the client's answer.
-    pub combine: Combine,
+    pub(crate) combine: Combine,
 }
 
 impl PendingResponse {
     /// An answer Sluice already has (synthesized).
-    pub fn ready(response: Response) -> Self {
+    pub(crate) fn ready(response: Response) -> Self {
         Self {
             correlation_id: response.correlation_id(),
             api_key: response.api_key(),
@@ -52,7 +52,7 @@ impl PendingResponse {
     /// Waits (cancel-safe) until every part has a result, or, for a split
     /// fetch, until it may be answered early or one more part has answered
     /// (see [`crate::consume`]).
-    pub async fn wait_parts(&mut self) {
+    pub(crate) async fn wait_parts(&mut self) {
         if let Combine::Fetch(fetch) = &self.combine {
             return fetch.wait(&mut self.parts).await;
         }
@@ -64,13 +64,13 @@ impl PendingResponse {
 
 /// One broker request of a client request.
 #[derive(Debug)]
-pub struct Part {
+pub(crate) struct Part {
     /// The connection it went out on.
-    pub target: Target,
+    pub(crate) target: Target,
     /// The broker, for logs.
-    pub broker: BrokerAddress,
+    pub(crate) broker: BrokerAddress,
     /// Its receiver, or its result once it arrived.
-    pub state: PartState,
+    pub(crate) state: PartState,
 }
 
 /// Where a part stands.
@@ -79,7 +79,7 @@ pub struct Part {
 // bytes per in-flight request.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum PartState {
+pub(crate) enum PartState {
     /// Sent; the answer has not arrived.
     Waiting(ResponseReceiver),
     /// The broker's answer, or why there is none.
@@ -88,7 +88,7 @@ pub enum PartState {
 
 impl Part {
     /// A part sent on `target`.
-    pub fn sent(target: Target, broker: BrokerAddress, receiver: ResponseReceiver) -> Self {
+    pub(crate) fn sent(target: Target, broker: BrokerAddress, receiver: ResponseReceiver) -> Self {
         Self {
             target,
             broker,
@@ -97,7 +97,7 @@ impl Part {
     }
 
     /// A part that could not be sent.
-    pub fn failed(target: Target, error: BrokerError) -> Self {
+    pub(crate) fn failed(target: Target, error: BrokerError) -> Self {
         Self {
             target,
             broker: error.broker().clone(),
@@ -106,7 +106,7 @@ impl Part {
     }
 
     /// Waits for the part's result and stores it. Cancel-safe.
-    pub async fn wait(&mut self) {
+    pub(crate) async fn wait(&mut self) {
         if let PartState::Waiting(receiver) = &mut self.state {
             let result = match receiver.await {
                 Ok(result) => result,
@@ -121,7 +121,7 @@ impl Part {
     }
 
     /// Takes the result out (a part is combined once). `None` if still waiting.
-    pub fn take_result(&mut self) -> Option<Result<Response, BrokerError>> {
+    pub(crate) fn take_result(&mut self) -> Option<Result<Response, BrokerError>> {
         match std::mem::replace(
             &mut self.state,
             PartState::Done(Err(BrokerError::Shutdown {
@@ -137,7 +137,7 @@ impl Part {
     }
 
     /// The error, if the part failed.
-    pub fn error(&self) -> Option<&BrokerError> {
+    pub(crate) fn error(&self) -> Option<&BrokerError> {
         match &self.state {
             PartState::Done(Err(e)) => Some(e),
             _ => None,
@@ -150,7 +150,7 @@ impl Part {
 // rather than costing an allocation per Produce or Fetch.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Combine {
+pub(crate) enum Combine {
     /// Sluice answers itself (a synthesized error, an inter-broker API).
     Ready(Box<Response>),
     /// One part carrying the whole request.
@@ -167,34 +167,34 @@ pub enum Combine {
 
 /// The parts of a multi-key request split by coordinator.
 #[derive(Debug)]
-pub struct KeyedCombine {
+pub(crate) struct KeyedCombine {
     /// The client's request, decoded (the merge dispatches on it).
-    pub request: RequestKind,
+    pub(crate) request: RequestKind,
     /// Its keys, in request order.
-    pub order: Vec<String>,
+    pub(crate) order: Vec<String>,
     /// The keys each part asked about, parallel to the entry's parts.
-    pub part_keys: Vec<Vec<String>>,
+    pub(crate) part_keys: Vec<Vec<String>>,
     /// Keys no coordinator could be found for.
-    pub unroutable: Vec<String>,
+    pub(crate) unroutable: Vec<String>,
 }
 
 /// A whole request sent to one broker.
 #[derive(Debug)]
-pub struct Whole {
+pub(crate) struct Whole {
     /// What to do with a successful answer.
-    pub post: Post,
+    pub(crate) post: Post,
     /// What to answer when the broker fails.
-    pub on_failure: OnFailure,
+    pub(crate) on_failure: OnFailure,
     /// The client's request (cheap: shares the frame), to retry it elsewhere
     /// or to build an error answer from.
-    pub original: Request,
+    pub(crate) original: Request,
     /// Whether it was already retried on another broker.
-    pub retried: bool,
+    pub(crate) retried: bool,
 }
 
 /// What to do with the answer of a whole request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Post {
+pub(crate) enum Post {
     /// Nothing: the answer passes through as its raw bytes.
     None,
     /// Intersect with every broker's versions (and cache it).
@@ -229,12 +229,12 @@ pub enum Post {
 
 /// The parts of a split request.
 #[derive(Debug)]
-pub struct SplitCombine {
+pub(crate) struct SplitCombine {
     /// The split module's merge plan.
-    pub plan: MergePlan,
+    pub(crate) plan: MergePlan,
     /// Exactly one part and nothing unroutable: the part's answer is the
     /// client's answer as it came (no decode, no merge).
-    pub single: bool,
+    pub(crate) single: bool,
 }
 
 #[cfg(test)]

@@ -56,9 +56,11 @@ mod leader_hints;
 mod metadata;
 mod topic_partitions;
 
-pub use api_versions::{codec_versions, intersect_api_versions, is_client_facing};
-pub use configs::{refused_answer, rewrite_configs_answer};
-pub use fan_out::filters_fan_out;
+pub(crate) use api_versions::is_client_facing;
+pub use api_versions::{codec_versions, intersect_api_versions};
+pub(crate) use configs::refused_answer;
+pub use configs::rewrite_configs_answer;
+pub(crate) use fan_out::filters_fan_out;
 
 use sluice_chain::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;
@@ -97,7 +99,7 @@ impl ErrorClass for RewriteError {
 /// Whether responses of `api` always name brokers and must go through
 /// [`Rewriter::rewrite_response`]: Metadata, FindCoordinator,
 /// DescribeCluster, DescribeTopicPartitions.
-pub fn always_rewritten(api: ApiKey) -> bool {
+pub(crate) fn always_rewritten(api: ApiKey) -> bool {
     matches!(
         api,
         ApiKey::Metadata
@@ -111,7 +113,7 @@ pub fn always_rewritten(api: ApiKey) -> bool {
 /// (Produce v10+, Fetch v11+), to be passed through
 /// [`Rewriter::rewrite_leader_hints`]. Brokers only fill them in on errors such
 /// as NOT_LEADER_OR_FOLLOWER, but that cannot be known without decoding.
-pub fn may_carry_leader_hints(api: ApiKey, version: i16) -> bool {
+pub(crate) fn may_carry_leader_hints(api: ApiKey, version: i16) -> bool {
     match api {
         ApiKey::Produce => version >= 10,
         ApiKey::Fetch => version >= 11,

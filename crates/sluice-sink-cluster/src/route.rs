@@ -24,12 +24,12 @@
 //! the local Sluice node is shown to own (`rewrite::fan_out`), since the
 //! client asks every Sluice node the same question.
 
-pub mod admin;
-pub mod groups;
-pub mod keyed;
-pub mod meta;
-pub mod produce_fetch;
-pub mod transactions;
+pub(crate) mod admin;
+pub(crate) mod groups;
+pub(crate) mod keyed;
+pub(crate) mod meta;
+pub(crate) mod produce_fetch;
+pub(crate) mod transactions;
 
 #[cfg(test)]
 mod tests;
@@ -41,18 +41,18 @@ use crate::split::error_codes;
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 /// UNSUPPORTED_VERSION: the answer to APIs that clients may not send.
-pub const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
+pub(crate) const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
 /// REQUEST_TIMED_OUT: an admin write whose broker failed may or may not have
 /// been applied; the client decides whether to retry.
-pub const REQUEST_TIMED_OUT: i16 = ResponseError::RequestTimedOut.code();
+pub(crate) const REQUEST_TIMED_OUT: i16 = ResponseError::RequestTimedOut.code();
 /// COORDINATOR_NOT_AVAILABLE: no coordinator could be found for a key.
-pub const COORDINATOR_NOT_AVAILABLE: i16 = error_codes::COORDINATOR_NOT_AVAILABLE;
+pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = error_codes::COORDINATOR_NOT_AVAILABLE;
 /// NOT_COORDINATOR: the coordinator's broker failed; find it again.
-pub const NOT_COORDINATOR: i16 = error_codes::NOT_COORDINATOR;
+pub(crate) const NOT_COORDINATOR: i16 = error_codes::NOT_COORDINATOR;
 
 /// How an API is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     /// Any broker; the response is then rewritten or recorded.
     Meta(Meta),
     /// Split by partition leader (Produce, Fetch, ListOffsets,
@@ -80,7 +80,7 @@ pub enum Family {
 
 /// The four APIs whose answers describe the cluster itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Meta {
+pub(crate) enum Meta {
     /// ApiVersions: intersected across brokers, clamped to what Sluice decodes.
     ApiVersions,
     /// Metadata: recorded in the view, then rewritten.
@@ -93,17 +93,17 @@ pub enum Meta {
 
 /// What kind of admin request it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admin {
+pub(crate) struct Admin {
     /// It changes the cluster: never retried after a failure, answered with
     /// REQUEST_TIMED_OUT instead (it may or may not have happened).
-    pub write: bool,
+    pub(crate) write: bool,
     /// Its success changes partition leadership or topics: the topics it
     /// names are forgotten from the view, so that the next request refreshes.
-    pub marks_topics_stale: bool,
+    pub(crate) marks_topics_stale: bool,
 }
 
 /// The routing family of `api`.
-pub fn family(api: ApiKey) -> Family {
+pub(crate) fn family(api: ApiKey) -> Family {
     use ApiKey as K;
     if !crate::rewrite::is_client_facing(api) {
         return Family::NotForClients;
@@ -150,7 +150,7 @@ pub fn family(api: ApiKey) -> Family {
 /// admin APIs it forwards undecoded; and nothing for APIs it cannot route
 /// correctly (the share-group APIs, which need the share coordinator and
 /// partition leaders).
-pub fn offered_versions(
+pub(crate) fn offered_versions(
     api: ApiKey,
 ) -> Option<sluice_codec::kafka_protocol::protocol::VersionRange> {
     use sluice_codec::kafka_protocol::protocol::VersionRange;
@@ -171,7 +171,7 @@ pub fn offered_versions(
 
 /// What to answer for one part of a request whose broker failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnFailure {
+pub(crate) enum OnFailure {
     /// The split module synthesizes this code for the part's partitions or groups.
     SplitError(i16),
     /// Synthesize a whole response carrying this code.
@@ -184,7 +184,7 @@ pub enum OnFailure {
 }
 
 /// The failure policy of `api` (see the architecture's error table).
-pub fn on_failure(api: ApiKey) -> OnFailure {
+pub(crate) fn on_failure(api: ApiKey) -> OnFailure {
     match family(api) {
         Family::ByLeader | Family::ByCoordinator | Family::FanOut => {
             OnFailure::SplitError(error_codes::unavailable_error(api).unwrap_or(REQUEST_TIMED_OUT))
@@ -201,7 +201,7 @@ pub fn on_failure(api: ApiKey) -> OnFailure {
 /// A whole response to `request` where the request's items (or the response's
 /// top level) carry `error_code`; `None` when the response has no place for
 /// an error that a client would act on.
-pub fn error_response(
+pub(crate) fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
@@ -216,7 +216,7 @@ pub fn error_response(
 
 /// Something a response says is out of date in the view.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stale {
+pub(crate) enum Stale {
     /// A partition's leader moved (or it has none).
     Leader(TopicRef, i32),
     /// A topic is unknown (deleted, recreated, not yet known).
@@ -230,7 +230,11 @@ pub enum Stale {
 }
 
 /// What a partition-level `error_code` says is stale about `topic`/`partition`.
-pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) -> Option<Stale> {
+pub(crate) fn partition_staleness(
+    error_code: i16,
+    topic: &TopicRef,
+    partition: i32,
+) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Leader => Some(Stale::Leader(topic.clone(), partition)),
         Staleness::Topic => Some(Stale::Topic(topic.clone())),
@@ -241,7 +245,7 @@ pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) ->
 }
 
 /// What a top-level `error_code` of an admin or meta response says is stale.
-pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
+pub(crate) fn top_level_staleness(error_code: i16) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Controller => Some(Stale::Controller),
         Staleness::Cluster => Some(Stale::Cluster),
@@ -251,7 +255,7 @@ pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
 
 /// Forgets what `stale` names from the view. Returns how many entries were
 /// forgotten (for logs).
-pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
+pub(crate) fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
     let mut forgotten = 0;
     for s in stale {
         let changed = match s {
@@ -280,22 +284,22 @@ pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
 /// lookup by id) and FindCoordinator v4+ (batched keys) where supported,
 /// capped at what Sluice decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InternalVersions {
+pub(crate) struct InternalVersions {
     /// The Metadata version.
-    pub metadata: i16,
+    pub(crate) metadata: i16,
     /// The FindCoordinator version.
-    pub find_coordinator: i16,
+    pub(crate) find_coordinator: i16,
 }
 
 /// The Metadata version preferred for refreshes.
-pub const PREFERRED_METADATA_VERSION: i16 = 12;
+pub(crate) const PREFERRED_METADATA_VERSION: i16 = 12;
 /// The first FindCoordinator version that batches keys.
-pub const BATCHED_FIND_COORDINATOR_VERSION: i16 = 4;
+pub(crate) const BATCHED_FIND_COORDINATOR_VERSION: i16 = 4;
 
 impl InternalVersions {
     /// Chooses from a broker's ApiVersions response (`None`: assume a modern
     /// broker, as the Kafka 4 baseline guarantees).
-    pub fn choose(
+    pub(crate) fn choose(
         broker: Option<&sluice_codec::kafka_protocol::messages::ApiVersionsResponse>,
     ) -> Self {
         let pick = |api: ApiKey, preferred: i16| -> i16 {

@@ -65,7 +65,8 @@ use sluice_config::KafkaSinkClusterConfig;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-pub use error::{InternalRequestError, SinkClusterError};
+pub(crate) use error::InternalRequestError;
+pub use error::SinkClusterError;
 use fetch::LazyFetchState;
 
 use crate::auth::ClientAuth;
@@ -87,7 +88,7 @@ const API_VERSIONS_RETRY: Duration = Duration::from_secs(30);
 const API_VERSIONS_FRESH: Duration = Duration::from_secs(60);
 
 /// What every client connection of one sink shares.
-pub struct Shared {
+pub(crate) struct Shared {
     /// The sink's name, for logs.
     pub(crate) name: Arc<str>,
     /// The Sluice nodes clients are shown.
@@ -358,19 +359,6 @@ impl KafkaSinkClusterBuilder {
             builder.start_peers();
         }
         Ok(builder)
-    }
-
-    /// Sets the largest response frame accepted from a broker.
-    pub fn with_max_frame_bytes(mut self, max_frame_bytes: usize) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.options.max_frame_bytes = max_frame_bytes;
-        }
-        self
-    }
-
-    /// The Sluice nodes and their up/down state.
-    pub fn nodes(&self) -> &SluiceNodes {
-        &self.shared.nodes
     }
 
     /// Starts the peer health checks once (needs a tokio runtime).

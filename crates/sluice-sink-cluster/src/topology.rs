@@ -20,17 +20,16 @@ mod shared;
 mod stale;
 mod view;
 
-pub use error::TopologyError;
-pub use nodes::{Address, ShotoverNode, SluiceNodes};
-pub use shared::SharedClusterView;
-pub use stale::{Staleness, error_means_stale_metadata, staleness};
-pub use view::{
-    Broker, ClusterView, CoordinatorKeyType, FOLLOWER_FENCE, FOLLOWER_FETCH_VERSION,
-    MetadataApplied, PartitionInfo, TopicId, TopicInfo, TopicRef,
-};
+pub(crate) use error::TopologyError;
+pub(crate) use nodes::SluiceNodes;
+pub use nodes::{Address, ShotoverNode};
+pub(crate) use shared::SharedClusterView;
+pub(crate) use stale::{Staleness, staleness};
+pub use view::{ClusterView, CoordinatorKeyType, TopicRef};
+pub(crate) use view::{FOLLOWER_FETCH_VERSION, MetadataApplied, TopicId};
 
 /// Re-exported so that callers name broker ids the way `kafka-protocol` does.
-pub use sluice_codec::kafka_protocol::messages::BrokerId;
+pub(crate) use sluice_codec::kafka_protocol::messages::BrokerId;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -21,7 +21,7 @@ use crate::kafka_connection::{Auth, KafkaConnection, TokenBinding};
 
 /// How a client's new broker connections authenticate.
 #[derive(Debug)]
-pub enum Login {
+pub(crate) enum Login {
     /// Not at all: the client does not authenticate.
     None,
     /// With the client's PLAIN credentials.
@@ -32,7 +32,7 @@ pub enum Login {
 
 /// The delegation token of one user, as a client connection uses it.
 #[derive(Debug)]
-pub struct TokenLogin {
+pub(crate) struct TokenLogin {
     tokens: TokenTaskHandle,
     username: Arc<str>,
     mechanism: ScramMechanism,
@@ -42,7 +42,7 @@ pub struct TokenLogin {
 
 /// Why a broker connection could not be had for a client.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnError {
+pub(crate) enum ConnError {
     /// The broker is unreachable or failed: answered like any failed broker.
     #[error("{0}")]
     Broker(#[from] BrokerError),
@@ -54,7 +54,10 @@ pub enum ConnError {
 impl Login {
     /// The login for an authenticated `identity`. A SCRAM identity needs the
     /// sink's token task (`None`: SCRAM was not offered, which cannot happen).
-    pub fn for_identity(identity: Identity, tokens: Option<&TokenTaskHandle>) -> Option<Self> {
+    pub(crate) fn for_identity(
+        identity: Identity,
+        tokens: Option<&TokenTaskHandle>,
+    ) -> Option<Self> {
         match identity {
             Identity::Plain(credentials) => Some(Login::Plain(credentials)),
             Identity::Scram {
@@ -66,14 +69,6 @@ impl Login {
                 mechanism,
                 current: None,
             })),
-        }
-    }
-
-    /// The user's token channel, if this is a token login that has one.
-    pub fn token_channel(&self) -> Option<&TokenReceiver> {
-        match self {
-            Login::Token(t) => t.current.as_ref(),
-            _ => None,
         }
     }
 

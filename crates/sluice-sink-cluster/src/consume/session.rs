@@ -40,16 +40,16 @@ use crate::split::order::TopicEntry;
 use crate::topology::{TopicId, TopicRef};
 
 /// The first version with fetch sessions.
-pub const SESSION_VERSION: i16 = 7;
+pub(super) const SESSION_VERSION: i16 = 7;
 
 /// An unknown session id.
-pub const FETCH_SESSION_ID_NOT_FOUND: i16 = ResponseError::FetchSessionIdNotFound.code();
+pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = ResponseError::FetchSessionIdNotFound.code();
 /// A session epoch other than the session expects.
-pub const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
+pub(crate) const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
 
 /// How a client's fetch relates to its session; decides how it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionReply {
+pub(crate) enum SessionReply {
     /// No session: a full answer with `session_id` 0.
     None,
     /// A new session: a full answer carrying its id.
@@ -71,7 +71,7 @@ struct SessionPartition {
 
 /// A client's fetch session with Sluice.
 #[derive(Debug, Default)]
-pub struct ClientSessions {
+pub(crate) struct ClientSessions {
     /// The open session, if any.
     open: Option<Session>,
     /// The id the last session was given (ids are per connection).
@@ -93,7 +93,7 @@ impl ClientSessions {
     /// Reads the session fields of `request` (decoded at `version`): the
     /// full fetch to serve (the session's partitions for an incremental
     /// one) and how to answer, or the session error to answer with.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         request: &FetchRequest,
         version: i16,
@@ -158,7 +158,12 @@ impl ClientSessions {
     /// Shapes the full answer to a fetch that `reply` describes: the
     /// session id, and for an incremental fetch only the partitions with
     /// news. Records what the client is told.
-    pub fn answer(&mut self, reply: SessionReply, response: &mut FetchResponse, version: i16) {
+    pub(crate) fn answer(
+        &mut self,
+        reply: SessionReply,
+        response: &mut FetchResponse,
+        version: i16,
+    ) {
         let (id, incremental) = match reply {
             SessionReply::None => return,
             SessionReply::Opened(id) => (id, false),
@@ -283,7 +288,7 @@ fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest 
 }
 
 /// Counts a fetch session error seen on `side` (client or broker).
-pub fn count_session_error(side: &'static str, code: i16) {
+pub(super) fn count_session_error(side: &'static str, code: i16) {
     let error = if code == FETCH_SESSION_ID_NOT_FOUND {
         "FETCH_SESSION_ID_NOT_FOUND"
     } else {

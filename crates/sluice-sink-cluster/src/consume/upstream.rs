@@ -41,7 +41,7 @@ use crate::split::order::TopicEntry;
 use crate::topology::BrokerId;
 
 /// Which session a part went out in: `(session_id, epoch)`; epoch 0 opens one.
-pub type SentIn = Option<(i32, i32)>;
+pub(crate) type SentIn = Option<(i32, i32)>;
 
 /// One session with one broker.
 #[derive(Debug, Default)]
@@ -69,7 +69,7 @@ struct SessionEntry {
 
 /// A client connection's fetch sessions with the brokers.
 #[derive(Debug, Default)]
-pub struct UpstreamSessions {
+pub(crate) struct UpstreamSessions {
     brokers: HashMap<BrokerId, Upstream>,
     /// What the opening part of each broker asked, to open the session with.
     opening: HashMap<BrokerId, HashMap<PartitionKey, SessionEntry>>,
@@ -79,7 +79,12 @@ impl UpstreamSessions {
     /// Rewrites a sessionless `part` for `broker` (at `version`) into the
     /// broker's session: opening one, or incremental. Returns the session
     /// it went out in.
-    pub fn prepare(&mut self, broker: BrokerId, part: &mut FetchRequest, version: i16) -> SentIn {
+    pub(crate) fn prepare(
+        &mut self,
+        broker: BrokerId,
+        part: &mut FetchRequest,
+        version: i16,
+    ) -> SentIn {
         if version < SESSION_VERSION {
             return None;
         }
@@ -114,7 +119,7 @@ impl UpstreamSessions {
     }
 
     /// Learns from the answer to a part sent in `sent`.
-    pub fn answered(&mut self, broker: BrokerId, sent: SentIn, answer: &FetchResponse) {
+    pub(crate) fn answered(&mut self, broker: BrokerId, sent: SentIn, answer: &FetchResponse) {
         let Some((_, epoch)) = sent else {
             return;
         };
@@ -145,7 +150,7 @@ impl UpstreamSessions {
 
     /// Forgets the session with `broker` after a part sent in `sent` failed
     /// (the broker may or may not have applied it).
-    pub fn failed(&mut self, broker: BrokerId, sent: SentIn) {
+    pub(crate) fn failed(&mut self, broker: BrokerId, sent: SentIn) {
         if sent.is_some() {
             self.brokers.insert(broker, Upstream::Closed);
             self.opening.remove(&broker);
@@ -155,7 +160,7 @@ impl UpstreamSessions {
 
 /// Whether `code` is a session error, which is the session's business and
 /// never the client's.
-pub fn is_session_error(code: i16) -> bool {
+pub(super) fn is_session_error(code: i16) -> bool {
     matches!(
         code,
         FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH

@@ -46,7 +46,7 @@ use sluice_codec::kafka_protocol::protocol::VersionRange;
 /// broker ids (ElectLeaders, Alter/ListPartitionReassignments,
 /// AlterReplicaLogDirs) are shown; they carry ids, never addresses, and only
 /// make sense with real ids.
-pub fn is_client_facing(api: ApiKey) -> bool {
+pub(crate) fn is_client_facing(api: ApiKey) -> bool {
     use ApiKey as K;
     !matches!(
         api,

@@ -49,7 +49,7 @@ pub fn rewrite_configs_answer(
 
 /// The whole answer to a request whose resources Sluice refused (nothing was
 /// forwarded), from `plan`. `None` for a request that is not a config request.
-pub fn refused_answer(request: &RequestKind, plan: &Plan) -> Option<ResponseKind> {
+pub(crate) fn refused_answer(request: &RequestKind, plan: &Plan) -> Option<ResponseKind> {
     let mut response = match request {
         RequestKind::DescribeConfigs(_) => {
             ResponseKind::DescribeConfigs(DescribeConfigsResponse::default())

@@ -61,7 +61,7 @@ use crate::topology::{TopicId, TopicRef};
 /// Whether the answers of `api` are fan-out answers that
 /// [`Rewriter::fan_out`] filters per Sluice node (they must then be decoded,
 /// even when a single broker answered).
-pub fn filters_fan_out(api: ApiKey) -> bool {
+pub(crate) fn filters_fan_out(api: ApiKey) -> bool {
     matches!(
         api,
         ApiKey::ListGroups | ApiKey::ListTransactions | ApiKey::DescribeLogDirs
@@ -103,14 +103,19 @@ impl Rewriter<'_> {
 
     /// Keeps the groups of `real`'s answer whose coordinator is shown as
     /// `local`.
-    pub fn list_groups(&self, resp: &mut ListGroupsResponse, real: BrokerId, local: BrokerId) {
+    pub(crate) fn list_groups(
+        &self,
+        resp: &mut ListGroupsResponse,
+        real: BrokerId,
+        local: BrokerId,
+    ) {
         resp.groups
             .retain(|g| self.coordinated_on(local, real, g.group_id.as_bytes()));
     }
 
     /// Keeps the transactions of `real`'s answer whose coordinator is shown as
     /// `local`.
-    pub fn list_transactions(
+    pub(crate) fn list_transactions(
         &self,
         resp: &mut ListTransactionsResponse,
         real: BrokerId,
@@ -129,7 +134,7 @@ impl Rewriter<'_> {
     /// Keeps each partition in one broker's answer (its leader's) and only
     /// when it is shown as led by `local`; `parts` are the brokers' answers in
     /// part order.
-    pub fn describe_log_dirs(
+    pub(crate) fn describe_log_dirs(
         &self,
         local: BrokerId,
         parts: &mut [(BrokerId, &mut DescribeLogDirsResponse)],

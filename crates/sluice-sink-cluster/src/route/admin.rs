@@ -54,10 +54,10 @@ use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::
 use super::Admin;
 use crate::topology::{TopicId, TopicRef};
 
-pub mod configs;
+pub(crate) mod configs;
 
 /// Whether `api` changes the cluster, and whether it makes topics stale.
-pub fn kind(api: ApiKey) -> Admin {
+pub(crate) fn kind(api: ApiKey) -> Admin {
     use ApiKey as K;
     let marks_topics_stale = matches!(
         api,
@@ -93,7 +93,7 @@ pub fn kind(api: ApiKey) -> Admin {
 /// The share-group APIs (KIP-932): they need the share coordinator and the
 /// partition leaders, which Sluice does not route yet, so they are not
 /// offered to clients.
-pub fn is_share_group_api(api: ApiKey) -> bool {
+pub(crate) fn is_share_group_api(api: ApiKey) -> bool {
     use ApiKey as K;
     matches!(
         api,
@@ -108,7 +108,7 @@ pub fn is_share_group_api(api: ApiKey) -> bool {
 }
 
 /// The topics an admin write names, to forget once it succeeded.
-pub fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
+pub(crate) fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
     let name = |n: &TopicName| TopicRef::Name(n.clone());
     match request {
         RequestKind::CreateTopics(r) => r.topics.iter().map(|t| name(&t.name)).collect(),
@@ -136,7 +136,7 @@ pub fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
 
 /// Whether answers of `api` carry a top-level error code that
 /// [`top_level_error`] reads (decoding them is cheap: admin answers are small).
-pub fn has_top_level_error(api: ApiKey) -> bool {
+pub(crate) fn has_top_level_error(api: ApiKey) -> bool {
     use ApiKey as K;
     matches!(
         api,
@@ -152,7 +152,7 @@ pub fn has_top_level_error(api: ApiKey) -> bool {
 
 /// The top-level error code of an admin answer, when it has one (for the
 /// NOT_CONTROLLER staleness check).
-pub fn top_level_error(response: &ResponseKind) -> Option<i16> {
+pub(crate) fn top_level_error(response: &ResponseKind) -> Option<i16> {
     Some(match response {
         ResponseKind::ElectLeaders(r) => r.error_code,
         ResponseKind::AlterPartitionReassignments(r) => r.error_code,
@@ -168,7 +168,7 @@ pub fn top_level_error(response: &ResponseKind) -> Option<i16> {
 /// A response to an admin request where each item (topic, resource, ACL) or
 /// the top level carries `code`; `None` when the response has no place for
 /// an error (the caller then closes the client connection).
-pub fn error_response(
+pub(crate) fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
@@ -297,7 +297,11 @@ macro_rules! top_level_errors {
 
 /// A response to `api` whose top-level error code is `code`, for the APIs
 /// that have one (at `version`).
-pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
+pub(crate) fn top_level_error_response(
+    api: ApiKey,
+    version: i16,
+    code: i16,
+) -> Option<ResponseKind> {
     if api == ApiKey::ElectLeaders && version < 1 {
         return None;
     }
@@ -340,7 +344,7 @@ pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<
 /// WriteTxnMarkers and the share-group state APIs, whose errors live in items
 /// the request named and which no client sends).
 /// `None` for an API this list does not know (the client is then closed).
-pub fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
+pub(crate) fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
     let code = super::UNSUPPORTED_VERSION;
     if let Some(response) = top_level_error_response(api, version, code) {
         return Some(response);

@@ -39,15 +39,15 @@ use crate::split::order::TopicEntry;
 use crate::topology::{BrokerId, TopicRef};
 
 /// OFFSET_OUT_OF_RANGE.
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 /// Whether a Fetch request asks for a rack-aware replica (v11+ `rack_id`).
-pub fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
+pub(crate) fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
     !rack_id.is_empty()
 }
 
 /// Whether a Produce answer carries any partition error or leader hint.
-pub fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
+pub(crate) fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
     !resp.node_endpoints.is_empty()
         || resp
             .responses
@@ -57,7 +57,7 @@ pub fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
 }
 
 /// Whether a Fetch answer carries any partition error or leader hint.
-pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
+pub(crate) fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
     !resp.node_endpoints.is_empty()
         || resp.responses.iter().flat_map(|t| &t.partitions).any(|p| {
             p.error_code != 0
@@ -68,13 +68,13 @@ pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
 
 /// A partition of a consumer fetch that a follower answered with an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FollowerError {
+pub(crate) struct FollowerError {
     /// The topic, as the answer names it.
-    pub topic: TopicRef,
+    pub(crate) topic: TopicRef,
     /// The partition index.
-    pub partition: i32,
+    pub(crate) partition: i32,
     /// The follower's error code.
-    pub error_code: i16,
+    pub(crate) error_code: i16,
 }
 
 /// The partitions of a Fetch answer from `answered_by` that carry an error
@@ -82,7 +82,7 @@ pub struct FollowerError {
 /// follower (see `topology/view/replica.rs`). Their fetches go back to the
 /// leader for a while, and their OFFSET_OUT_OF_RANGE is softened
 /// ([`soften_follower_errors`]).
-pub fn follower_errors(
+pub(crate) fn follower_errors(
     resp: &FetchResponse,
     version: i16,
     answered_by: BrokerId,
@@ -114,7 +114,7 @@ pub fn follower_errors(
 /// before believing it. Behind Sluice the client cannot tell, so Sluice
 /// answers "retry after a metadata refresh", and the next fetch goes to the
 /// leader (the partition is fenced), whose answer is authoritative.
-pub fn soften_follower_errors(
+pub(crate) fn soften_follower_errors(
     resp: &mut FetchResponse,
     version: i16,
     errors: &[FollowerError],
@@ -136,7 +136,7 @@ pub fn soften_follower_errors(
 }
 
 /// The partitions a leader-API answer says Sluice routed by a stale view.
-pub fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
+pub(crate) fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
     fn collect<T: TopicEntry>(
         topics: &[T],
         version: i16,
@@ -177,7 +177,7 @@ pub fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
 /// (`node_endpoints`). Walks the partition headers without decoding or
 /// allocating; a body it cannot walk answers `true`, so the full decode
 /// reports the problem.
-pub fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
+pub(crate) fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
     scan_fetch(body, version).unwrap_or(true)
 }
 

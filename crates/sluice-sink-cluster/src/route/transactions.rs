@@ -22,12 +22,9 @@ use sluice_codec::kafka_protocol::messages::{
     ResponseKind,
 };
 
-/// The first AddPartitionsToTxn version that batches transactions.
-pub const ADD_PARTITIONS_BATCHED_VERSION: i16 = 4;
-
 /// The transactional id a transaction API is about; `None` for other APIs
 /// and for InitProducerId without one (null or empty).
-pub fn transaction_key(request: &RequestKind) -> Option<String> {
+pub(crate) fn transaction_key(request: &RequestKind) -> Option<String> {
     let id = match request {
         // Null (an idempotent producer) or empty (invalid; any broker says so).
         RequestKind::InitProducerId(r) => {
@@ -58,7 +55,7 @@ fn add_partitions_key(
 
 /// A response to a transaction API where the transaction (or each of its
 /// partitions or ids) carries `code`; `None` for other APIs.
-pub fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+pub(crate) fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
             InitProducerIdResponse::default()
@@ -113,7 +110,7 @@ fn add_partitions_failed(r: &AddPartitionsToTxnRequest, code: i16) -> AddPartiti
 }
 
 /// Every error code in an answer of a transaction API.
-pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
+pub(crate) fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
     match response {
         ResponseKind::InitProducerId(r) => vec![r.error_code],
         ResponseKind::AddPartitionsToTxn(r) => {

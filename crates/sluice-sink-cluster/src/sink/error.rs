@@ -46,7 +46,7 @@ impl ErrorClass for SinkClusterError {
 
 /// An internal request (sent by Sluice to fill its view) that got no usable answer.
 #[derive(Debug, thiserror::Error)]
-pub enum InternalRequestError {
+pub(crate) enum InternalRequestError {
     /// No broker could be reached, or the connection failed.
     #[error("{api:?}: {source}")]
     Broker {
@@ -89,7 +89,7 @@ pub enum InternalRequestError {
 impl InternalRequestError {
     /// The error that closes the client, if this failure is fatal to it; a
     /// failed internal request is otherwise only logged.
-    pub fn into_fatal(self) -> Option<ChainError> {
+    pub(crate) fn into_fatal(self) -> Option<ChainError> {
         match self {
             InternalRequestError::Fatal { source, .. } => Some(source),
             _ => None,

@@ -21,7 +21,7 @@ pub struct SplitRequest {
     /// What to send where, at the client's api version (see [`Split::parts`]).
     pub parts: Vec<(BrokerId, RequestKind)>,
     /// What no broker can serve (see [`Split::unroutable`]).
-    pub unroutable: Vec<Unroutable>,
+    pub(crate) unroutable: Vec<Unroutable>,
     /// What [`merge_responses`] needs.
     pub plan: MergePlan,
     passthrough: Option<BrokerId>,

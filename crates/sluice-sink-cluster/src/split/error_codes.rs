@@ -22,19 +22,20 @@ use sluice_codec::kafka_protocol::messages::{
 use super::SplitApi;
 
 /// The broker is not the partition's leader: refresh metadata, retry.
-pub const NOT_LEADER_OR_FOLLOWER: i16 = ResponseError::NotLeaderOrFollower.code();
+pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = ResponseError::NotLeaderOrFollower.code();
 /// The server disconnected before a response was received.
-pub const NETWORK_EXCEPTION: i16 = ResponseError::NetworkException.code();
+pub(crate) const NETWORK_EXCEPTION: i16 = ResponseError::NetworkException.code();
 /// The coordinator is loading: retry.
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = ResponseError::CoordinatorLoadInProgress.code();
+pub(crate) const COORDINATOR_LOAD_IN_PROGRESS: i16 =
+    ResponseError::CoordinatorLoadInProgress.code();
 /// The coordinator is not available: retry.
-pub const COORDINATOR_NOT_AVAILABLE: i16 = ResponseError::CoordinatorNotAvailable.code();
+pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = ResponseError::CoordinatorNotAvailable.code();
 /// The broker is not the coordinator: find it again, retry.
-pub const NOT_COORDINATOR: i16 = ResponseError::NotCoordinator.code();
+pub(crate) const NOT_COORDINATOR: i16 = ResponseError::NotCoordinator.code();
 
 /// The error code to synthesize for parts of `api` that no broker serves or
 /// whose broker failed; `None` for apis this module does not split.
-pub fn unavailable_error(api: ApiKey) -> Option<i16> {
+pub(crate) fn unavailable_error(api: ApiKey) -> Option<i16> {
     Some(match api {
         ApiKey::Produce => ProduceRequest::UNAVAILABLE_ERROR,
         ApiKey::Fetch => FetchRequest::UNAVAILABLE_ERROR,

@@ -51,9 +51,9 @@ use super::{
 use crate::topology::FOLLOWER_FETCH_VERSION;
 
 /// `session_id` of a sessionless fetch.
-pub const NO_SESSION_ID: i32 = 0;
+pub(crate) const NO_SESSION_ID: i32 = 0;
 /// `session_epoch` of a full fetch that neither uses nor creates a session.
-pub const FINAL_EPOCH: i32 = -1;
+pub(crate) const FINAL_EPOCH: i32 = -1;
 
 topic_entry!(
     FetchTopic,

@@ -33,7 +33,7 @@ use super::order::{group_entry, group_errors};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
 
 /// The first OffsetFetch version that batches groups.
-pub const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
+pub(crate) const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
 /// The first OffsetFetch version with a top-level error code (until v7).
 const OFFSET_FETCH_ERROR_CODE_VERSION: i16 = 2;
 

@@ -20,9 +20,9 @@ use super::TopologyError;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Address {
     /// Host name or IP address, IPv6 without brackets.
-    pub host: StrBytes,
+    pub(crate) host: StrBytes,
     /// TCP port (an `i32`, as in Kafka messages).
-    pub port: i32,
+    pub(crate) port: i32,
 }
 
 impl Address {
@@ -35,7 +35,7 @@ impl Address {
     }
 
     /// Parses `host:port`, `a.b.c.d:port` or `[v6]:port`.
-    pub fn parse(s: &str) -> Result<Self, &'static str> {
+    pub(crate) fn parse(s: &str) -> Result<Self, &'static str> {
         let (host, port) = s.rsplit_once(':').ok_or("expected host:port")?;
         let host = match host.strip_prefix('[') {
             Some(v6) => v6.strip_suffix(']').ok_or("unclosed `[` in IPv6 address")?,
@@ -83,7 +83,7 @@ pub struct ShotoverNode {
 
 impl ShotoverNode {
     /// Builds a node from its config entry; it starts up.
-    pub fn from_config(config: &ShotoverNodeConfig) -> Result<Self, TopologyError> {
+    pub(crate) fn from_config(config: &ShotoverNodeConfig) -> Result<Self, TopologyError> {
         let parse = |field: &'static str, address: &str| {
             Address::parse(address).map_err(|reason| TopologyError::BadAddress {
                 broker_id: config.broker_id,
@@ -105,7 +105,7 @@ impl ShotoverNode {
 /// The configured Sluice nodes and their up/down state. Cheap to clone: all
 /// clones share the same state.
 #[derive(Debug, Clone)]
-pub struct SluiceNodes {
+pub(crate) struct SluiceNodes {
     inner: Arc<Inner>,
 }
 
@@ -121,7 +121,7 @@ struct Inner {
 
 impl SluiceNodes {
     /// Builds the set from the sink's config.
-    pub fn from_config(config: &KafkaSinkClusterConfig) -> Result<Self, TopologyError> {
+    pub(crate) fn from_config(config: &KafkaSinkClusterConfig) -> Result<Self, TopologyError> {
         let nodes = config
             .shotover_nodes
             .iter()
@@ -132,7 +132,10 @@ impl SluiceNodes {
 
     /// Builds the set from nodes (their `up` fields give the initial state)
     /// and the local node's broker id.
-    pub fn new(mut nodes: Vec<ShotoverNode>, local: BrokerId) -> Result<Self, TopologyError> {
+    pub(crate) fn new(
+        mut nodes: Vec<ShotoverNode>,
+        local: BrokerId,
+    ) -> Result<Self, TopologyError> {
         if nodes.is_empty() {
             return Err(TopologyError::NoNodes);
         }
@@ -159,26 +162,19 @@ impl SluiceNodes {
     }
 
     /// The local node's broker id.
-    pub fn local_id(&self) -> BrokerId {
+    pub(crate) fn local_id(&self) -> BrokerId {
         self.inner.nodes[self.inner.local].broker_id
     }
 
     /// The local node's rack (empty when none is configured).
-    pub fn local_rack(&self) -> &str {
+    pub(crate) fn local_rack(&self) -> &str {
         &self.inner.nodes[self.inner.local].rack
-    }
-
-    /// The local node (always up).
-    pub fn local(&self) -> ShotoverNode {
-        let mut node = self.inner.nodes[self.inner.local].clone();
-        node.up = true;
-        node
     }
 
     /// Marks a node up or down. Returns whether its state changed. The local
     /// node cannot be marked down (it is the one answering); an unknown id is
     /// ignored.
-    pub fn set_up(&self, id: BrokerId, up: bool) -> bool {
+    pub(crate) fn set_up(&self, id: BrokerId, up: bool) -> bool {
         let Some(i) = self.inner.nodes.iter().position(|n| n.broker_id == id) else {
             tracing::debug!(broker_id = id.0, "ignoring state of an unknown sluice node");
             return false;
@@ -199,7 +195,7 @@ impl SluiceNodes {
     }
 
     /// Every node with its current state, sorted by broker id.
-    pub fn snapshot(&self) -> Vec<ShotoverNode> {
+    pub(crate) fn snapshot(&self) -> Vec<ShotoverNode> {
         self.inner
             .nodes
             .iter()
@@ -212,13 +208,14 @@ impl SluiceNodes {
     }
 
     /// The nodes that are up now, sorted by broker id (never empty).
-    pub fn up_nodes(&self) -> Vec<ShotoverNode> {
+    #[cfg(test)]
+    pub(crate) fn up_nodes(&self) -> Vec<ShotoverNode> {
         self.snapshot().into_iter().filter(|n| n.up).collect()
     }
 
     /// Every node but the local one, with its current state: what the peer
     /// health checks watch.
-    pub fn peers(&self) -> Vec<ShotoverNode> {
+    pub(crate) fn peers(&self) -> Vec<ShotoverNode> {
         let local = self.local_id();
         self.snapshot()
             .into_iter()

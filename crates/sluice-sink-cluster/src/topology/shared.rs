@@ -20,21 +20,16 @@ use super::ClusterView;
 
 /// A [`ClusterView`] behind an `Arc<RwLock<_>>`. Clones share the view.
 #[derive(Debug, Clone, Default)]
-pub struct SharedClusterView(Arc<RwLock<ClusterView>>);
+pub(crate) struct SharedClusterView(Arc<RwLock<ClusterView>>);
 
 impl SharedClusterView {
-    /// Shares `view`.
-    pub fn new(view: ClusterView) -> Self {
-        Self(Arc::new(RwLock::new(view)))
-    }
-
     /// Locks the view for reading. Never hold the guard across an `.await`.
-    pub fn read(&self) -> RwLockReadGuard<'_, ClusterView> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, ClusterView> {
         self.0.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Locks the view for writing. Never hold the guard across an `.await`.
-    pub fn write(&self) -> RwLockWriteGuard<'_, ClusterView> {
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, ClusterView> {
         self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -15,7 +15,7 @@ use sluice_codec::kafka_protocol::ResponseError;
 
 /// What part of the view an error code says is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Staleness {
+pub(crate) enum Staleness {
     /// The partition's leader moved, or has no leader right now: refresh the
     /// topic's metadata.
     Leader,
@@ -54,7 +54,7 @@ pub enum Staleness {
 ///
 /// Not stale: COORDINATOR_LOAD_IN_PROGRESS (14; the coordinator is right, only
 /// busy) and NOT_ENOUGH_REPLICAS (19/20; the leader is right).
-pub fn staleness(code: i16) -> Option<Staleness> {
+pub(crate) fn staleness(code: i16) -> Option<Staleness> {
     use ResponseError as E;
     Some(match ResponseError::try_from_code(code)? {
         E::LeaderNotAvailable
@@ -70,11 +70,6 @@ pub fn staleness(code: i16) -> Option<Staleness> {
         E::RebootstrapRequired => Staleness::Cluster,
         _ => return None,
     })
-}
-
-/// Whether `code` means some part of the view is stale (see [`staleness`]).
-pub fn error_means_stale_metadata(code: i16) -> bool {
-    staleness(code).is_some()
 }
 
 #[cfg(test)]
@@ -101,7 +96,6 @@ mod tests {
             (9999, None),
         ] {
             assert_eq!(staleness(code), want, "code {code}");
-            assert_eq!(error_means_stale_metadata(code), want.is_some());
         }
     }
 }

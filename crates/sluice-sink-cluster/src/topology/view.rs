@@ -28,7 +28,7 @@ use super::Address;
 
 mod replica;
 
-pub use replica::{FOLLOWER_FENCE, FOLLOWER_FETCH_VERSION};
+pub(crate) use replica::FOLLOWER_FETCH_VERSION;
 
 /// A topic id. Kept as the `u128` of the UUID (`uuid.as_u128()`), since this
 /// crate does not depend on `uuid` itself.
@@ -37,10 +37,10 @@ pub struct TopicId(pub u128);
 
 impl TopicId {
     /// The all-zero id, which Kafka uses for "no id".
-    pub const NIL: TopicId = TopicId(0);
+    pub(crate) const NIL: TopicId = TopicId(0);
 
     /// Whether this is the all-zero id.
-    pub fn is_nil(self) -> bool {
+    pub(crate) fn is_nil(self) -> bool {
         self.0 == 0
     }
 }
@@ -69,36 +69,36 @@ impl From<TopicId> for TopicRef {
 
 /// A real broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Broker {
+pub(crate) struct Broker {
     /// Its broker id.
-    pub id: BrokerId,
+    pub(crate) id: BrokerId,
     /// Its advertised address (never shown to clients).
-    pub address: Address,
+    pub(crate) address: Address,
     /// Its rack, if the cluster is rack-aware.
-    pub rack: Option<StrBytes>,
+    pub(crate) rack: Option<StrBytes>,
 }
 
 /// One partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionInfo {
+pub(crate) struct PartitionInfo {
     /// The leader, or -1 when there is none.
-    pub leader: BrokerId,
+    pub(crate) leader: BrokerId,
     /// The leader epoch, or -1 when the Metadata version did not carry it (< 7).
-    pub leader_epoch: i32,
+    pub(crate) leader_epoch: i32,
     /// All replicas.
-    pub replicas: Vec<BrokerId>,
+    pub(crate) replicas: Vec<BrokerId>,
     /// In-sync replicas.
-    pub isr: Vec<BrokerId>,
+    pub(crate) isr: Vec<BrokerId>,
     /// Replicas that are offline.
-    pub offline: Vec<BrokerId>,
+    pub(crate) offline: Vec<BrokerId>,
     /// The partition's error code in the Metadata response (0, or e.g.
     /// LEADER_NOT_AVAILABLE).
-    pub error_code: i16,
+    pub(crate) error_code: i16,
 }
 
 impl PartitionInfo {
     /// The leader, when there is one.
-    pub fn leader(&self) -> Option<BrokerId> {
+    pub(crate) fn leader(&self) -> Option<BrokerId> {
         (self.leader.0 >= 0).then_some(self.leader)
     }
 
@@ -116,15 +116,15 @@ impl PartitionInfo {
 
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicInfo {
+pub(crate) struct TopicInfo {
     /// Its name.
-    pub name: TopicName,
+    pub(crate) name: TopicName,
     /// Its id, or [`TopicId::NIL`] when only old Metadata versions were seen.
-    pub id: TopicId,
+    pub(crate) id: TopicId,
     /// Whether Kafka marks it internal (`__consumer_offsets`, ...).
-    pub is_internal: bool,
+    pub(crate) is_internal: bool,
     /// Partitions by index.
-    pub partitions: BTreeMap<i32, PartitionInfo>,
+    pub(crate) partitions: BTreeMap<i32, PartitionInfo>,
 }
 
 /// The kind of coordinator a FindCoordinator `key_type` asks for.
@@ -172,17 +172,16 @@ impl TryFrom<i8> for CoordinatorKeyType {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataApplied {
     /// Brokers that were not known before.
-    pub added_brokers: Vec<BrokerId>,
+    pub(crate) added_brokers: Vec<BrokerId>,
     /// Brokers that are no longer listed.
-    pub removed_brokers: Vec<BrokerId>,
+    pub(crate) removed_brokers: Vec<BrokerId>,
     /// Whether the controller id changed.
-    pub controller_changed: bool,
+    pub(crate) controller_changed: bool,
 }
 
 /// The real cluster: brokers, controller, topics and coordinators.
 #[derive(Debug, Default)]
 pub struct ClusterView {
-    cluster_id: Option<StrBytes>,
     brokers: BTreeMap<BrokerId, Broker>,
     controller: Option<BrokerId>,
     topics: HashMap<TopicName, TopicInfo>,
@@ -199,7 +198,6 @@ pub struct ClusterView {
 impl Clone for ClusterView {
     fn clone(&self) -> Self {
         Self {
-            cluster_id: self.cluster_id.clone(),
             brokers: self.brokers.clone(),
             controller: self.controller,
             topics: self.topics.clone(),
@@ -254,9 +252,6 @@ impl ClusterView {
                 .copied()
                 .collect();
             self.brokers = brokers;
-        }
-        if resp.cluster_id.is_some() {
-            self.cluster_id.clone_from(&resp.cluster_id);
         }
         if version >= 1 {
             let controller = (resp.controller_id.0 >= 0).then_some(resp.controller_id);
@@ -322,7 +317,7 @@ impl ClusterView {
     /// answer for each key of the batch. A key answered with an error is
     /// forgotten. A coordinator broker not yet in the view is added (without
     /// a rack) so that it can be reached before the next Metadata refresh.
-    pub fn apply_find_coordinator(
+    pub(crate) fn apply_find_coordinator(
         &mut self,
         version: i16,
         key_type: CoordinatorKeyType,
@@ -365,18 +360,19 @@ impl ClusterView {
     }
 
     /// Records (or clears) the controller, e.g. after NOT_CONTROLLER.
-    pub fn set_controller(&mut self, controller: Option<BrokerId>) {
+    #[cfg(test)]
+    pub(crate) fn set_controller(&mut self, controller: Option<BrokerId>) {
         self.controller = controller;
     }
 
     /// Forgets the controller (after NOT_CONTROLLER).
-    pub fn forget_controller(&mut self) {
+    pub(crate) fn forget_controller(&mut self) {
         self.controller = None;
     }
 
     /// Forgets a coordinator (after NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE).
     /// Returns whether one was known.
-    pub fn forget_coordinator(&mut self, key_type: CoordinatorKeyType, key: &str) -> bool {
+    pub(crate) fn forget_coordinator(&mut self, key_type: CoordinatorKeyType, key: &str) -> bool {
         self.coordinators[key_type.index()]
             .remove(key.as_bytes())
             .is_some()
@@ -384,7 +380,7 @@ impl ClusterView {
 
     /// Forgets a topic (after UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID).
     /// Returns whether it was known.
-    pub fn forget_topic(&mut self, topic: &TopicRef) -> bool {
+    pub(crate) fn forget_topic(&mut self, topic: &TopicRef) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };
@@ -400,7 +396,7 @@ impl ClusterView {
     /// Forgets a partition's leader (after NOT_LEADER_OR_FOLLOWER and the
     /// like), keeping its epoch so that an older answer cannot restore it.
     /// Returns whether a leader was known.
-    pub fn forget_leader(&mut self, topic: &TopicRef, partition: i32) -> bool {
+    pub(crate) fn forget_leader(&mut self, topic: &TopicRef, partition: i32) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };
@@ -424,17 +420,18 @@ impl ClusterView {
     }
 
     /// A topic, by name or id.
-    pub fn topic(&self, topic: &TopicRef) -> Option<&TopicInfo> {
+    pub(crate) fn topic(&self, topic: &TopicRef) -> Option<&TopicInfo> {
         self.topics.get(self.resolve(topic)?)
     }
 
     /// The name of the topic with this id.
-    pub fn topic_name(&self, id: TopicId) -> Option<&TopicName> {
+    pub(crate) fn topic_name(&self, id: TopicId) -> Option<&TopicName> {
         self.names_by_id.get(&id)
     }
 
     /// The id of the topic with this name, when a Metadata v10+ response gave one.
-    pub fn topic_id(&self, name: &TopicName) -> Option<TopicId> {
+    #[cfg(test)]
+    pub(crate) fn topic_id(&self, name: &TopicName) -> Option<TopicId> {
         self.topics
             .get(name)
             .map(|t| t.id)
@@ -442,78 +439,58 @@ impl ClusterView {
     }
 
     /// One partition of a topic.
-    pub fn partition(&self, topic: &TopicRef, partition: i32) -> Option<&PartitionInfo> {
+    pub(crate) fn partition(&self, topic: &TopicRef, partition: i32) -> Option<&PartitionInfo> {
         self.topic(topic)?.partitions.get(&partition)
     }
 
     /// The leader of a partition, when known.
-    pub fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+    pub(crate) fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
         self.partition(topic, partition)?.leader()
     }
 
     /// The coordinator for a group, transactional id or share key, when known.
-    pub fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
+    pub(crate) fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
         self.coordinators[key_type.index()]
             .get(key.as_bytes())
             .copied()
     }
 
     /// The controller, when known.
-    pub fn controller(&self) -> Option<BrokerId> {
+    pub(crate) fn controller(&self) -> Option<BrokerId> {
         self.controller
     }
 
-    /// The cluster id, when a Metadata v2+ response gave one.
-    pub fn cluster_id(&self) -> Option<&StrBytes> {
-        self.cluster_id.as_ref()
-    }
-
     /// A broker, by id.
-    pub fn broker(&self, id: BrokerId) -> Option<&Broker> {
+    #[cfg(test)]
+    pub(crate) fn broker(&self, id: BrokerId) -> Option<&Broker> {
         self.brokers.get(&id)
     }
 
     /// A broker's address, by id.
-    pub fn broker_address(&self, id: BrokerId) -> Option<&Address> {
+    pub(crate) fn broker_address(&self, id: BrokerId) -> Option<&Address> {
         self.brokers.get(&id).map(|b| &b.address)
     }
 
     /// A broker's rack, by id (None when unknown or not rack-aware).
-    pub fn broker_rack(&self, id: BrokerId) -> Option<&StrBytes> {
+    pub(crate) fn broker_rack(&self, id: BrokerId) -> Option<&StrBytes> {
         self.brokers.get(&id)?.rack.as_ref()
     }
 
     /// All known brokers, by id.
-    pub fn brokers(&self) -> impl Iterator<Item = &Broker> {
+    pub(crate) fn brokers(&self) -> impl Iterator<Item = &Broker> {
         self.brokers.values()
     }
 
     /// Some broker, for requests any broker can serve (Metadata, ListGroups
     /// parts, ...). Successive calls go round the brokers. None when no broker
     /// is known yet.
-    pub fn any_broker(&self) -> Option<BrokerId> {
+    pub(crate) fn any_broker(&self) -> Option<BrokerId> {
         let n = self.brokers.len();
         if n == 0 {
             return None;
         }
         let i = self.next_any.fetch_add(1, Ordering::Relaxed) % n;
         self.brokers.keys().nth(i).copied()
-    }
-
-    /// Like [`any_broker`](Self::any_broker), but among the brokers in `rack`
-    /// when there are any (to keep traffic in the local rack).
-    pub fn any_broker_in_rack(&self, rack: &str) -> Option<BrokerId> {
-        let in_rack: Vec<BrokerId> = self
-            .brokers
-            .values()
-            .filter(|b| b.rack.as_deref() == Some(rack))
-            .map(|b| b.id)
-            .collect();
-        if in_rack.is_empty() {
-            return self.any_broker();
-        }
-        let i = self.next_any.fetch_add(1, Ordering::Relaxed) % in_rack.len();
-        Some(in_rack[i])
     }
 }
 

@@ -44,15 +44,15 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use crate::topology::{ClusterView, ShotoverNode};
 
 /// The BROKER config resource type.
-pub const BROKER: i8 = 4;
+pub(crate) const BROKER: i8 = 4;
 /// The BROKER_LOGGER config resource type.
-pub const BROKER_LOGGER: i8 = 8;
+pub(crate) const BROKER_LOGGER: i8 = 8;
 /// INVALID_REQUEST: the code of a refused resource.
-pub const INVALID_REQUEST: i16 = ResponseError::InvalidRequest.code();
+pub(crate) const INVALID_REQUEST: i16 = ResponseError::InvalidRequest.code();
 
 /// What Sluice does with one resource of a config request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resource {
+pub(crate) enum Resource {
     /// Forwarded as the client sent it (topics, groups, cluster defaults...).
     Forward,
     /// Named by this Sluice node: sent to the real broker standing for it,
@@ -64,16 +64,16 @@ pub enum Resource {
 
 /// What to do with each resource of a config request that names brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// One entry per resource of the request, in request order.
-    pub resources: Vec<Resource>,
+    pub(crate) resources: Vec<Resource>,
     /// The Sluice node the [`Resource::Node`] entries name (at most one).
-    pub node: Option<BrokerId>,
+    pub(crate) node: Option<BrokerId>,
 }
 
 impl Plan {
     /// Whether any resource goes to a broker.
-    pub fn forwards_any(&self) -> bool {
+    pub(crate) fn forwards_any(&self) -> bool {
         self.resources
             .iter()
             .any(|r| !matches!(r, Resource::Refuse(_)))
@@ -82,7 +82,7 @@ impl Plan {
 
 /// A config resource or result: the fields this module reads and renames,
 /// the same in each of the six kafka-protocol structs.
-pub trait ConfigResource {
+pub(crate) trait ConfigResource {
     /// The resource type (4: BROKER, 8: BROKER_LOGGER, 2: TOPIC, ...).
     fn resource_type(&self) -> i8;
     /// The resource name (a broker id for broker resources, empty for the
@@ -123,7 +123,7 @@ config_resource!(
 );
 
 /// Whether requests of `api` may name brokers in their resources.
-pub fn may_name_brokers(api: ApiKey) -> bool {
+pub(crate) fn may_name_brokers(api: ApiKey) -> bool {
     matches!(
         api,
         ApiKey::DescribeConfigs | ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs
@@ -133,7 +133,7 @@ pub fn may_name_brokers(api: ApiKey) -> bool {
 /// What to do with each resource of `request`, given the configured Sluice
 /// `nodes`; `None` when nothing in it names a broker (or it is not a config
 /// request): it is then forwarded untouched.
-pub fn plan(request: &RequestKind, nodes: &[ShotoverNode]) -> Option<Plan> {
+pub(crate) fn plan(request: &RequestKind, nodes: &[ShotoverNode]) -> Option<Plan> {
     let plan = match request {
         RequestKind::DescribeConfigs(r) => plan_describe(&r.resources, nodes),
         RequestKind::AlterConfigs(r) => plan_alter(&r.resources, nodes),
@@ -217,7 +217,7 @@ fn unknown_broker(name: &str, nodes: &[ShotoverNode]) -> String {
 /// Sluice node renamed to `real` (the broker standing for it). `None` when
 /// every resource is refused, or when the plan names a node and `real` is
 /// `None`.
-pub fn forwarded(
+pub(crate) fn forwarded(
     request: &RequestKind,
     plan: &Plan,
     real: Option<BrokerId>,
@@ -259,7 +259,11 @@ fn keep_forwarded<R: ConfigResource>(resources: &mut Vec<R>, plan: &Plan, real: 
 /// twice shows the same broker, and spread, so that nodes of one rack show
 /// different brokers while there are enough. `None` when `node` is not
 /// configured or no broker is known.
-pub fn real_broker(view: &ClusterView, nodes: &[ShotoverNode], node: BrokerId) -> Option<BrokerId> {
+pub(crate) fn real_broker(
+    view: &ClusterView,
+    nodes: &[ShotoverNode],
+    node: BrokerId,
+) -> Option<BrokerId> {
     let rack = &nodes.iter().find(|n| n.broker_id == node)?.rack;
     let mut peers: Vec<BrokerId> = nodes
         .iter()

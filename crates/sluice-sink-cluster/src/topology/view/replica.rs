@@ -44,17 +44,17 @@ use super::{ClusterView, TopicRef};
 
 /// How long a partition's consumer fetches stay on its leader after a
 /// follower answered them with an error.
-pub const FOLLOWER_FENCE: Duration = Duration::from_secs(30);
+pub(crate) const FOLLOWER_FENCE: Duration = Duration::from_secs(30);
 
 /// The first Fetch version a follower serves to consumers (KIP-392).
-pub const FOLLOWER_FETCH_VERSION: i16 = 11;
+pub(crate) const FOLLOWER_FETCH_VERSION: i16 = 11;
 
 impl ClusterView {
     /// The broker that should serve a consumer's fetch of `partition` of
     /// `topic` for a Sluice node in `rack` (see the module doc); `usable`
     /// says whether a follower may be chosen (e.g. not suspect). `None` when
     /// the partition has no known leader.
-    pub fn fetch_replica(
+    pub(crate) fn fetch_replica(
         &self,
         topic: &TopicRef,
         partition: i32,
@@ -95,7 +95,12 @@ impl ClusterView {
     /// Sends consumer fetches of `partition` of `topic` to its leader for
     /// [`FOLLOWER_FENCE`] from `now`. Expired fences are dropped on the way.
     /// Returns false for a topic id the view cannot name.
-    pub fn fence_follower_fetch(&mut self, topic: &TopicRef, partition: i32, now: Instant) -> bool {
+    pub(crate) fn fence_follower_fetch(
+        &mut self,
+        topic: &TopicRef,
+        partition: i32,
+        now: Instant,
+    ) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };

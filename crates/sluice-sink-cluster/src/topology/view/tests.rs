@@ -143,17 +143,13 @@ fn forget_helpers() {
 }
 
 #[test]
-fn any_broker_goes_round_and_prefers_the_rack() {
+fn any_broker_goes_round() {
     let mut view = ClusterView::new();
     assert_eq!(view.any_broker(), None);
     view.apply_metadata(12, &fixtures::metadata_response(1));
     let mut seen: Vec<i32> = (0..6).map(|_| view.any_broker().unwrap().0).collect();
     seen.sort_unstable();
     assert_eq!(seen, [1, 1, 2, 2, 3, 3]);
-    for _ in 0..4 {
-        assert_eq!(view.any_broker_in_rack("rack-b"), Some(BrokerId(2)));
-    }
-    assert!(view.any_broker_in_rack("rack-z").is_some());
 }
 
 fn find_coordinator_at(version: i16, resp: FindCoordinatorResponse) -> FindCoordinatorResponse {
