@@ -14,6 +14,7 @@
 use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
+use tokio::time::Instant;
 
 use crate::auth::SaslStep;
 use crate::connections::Target;
@@ -71,6 +72,10 @@ pub(crate) struct Part {
     pub(crate) broker: BrokerAddress,
     /// Its receiver, or its result once it arrived.
     pub(crate) state: PartState,
+    /// When it has waited longer than the broker may legitimately hold it
+    /// (plus a margin): from then on the sink checks whether the broker is
+    /// still in the cluster (see `sink/stalled.rs`). `None`: never checked.
+    pub stalls_at: Option<Instant>,
 }
 
 /// Where a part stands.
@@ -93,6 +98,29 @@ impl Part {
             target,
             broker,
             state: PartState::Waiting(receiver),
+            stalls_at: None,
+        }
+    }
+
+    /// The same part, checked for a stalled broker from `at` on.
+    pub fn stalling_at(mut self, at: Instant) -> Self {
+        self.stalls_at = Some(at);
+        self
+    }
+
+    /// When this part, still waiting, is due for a stall check.
+    pub fn stall_check_at(&self) -> Option<Instant> {
+        match self.state {
+            PartState::Waiting(_) => self.stalls_at,
+            PartState::Done(_) => None,
+        }
+    }
+
+    /// Gives up waiting: the part fails with `error` (a late answer is
+    /// dropped by the connection). Nothing happens to a part already done.
+    pub fn abandon(&mut self, error: BrokerError) {
+        if let PartState::Waiting(_) = self.state {
+            self.state = PartState::Done(Err(error));
         }
     }
 
@@ -102,6 +130,7 @@ impl Part {
             target,
             broker: error.broker().clone(),
             state: PartState::Done(Err(error)),
+            stalls_at: None,
         }
     }
 

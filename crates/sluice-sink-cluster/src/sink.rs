@@ -45,6 +45,7 @@ mod finish;
 mod follower;
 mod internal;
 mod send;
+mod stalled;
 
 #[cfg(test)]
 mod tests;
@@ -461,14 +462,28 @@ impl Sink for KafkaSinkCluster {
 
     async fn recv(&mut self, _ctx: &ConnectionContext) -> Result<Response, ChainError> {
         loop {
+            let stall_check = self.next_stall_check();
             let Some(head) = self.pending.front_mut() else {
                 if let Some(reason) = self.auth.closing() {
                     return Err(ChainError::Refused(reason.to_owned()));
                 }
                 return std::future::pending().await;
             };
-            // Cancel-safe: each part keeps its receiver until its result is stored.
-            head.wait_parts().await;
+            // Cancel-safe: each part keeps its receiver until its result is
+            // stored. Meanwhile, a broker owing anything past its wait is
+            // checked on (see `sink/stalled.rs`).
+            if let Some(at) = stall_check {
+                let stalled = tokio::select! {
+                    () = head.wait_parts() => false,
+                    () = tokio::time::sleep_until(at) => true,
+                };
+                if stalled {
+                    self.check_stalled().await;
+                    continue;
+                }
+            } else {
+                head.wait_parts().await;
+            }
             if self.resend_unsent_parts().await?
                 || self.retry_head_elsewhere().await?
                 || self.fetch_head_waits().await?

@@ -57,6 +57,17 @@ impl Cluster {
         &self.name
     }
 
+    /// The pid of node `id`'s broker process (from its pid file).
+    pub fn broker_pid(&self, id: usize) -> u32 {
+        let file = self.info["nodes"][id - 1]["pid_file"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no pid file for node {id} in cluster.json"));
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{file}: not a pid ({e}): {text:?}"))
+    }
+
     /// Number of broker nodes.
     pub fn node_count(&self) -> usize {
         self.info["node_count"].as_u64().unwrap_or(0) as usize

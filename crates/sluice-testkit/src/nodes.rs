@@ -72,6 +72,55 @@ impl Drop for KilledNode {
     }
 }
 
+/// A broker frozen with SIGSTOP: its sockets stay open and nothing answers,
+/// like a hung process or a stuck disk. [`StoppedNode::resume`] sends
+/// SIGCONT; dropping it does the same, also when the test panics.
+#[derive(Debug)]
+pub struct StoppedNode {
+    pid: u32,
+    id: usize,
+    resumed: bool,
+}
+
+impl StoppedNode {
+    /// The node's id (1-based).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Sends SIGCONT. Panics if it cannot be sent.
+    pub fn resume(mut self) {
+        self.resumed = true;
+        signal(self.pid, "-CONT").unwrap_or_else(|e| panic!("resume node {}: {e}", self.id));
+    }
+}
+
+impl Drop for StoppedNode {
+    fn drop(&mut self) {
+        if !self.resumed
+            && let Err(e) = signal(self.pid, "-CONT")
+        {
+            eprintln!(
+                "could not resume node {} (pid {}): {e}; run `kill -CONT {}`",
+                self.id, self.pid, self.pid
+            );
+        }
+    }
+}
+
+/// `kill SIG PID`.
+fn signal(pid: u32, sig: &str) -> Result<(), String> {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill {sig} {pid} failed: {status}"))
+    }
+}
+
 impl Cluster {
     /// Kills node `id` with SIGKILL (`cluster.sh kill-node`); the returned
     /// guard restarts it.
@@ -83,6 +132,17 @@ impl Cluster {
             cluster: self.clone(),
             id,
             restarted: false,
+        }
+    }
+
+    /// Freezes node `id` with SIGSTOP; the returned guard resumes it.
+    pub fn stop_node(&self, id: usize) -> StoppedNode {
+        let pid = self.broker_pid(id);
+        signal(pid, "-STOP").unwrap_or_else(|e| panic!("stop node {id}: {e}"));
+        StoppedNode {
+            pid,
+            id,
+            resumed: false,
         }
     }
 

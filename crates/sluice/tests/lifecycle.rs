@@ -690,3 +690,94 @@ fn fetch_in_flight_on_a_killed_broker_gets_a_retriable_error_and_the_client_stay
     killed.restart();
     produce_until_accepted(&mut client, &topic, &[partition], "after");
 }
+
+/// How long the SIGSTOP test keeps the broker frozen: longer than the
+/// controller's fencing (`broker.session.timeout.ms`, 9 s) and as long as
+/// the producer's request timeout (30 s), which a direct client waits out.
+const FROZEN_FOR: Duration = Duration::from_secs(30);
+
+/// SIGSTOP one broker for 30 s while an idempotent VerifiableProducer
+/// (acks=all, min.insync.replicas=2) and a VerifiableConsumer run through
+/// Sluice, then SIGCONT. The broker's sockets stay open and nothing on them
+/// is answered; once the controller fences it, Sluice answers what it owed
+/// with retriable errors (`sink/stalled.rs`), so the clients follow the
+/// partitions to their new leaders: no client request times out, no client
+/// is disconnected, nothing acknowledged is lost.
+#[test]
+#[ignore = "stops brokers; run in the serial phase of scripts/test"]
+fn broker_frozen_under_load_times_out_no_client_request_and_loses_nothing() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let front = Front::plaintext(&cluster);
+    let sluice = &front.sluice;
+    let topic = unique("lifecycle-stop");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let mut consumer = front.consumer(&cluster, &topic);
+    wait_assigned(&mut consumer);
+    let mut producer = front
+        .producer(20_000, 500, None)
+        .start(&cluster, &front.listen, &topic);
+    delivery::wait_acked(&mut producer, 1500, Duration::from_secs(60));
+
+    let stopped = cluster.stop_node(VICTIM);
+    let stopped_at = Instant::now();
+    let acked_at_stop = acked_so_far(&producer);
+    let every: BTreeSet<i32> = (0..PARTITIONS as i32).collect();
+    wait_acks_on(&mut producer, acked_at_stop, &every, "the stop");
+    let moved_after = stopped_at.elapsed();
+    // The fault lasts its full time; meanwhile the clients must keep going.
+    wait::until(
+        FROZEN_FOR + Duration::from_secs(5),
+        "the broker's frozen time to pass",
+        || {
+            producer.assert_running();
+            consumer.assert_running();
+            if stopped_at.elapsed() >= FROZEN_FOR {
+                Ok(())
+            } else {
+                Err(format!("frozen for {:?}", stopped_at.elapsed()))
+            }
+        },
+    );
+    stopped.resume();
+    lead_again(&cluster, &topic, VICTIM as i32);
+
+    let out = producer.wait_exit(Duration::from_secs(120));
+    out.assert_success("VerifiableProducer");
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    let timeouts: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("request timeout") || l.contains("TimeoutException"))
+        .collect();
+    let producer_disconnects = disconnects(&out.stderr);
+    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
+    let out = consumer.terminate(Duration::from_secs(60));
+    let consumer_disconnects = disconnects(&out.stderr);
+    eprintln!(
+        "every partition written again {moved_after:?} after the SIGSTOP; Sluice synthesized {} error answers",
+        sluice.metric(SYNTHESIZED, &[])
+    );
+
+    assert!(
+        timeouts.is_empty(),
+        "no client request timed out: {timeouts:#?}"
+    );
+    assert!(
+        produced.errors.is_empty(),
+        "no send failed: {:?}",
+        produced.errors
+    );
+    assert_eq!(produced.acked.len(), 20_000, "every record acknowledged");
+    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+    assert_eq!(
+        (producer_disconnects, consumer_disconnects),
+        (Vec::new(), Vec::new()),
+        "clients of Sluice never see a broker disconnect"
+    );
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+}

@@ -71,6 +71,11 @@ pub enum BrokerError {
     /// Sluice closed the connection (the owner dropped it).
     #[error("{broker}: connection closed by sluice")]
     Shutdown { broker: BrokerAddress },
+    /// The broker stopped answering and left the cluster's metadata (the
+    /// controller fenced it): a request still owed there is answered as
+    /// failed, so that the client retries where its partitions moved.
+    #[error("{broker}: the broker stopped answering and left the cluster metadata")]
+    LeftCluster { broker: BrokerAddress },
     /// The connection had failed before this request was written, so the
     /// broker never saw it: retrying it cannot apply it twice.
     #[error("{cause}; the request was not sent")]
@@ -111,6 +116,7 @@ impl BrokerError {
             BrokerError::Protocol { .. } => "protocol",
             BrokerError::Encode { .. } => "encode",
             BrokerError::Shutdown { .. } => "shutdown",
+            BrokerError::LeftCluster { .. } => "left_cluster",
             BrokerError::NotSent { cause, .. } => cause.kind(),
         }
     }
@@ -126,7 +132,8 @@ impl BrokerError {
             | BrokerError::ReadTimeout { broker, .. }
             | BrokerError::Protocol { broker, .. }
             | BrokerError::Encode { broker, .. }
-            | BrokerError::Shutdown { broker } => broker,
+            | BrokerError::Shutdown { broker }
+            | BrokerError::LeftCluster { broker } => broker,
             BrokerError::NotSent { cause, .. } => cause.broker(),
         }
     }
@@ -224,7 +231,8 @@ impl ErrorClass for BrokerError {
             | BrokerError::ClosedByBroker { .. }
             | BrokerError::Io { .. }
             | BrokerError::ReadTimeout { .. }
-            | BrokerError::Shutdown { .. } => true,
+            | BrokerError::Shutdown { .. }
+            | BrokerError::LeftCluster { .. } => true,
             BrokerError::TlsHandshake { .. }
             | BrokerError::Protocol { .. }
             | BrokerError::Encode { .. } => false,

@@ -136,8 +136,9 @@ impl KafkaSinkCluster {
         };
         let broker = conn.address().clone();
         count_out_of_rack(&self.shared, target, request.api_key());
+        let stalls_at = super::stalled::stalls_at(&request);
         Ok(match conn.send(request).await {
-            Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver)),
+            Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver).stalling_at(stalls_at)),
             Ok(None) => None,
             Err(e) => expects_response.then(|| Part::failed(target, e)),
         })

@@ -1,0 +1,125 @@
+//! Requests owed by a broker that stopped answering.
+//!
+//! A broker that hangs (SIGSTOP, a stuck disk, a network partition) keeps
+//! its TCP connections open, so nothing fails: every request owed there
+//! just waits, and so does the client, until its own request timeout. The
+//! controller fences such a broker after `broker.session.timeout.ms` and
+//! moves its partitions' leadership to other replicas; a client talking to
+//! the brokers directly still waits out its request timeout before it
+//! notices.
+//!
+//! Sluice notices sooner. Each part sent to a broker carries a *stall time*:
+//! when it was sent, plus the time the broker may legitimately hold it (a
+//! Fetch's `max_wait_ms`, a JoinGroup's rebalance timeout, ...; not a
+//! Produce's `timeout_ms`, see [`stalls_at`]), plus [`STALL_AFTER`]. While the client's oldest owed answer waits, the sink
+//! also watches for the earliest stall time of anything it is owed. When one
+//! passes, the broker is marked suspect (requests any broker can serve go
+//! elsewhere, and one WARN per broker says it does not answer), the broker
+//! list is refreshed from another broker, and every part still owed by a
+//! broker that has left the cluster metadata is answered as failed
+//! ([`BrokerError::LeftCluster`], retriable): the client gets
+//! NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR or the like, refreshes its
+//! metadata and retries where the partitions moved, on the same Sluice
+//! connection. Idempotent producers make that retry safe. A broker still
+//! listed is asked about again every [`RECHECK_EVERY`].
+//!
+//! ```text
+//! t=0    Produce sent to broker 2; broker 2 is SIGSTOPped
+//! t=2s   stall: broker 2 suspect, metadata from broker 1: broker 2 still listed
+//! t=4s.. checked again every 2 s
+//! t≈9s   the controller fences broker 2 (broker.session.timeout.ms)
+//! t≈10s  metadata no longer lists broker 2: the Produce is answered
+//!        NOT_LEADER_OR_FOLLOWER; the producer retries at the new leader,
+//!        long before its 30 s request timeout
+//! ```
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_codec::{ApiKey, Request};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::KafkaSinkCluster;
+use super::failures::Verdict;
+use crate::connections::Target;
+use crate::topology::BrokerId;
+
+/// How long past its legitimate wait a part may go unanswered before the
+/// sink checks on its broker. A healthy broker answers in milliseconds; a
+/// false alarm costs one Metadata request.
+pub(crate) const STALL_AFTER: Duration = Duration::from_secs(2);
+
+/// How often a broker that stays stalled and listed is checked again.
+pub(crate) const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The stall time of `request`, sent now. A Produce's `timeout_ms` bounds
+/// its wait for the replicas, which a healthy cluster meets in
+/// milliseconds: the check comes [`STALL_AFTER`] after sending, and only
+/// fails the request if the broker has left the cluster.
+pub(crate) fn stalls_at(request: &Request) -> Instant {
+    let wait = match request.api_key() {
+        ApiKey::Produce => Duration::ZERO,
+        _ => request.broker_wait(),
+    };
+    Instant::now() + wait + STALL_AFTER
+}
+
+impl KafkaSinkCluster {
+    /// The earliest stall time of any part still owed.
+    pub(super) fn next_stall_check(&self) -> Option<Instant> {
+        self.pending
+            .iter()
+            .flat_map(|entry| entry.parts.iter())
+            .filter_map(|part| part.stall_check_at())
+            .min()
+    }
+
+    /// Checks on the brokers whose parts have stalled (see the module doc);
+    /// parts owed by a broker that left the cluster metadata are failed.
+    pub(super) async fn check_stalled(&mut self) {
+        let now = Instant::now();
+        let mut stalled: BTreeSet<(i32, String)> = BTreeSet::new();
+        let mut addresses: Vec<BrokerAddress> = Vec::new();
+        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
+            if part.stall_check_at().is_some_and(|at| at <= now) {
+                part.stalls_at = Some(now + RECHECK_EVERY);
+                let key = (part.broker.id.unwrap_or(-1), part.broker.to_string());
+                if stalled.insert(key) {
+                    addresses.push(part.broker.clone());
+                }
+            }
+        }
+        for broker in &addresses {
+            if let Verdict::Warn { quieted } = self.shared.failures.record(broker, now) {
+                warn!(
+                    connection = self.connection_id,
+                    broker = %broker,
+                    quieted,
+                    "a broker has not answered a request within its wait; checking whether it left the cluster"
+                );
+            }
+        }
+        // Failure is logged inside; the parts keep waiting and are checked
+        // again at their next stall time.
+        if self.refresh_metadata(None).await.is_err() {
+            return;
+        }
+        self.fail_parts_of_departed_brokers();
+    }
+
+    /// Fails every owed part whose broker the view no longer lists.
+    fn fail_parts_of_departed_brokers(&mut self) {
+        let listed: BTreeSet<BrokerId> = self.shared.view.read().brokers().map(|b| b.id).collect();
+        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
+            if let Target::Broker(id) = part.target
+                && !listed.contains(&id)
+            {
+                part.abandon(BrokerError::LeftCluster {
+                    broker: part.broker.clone(),
+                });
+            }
+        }
+    }
+}
