@@ -19,30 +19,30 @@ use sluice_sink_cluster::{
 };
 
 /// The real brokers: (id, host, port, rack).
-pub const REAL_BROKERS: [(i32, &str, i32, &str); 3] = [
+pub(crate) const REAL_BROKERS: [(i32, &str, i32, &str); 3] = [
     (1, "kafka-1.internal", 19092, "rack-a"),
     (2, "kafka-2.internal", 19093, "rack-b"),
     (3, "kafka-3.internal", 19094, "rack-c"),
 ];
 
 /// The Sluice nodes: (id, host, port, rack). Node 102 is down.
-pub const SLUICE_NODES: [(i32, &str, i32, &str); 3] = [
+pub(crate) const SLUICE_NODES: [(i32, &str, i32, &str); 3] = [
     (100, "sluice-0.example", 9192, "rack-a"),
     (101, "sluice-1.example", 9192, "rack-b"),
     (102, "sluice-2.example", 9192, "rack-c"),
 ];
 
 /// The topics of the fake cluster: name, id, partition count.
-pub const TOPICS: [(&str, u128, i32); 2] = [("alpha", 0xa1, 3), ("beta", 0xb2, 2)];
+pub(crate) const TOPICS: [(&str, u128, i32); 2] = [("alpha", 0xa1, 3), ("beta", 0xb2, 2)];
 
 /// A topic name.
-pub fn topic_name(name: &'static str) -> TopicName {
+pub(crate) fn topic_name(name: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(name))
 }
 
 /// The real cluster's Metadata answer (v12 shape): brokers, a controller,
 /// `alpha` and `beta` with leaders spread over the brokers.
-pub fn metadata_response() -> MetadataResponse {
+pub(crate) fn metadata_response() -> MetadataResponse {
     let brokers = REAL_BROKERS
         .iter()
         .map(|&(id, host, port, rack)| {
@@ -81,14 +81,14 @@ fn partition(index: i32) -> MetadataResponsePartition {
 }
 
 /// The view Sluice would hold after [`metadata_response`].
-pub fn cluster_view() -> ClusterView {
+pub(crate) fn cluster_view() -> ClusterView {
     let mut view = ClusterView::new();
     view.apply_metadata(12, &metadata_response());
     view
 }
 
 /// The Sluice nodes, as `SluiceNodes::snapshot` gives them.
-pub fn sluice_nodes() -> Vec<ShotoverNode> {
+pub(crate) fn sluice_nodes() -> Vec<ShotoverNode> {
     SLUICE_NODES
         .iter()
         .map(|&(id, host, port, rack)| ShotoverNode {
@@ -103,7 +103,7 @@ pub fn sluice_nodes() -> Vec<ShotoverNode> {
 
 /// Routing by hash over brokers 1–3 (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FakeRouting;
+pub(crate) struct FakeRouting;
 
 /// FNV-1a, so the routing is the same on every run and platform.
 fn fnv(parts: &[&[u8]]) -> u64 {

@@ -21,12 +21,14 @@
 //!
 //! [`seeds`] builds the seed corpora from real encoded messages.
 
-pub mod fixtures;
-pub mod framing;
-pub mod response;
-pub mod sasl;
+#![deny(missing_docs)]
+
+mod fixtures;
+mod framing;
+mod response;
+mod sasl;
 pub mod seeds;
-pub mod split;
+mod split;
 mod wire;
 
 pub use framing::framing;

@@ -58,7 +58,7 @@ fn apis() -> impl Iterator<Item = (ApiKey, i16, i16)> {
 }
 
 /// The api and version `data` starts with, and the frame after them.
-pub fn pick(data: &[u8]) -> Option<(ApiKey, i16, &[u8])> {
+pub(crate) fn pick(data: &[u8]) -> Option<(ApiKey, i16, &[u8])> {
     let [api, version, frame @ ..] = data else {
         return None;
     };
@@ -70,7 +70,7 @@ pub fn pick(data: &[u8]) -> Option<(ApiKey, i16, &[u8])> {
 }
 
 /// The two bytes [`pick`] reads back as `api` at `version`, if it is one.
-pub fn prefix(api: ApiKey, version: i16) -> Option<[u8; 2]> {
+pub(crate) fn prefix(api: ApiKey, version: i16) -> Option<[u8; 2]> {
     let (index, (_, min, max)) = apis().enumerate().find(|(_, (a, _, _))| *a == api)?;
     if !(min..=max).contains(&version) {
         return None;

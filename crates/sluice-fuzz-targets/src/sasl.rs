@@ -18,22 +18,14 @@ use sluice_auth::{ScramClient, ScramMechanism};
 use sluice_sink_cluster::{PlainCredentials, parse_scram_client_first, unescape_saslname};
 
 /// The RFC 7677 client: user `user`, password `pencil`, this nonce.
-pub const RFC_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
+pub(crate) const RFC_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
 /// The RFC 7677 server-first-message.
-pub const RFC_SERVER_FIRST: &str =
+pub(crate) const RFC_SERVER_FIRST: &str =
     "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
 /// The RFC 7677 server-final-message.
-pub const RFC_SERVER_FINAL: &str = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
+pub(crate) const RFC_SERVER_FINAL: &str = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
 /// The RFC 7677 client-first-message.
-pub const RFC_CLIENT_FIRST: &str = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO";
-
-/// The parsers, in the order byte 0 picks them.
-pub const PARSERS: [&str; 4] = [
-    "plain",
-    "scram-client-first",
-    "scram-server-first",
-    "scram-server-final",
-];
+pub(crate) const RFC_CLIENT_FIRST: &str = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO";
 
 /// The RFC 7677 client, before its first message is answered.
 fn rfc_client(mechanism: ScramMechanism) -> Option<ScramClient> {

@@ -122,7 +122,7 @@ fn topic_names() -> Vec<(TopicName, uuid::Uuid, i32)> {
 }
 
 /// Two record batches of three records each, as a producer writes them.
-pub fn record_batches(value_len: usize) -> Bytes {
+pub(crate) fn record_batches(value_len: usize) -> Bytes {
     let mut buf = BytesMut::new();
     for base in [0i64, 3] {
         let records: Vec<Record> = (base..base + 3)

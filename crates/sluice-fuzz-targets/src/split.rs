@@ -25,7 +25,7 @@ use crate::fixtures::FakeRouting;
 const ERROR_CODES: [i16; 6] = [0, -1, 6, 15, 5, 7];
 
 /// The error code byte 0 stands for.
-pub fn error_code(byte: u8) -> i16 {
+pub(crate) fn error_code(byte: u8) -> i16 {
     ERROR_CODES
         .get(usize::from(byte))
         .copied()
