@@ -75,7 +75,7 @@ pub(crate) struct Part {
     /// When it has waited longer than the broker may legitimately hold it
     /// (plus a margin): from then on the sink checks whether the broker is
     /// still in the cluster (see `sink/stalled.rs`). `None`: never checked.
-    pub stalls_at: Option<Instant>,
+    pub(crate) stalls_at: Option<Instant>,
 }
 
 /// Where a part stands.
@@ -103,13 +103,13 @@ impl Part {
     }
 
     /// The same part, checked for a stalled broker from `at` on.
-    pub fn stalling_at(mut self, at: Instant) -> Self {
+    pub(crate) fn stalling_at(mut self, at: Instant) -> Self {
         self.stalls_at = Some(at);
         self
     }
 
     /// When this part, still waiting, is due for a stall check.
-    pub fn stall_check_at(&self) -> Option<Instant> {
+    pub(crate) fn stall_check_at(&self) -> Option<Instant> {
         match self.state {
             PartState::Waiting(_) => self.stalls_at,
             PartState::Done(_) => None,
@@ -118,7 +118,7 @@ impl Part {
 
     /// Gives up waiting: the part fails with `error` (a late answer is
     /// dropped by the connection). Nothing happens to a part already done.
-    pub fn abandon(&mut self, error: BrokerError) {
+    pub(crate) fn abandon(&mut self, error: BrokerError) {
         if let PartState::Waiting(_) = self.state {
             self.state = PartState::Done(Err(error));
         }
