@@ -1,6 +1,8 @@
 //! `KafkaSinkCluster`: one client connection fans out to every broker it needs,
 //! while the client believes the Sluice nodes are the whole cluster.
 //!
+//! - [`api`]: one descriptor per Kafka API, the table everything that
+//!   depends on an API's key reads.
 //! - [`topology`]: the cluster as Sluice sees it (brokers, partition leaders,
 //!   coordinators) and the Sluice nodes that clients see instead.
 //! - [`rewrite`]: Metadata, FindCoordinator, DescribeCluster, DescribeGroups and
@@ -24,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod api;
 mod auth;
 mod connections;
 mod consume;

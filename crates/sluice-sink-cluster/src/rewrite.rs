@@ -56,16 +56,14 @@ mod leader_hints;
 mod metadata;
 mod topic_partitions;
 
-pub(crate) use api_versions::is_client_facing;
 pub use api_versions::{codec_versions, intersect_api_versions};
 pub(crate) use configs::refused_answer;
 pub use configs::rewrite_configs_answer;
-pub(crate) use fan_out::filters_fan_out;
 
 use sluice_chain::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, CodecError, Response, ResponseKind};
+use sluice_codec::{CodecError, Response, ResponseKind};
 
 use crate::topology::{ClusterView, ShotoverNode, TopicId};
 use choose::{Chooser, stable_hash};
@@ -93,31 +91,6 @@ impl ErrorClass for RewriteError {
 
     fn retriable(&self) -> bool {
         false
-    }
-}
-
-/// Whether responses of `api` always name brokers and must go through
-/// [`Rewriter::rewrite_response`]: Metadata, FindCoordinator,
-/// DescribeCluster, DescribeTopicPartitions.
-pub(crate) fn always_rewritten(api: ApiKey) -> bool {
-    matches!(
-        api,
-        ApiKey::Metadata
-            | ApiKey::FindCoordinator
-            | ApiKey::DescribeCluster
-            | ApiKey::DescribeTopicPartitions
-    )
-}
-
-/// Whether responses of `api`/`version` may carry leader hints naming brokers
-/// (Produce v10+, Fetch v11+), to be passed through
-/// [`Rewriter::rewrite_leader_hints`]. Brokers only fill them in on errors such
-/// as NOT_LEADER_OR_FOLLOWER, but that cannot be known without decoding.
-pub(crate) fn may_carry_leader_hints(api: ApiKey, version: i16) -> bool {
-    match api {
-        ApiKey::Produce => version >= 10,
-        ApiKey::Fetch => version >= 11,
-        _ => false,
     }
 }
 
@@ -200,7 +173,7 @@ impl<'a> Rewriter<'a> {
         response: &mut Response,
         find_coordinator_key: Option<&str>,
     ) -> Result<bool, RewriteError> {
-        if !always_rewritten(response.api_key()) {
+        if !crate::api::describe(response.api_key()).rewritten {
             return Ok(false);
         }
         let version = response.api_version();
@@ -223,7 +196,8 @@ impl<'a> Rewriter<'a> {
     /// merge, or on any response of these versions if no broker address may
     /// ever leak.
     pub fn rewrite_leader_hints(&self, response: &mut Response) -> Result<bool, RewriteError> {
-        if !may_carry_leader_hints(response.api_key(), response.api_version()) {
+        if !crate::api::describe(response.api_key()).may_carry_leader_hints(response.api_version())
+        {
             return Ok(false);
         }
         match response.body_mut()? {

@@ -7,7 +7,7 @@
 //! the caller; [`codec_versions`] (everything the codec can decode) is the
 //! usual choice, so old clients keep every old version the brokers still
 //! accept. APIs that are empty after the intersection, missing on some broker,
-//! unknown to the codec, or not [client-facing](is_client_facing) are dropped.
+//! unknown to the codec, or not client-facing ([`crate::api::describe`]) are dropped.
 //!
 //! Feature levels (`supported_features`, `finalized_features`, their epoch)
 //! are copied from the first broker: clients decide on protocol behaviour
@@ -18,62 +18,6 @@ use sluice_codec::kafka_protocol::messages::api_versions_response::{
     ApiVersion, ApiVersionsResponse,
 };
 use sluice_codec::kafka_protocol::protocol::VersionRange;
-
-/// Whether clients may see and send `api` through Sluice.
-///
-/// Hidden (false):
-/// - inter-broker and controller-only APIs, which no client sends:
-///   WriteTxnMarkers, Vote, BeginQuorumEpoch, EndQuorumEpoch, AlterPartition,
-///   Envelope, FetchSnapshot, BrokerRegistration, BrokerHeartbeat,
-///   AllocateProducerIds, ControllerRegistration, AssignReplicasToDirs,
-///   UpdateRaftVoter, and the share-group state APIs between brokers
-///   (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
-///   DeleteShareGroupState, ReadShareGroupStateSummary). LeaderAndIsr,
-///   StopReplica, UpdateMetadata and ControlledShutdown (ZooKeeper era) are not
-///   in the codec at all, so they are dropped as unknown;
-/// - admin APIs about the controller quorum and broker membership, which
-///   expose or change exactly the topology Sluice hides: DescribeQuorum (lists
-///   voters with their hosts and ports), AddRaftVoter, RemoveRaftVoter,
-///   UnregisterBroker (takes a real broker id).
-///
-/// Shown (true): every other API, including GetTelemetrySubscriptions and
-/// PushTelemetry (KIP-714: client metrics, served by any broker, naming none),
-/// the client-side share-group APIs, and DescribeTopicPartitions (its
-/// partitions are rewritten like Metadata's; Java's Admin describes topics
-/// with it when offered). Config APIs naming a broker resource are shown:
-/// Sluice maps a Sluice node id to a real broker (see
-/// [`crate::route::admin::configs`]). Operator APIs that take or return real
-/// broker ids (ElectLeaders, Alter/ListPartitionReassignments,
-/// AlterReplicaLogDirs) are shown; they carry ids, never addresses, and only
-/// make sense with real ids.
-pub(crate) fn is_client_facing(api: ApiKey) -> bool {
-    use ApiKey as K;
-    !matches!(
-        api,
-        K::WriteTxnMarkers
-            | K::Vote
-            | K::BeginQuorumEpoch
-            | K::EndQuorumEpoch
-            | K::AlterPartition
-            | K::Envelope
-            | K::FetchSnapshot
-            | K::BrokerRegistration
-            | K::BrokerHeartbeat
-            | K::AllocateProducerIds
-            | K::ControllerRegistration
-            | K::AssignReplicasToDirs
-            | K::UpdateRaftVoter
-            | K::InitializeShareGroupState
-            | K::ReadShareGroupState
-            | K::WriteShareGroupState
-            | K::DeleteShareGroupState
-            | K::ReadShareGroupStateSummary
-            | K::DescribeQuorum
-            | K::AddRaftVoter
-            | K::RemoveRaftVoter
-            | K::UnregisterBroker
-    )
-}
 
 /// Every version the codec can decode: the widest range Sluice could offer.
 pub fn codec_versions(api: ApiKey) -> Option<VersionRange> {
@@ -103,7 +47,7 @@ pub fn intersect_api_versions(
         .iter()
         .filter_map(|entry| {
             let api = ApiKey::try_from(entry.api_key).ok()?;
-            if !is_client_facing(api) {
+            if !crate::api::describe(api).is_client_facing() {
                 return None;
             }
             let mut range = sluice_supported(api)?;

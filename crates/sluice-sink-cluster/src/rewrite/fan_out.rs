@@ -49,24 +49,14 @@
 use std::collections::HashMap;
 
 use sluice_codec::kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeLogDirsResponse, ListGroupsResponse, ListTransactionsResponse,
-    ResponseKind, TopicName,
+    BrokerId, DescribeLogDirsResponse, ListGroupsResponse, ListTransactionsResponse, ResponseKind,
+    TopicName,
 };
 
 use super::Rewriter;
 use super::choose::partition_hash;
 use crate::split::PartResult;
 use crate::topology::{TopicId, TopicRef};
-
-/// Whether the answers of `api` are fan-out answers that
-/// [`Rewriter::fan_out`] filters per Sluice node (they must then be decoded,
-/// even when a single broker answered).
-pub(crate) fn filters_fan_out(api: ApiKey) -> bool {
-    matches!(
-        api,
-        ApiKey::ListGroups | ApiKey::ListTransactions | ApiKey::DescribeLogDirs
-    )
-}
 
 /// A partition, by topic name.
 type PartitionKey = (TopicName, i32);
@@ -209,6 +199,7 @@ mod tests {
     use super::*;
     use crate::topology::fixtures::{self, name, reparse, through_wire, wire_bytes};
     use crate::topology::{Address, ClusterView, ShotoverNode};
+    use sluice_codec::ApiKey;
 
     /// The real cluster of the fixtures (brokers 1–3 in rack-a, -b, -c;
     /// `orders` led by 1, 2, 3 in turn; `events` led by 3, partition 1
@@ -614,10 +605,10 @@ mod tests {
 
     #[test]
     fn only_fan_out_apis_are_filtered() {
-        assert!(filters_fan_out(ApiKey::ListGroups));
-        assert!(filters_fan_out(ApiKey::ListTransactions));
-        assert!(filters_fan_out(ApiKey::DescribeLogDirs));
-        assert!(!filters_fan_out(ApiKey::DescribeGroups));
+        assert!(crate::api::describe(ApiKey::ListGroups).filtered_after_fan_out);
+        assert!(crate::api::describe(ApiKey::ListTransactions).filtered_after_fan_out);
+        assert!(crate::api::describe(ApiKey::DescribeLogDirs).filtered_after_fan_out);
+        assert!(!crate::api::describe(ApiKey::DescribeGroups).filtered_after_fan_out);
         // Failed parts are left alone.
         let view = view();
         let nodes = nodes(&THREE_NO_RACK);

@@ -51,61 +51,9 @@ use sluice_codec::kafka_protocol::messages::*;
 
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
 
-use super::Admin;
 use crate::topology::{TopicId, TopicRef};
 
 pub(crate) mod configs;
-
-/// Whether `api` changes the cluster, and whether it makes topics stale.
-pub(crate) fn kind(api: ApiKey) -> Admin {
-    use ApiKey as K;
-    let marks_topics_stale = matches!(
-        api,
-        K::CreateTopics
-            | K::DeleteTopics
-            | K::CreatePartitions
-            | K::ElectLeaders
-            | K::AlterPartitionReassignments
-    );
-    let write = marks_topics_stale
-        || matches!(
-            api,
-            K::AlterConfigs
-                | K::IncrementalAlterConfigs
-                | K::CreateAcls
-                | K::DeleteAcls
-                | K::AlterUserScramCredentials
-                | K::AlterClientQuotas
-                | K::CreateDelegationToken
-                | K::RenewDelegationToken
-                | K::ExpireDelegationToken
-                | K::AlterReplicaLogDirs
-                | K::UpdateFeatures
-                | K::AlterShareGroupOffsets
-                | K::DeleteShareGroupOffsets
-        );
-    Admin {
-        write,
-        marks_topics_stale,
-    }
-}
-
-/// The share-group APIs (KIP-932): they need the share coordinator and the
-/// partition leaders, which Sluice does not route yet, so they are not
-/// offered to clients.
-pub(crate) fn is_share_group_api(api: ApiKey) -> bool {
-    use ApiKey as K;
-    matches!(
-        api,
-        K::ShareGroupHeartbeat
-            | K::ShareGroupDescribe
-            | K::ShareFetch
-            | K::ShareAcknowledge
-            | K::DescribeShareGroupOffsets
-            | K::AlterShareGroupOffsets
-            | K::DeleteShareGroupOffsets
-    )
-}
 
 /// The topics an admin write names, to forget once it succeeded.
 pub(crate) fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {

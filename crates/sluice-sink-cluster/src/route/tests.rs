@@ -23,6 +23,16 @@ use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Response, ResponseKind};
 
+/// The routing family of `api`, from the API table.
+fn family(api: ApiKey) -> Family {
+    crate::api::describe(api).family
+}
+
+/// The failure policy of `api`, from the API table.
+fn on_failure(api: ApiKey) -> OnFailure {
+    crate::api::describe(api).on_failure
+}
+
 use super::*;
 
 fn name(s: &'static str) -> TopicName {

@@ -35,9 +35,10 @@ use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::failures::Verdict;
+use crate::api::{Family, describe};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
-use crate::rewrite::{RewriteError, Rewriter, filters_fan_out, may_carry_leader_hints};
+use crate::rewrite::{RewriteError, Rewriter};
 use crate::route::keyed::KeyedResult;
 use crate::route::{self, OnFailure, Stale, produce_fetch};
 use crate::split::PartResult;
@@ -255,7 +256,8 @@ impl KafkaSinkCluster {
         mut parts: Vec<Part>,
     ) -> Result<Response, ChainError> {
         let SplitCombine { plan, single } = split;
-        let filtered = filters_fan_out(api);
+        let descriptor = describe(api);
+        let filtered = descriptor.filtered_after_fan_out;
         if single && !filtered && parts.len() == 1 && parts.iter().all(|p| p.error().is_none()) {
             let part = parts.first_mut();
             if let Some(Some(Ok(mut response))) = part.map(Part::take_result) {
@@ -264,7 +266,7 @@ impl KafkaSinkCluster {
                 return Ok(response);
             }
         }
-        let code = match route::on_failure(api) {
+        let code = match descriptor.on_failure {
             OnFailure::SplitError(code) => code,
             _ => route::REQUEST_TIMED_OUT,
         };
@@ -404,13 +406,9 @@ impl KafkaSinkCluster {
             self.post_follower_fetch(response, broker)
                 .map_err(decode_error)?;
         }
-        let (stale, needs_rewrite) = match api {
-            ApiKey::Produce
-            | ApiKey::Fetch
-            | ApiKey::ListOffsets
-            | ApiKey::OffsetForLeaderEpoch
-            | ApiKey::DeleteRecords
-            | ApiKey::DescribeProducers => {
+        let descriptor = describe(api);
+        let (stale, needs_rewrite) = match descriptor.family {
+            Family::ByLeader => {
                 let body = response.body().map_err(decode_error)?;
                 let needs = match body {
                     ResponseKind::Produce(p) => produce_fetch::produce_needs_rewrite(p),
@@ -419,14 +417,14 @@ impl KafkaSinkCluster {
                 };
                 (produce_fetch::stale_partitions(body, version), needs)
             }
-            ApiKey::OffsetFetch | ApiKey::DescribeGroups | ApiKey::DeleteGroups => {
+            Family::ByCoordinator => {
                 let body = response.body().map_err(decode_error)?;
                 (route::groups::stale_groups(body), false)
             }
             _ => (Vec::new(), false),
         };
         self.forget(&stale);
-        if needs_rewrite && may_carry_leader_hints(api, version) {
+        if needs_rewrite && descriptor.may_carry_leader_hints(version) {
             let nodes = self.shared.nodes.snapshot();
             let view = self.shared.view.read();
             Rewriter::new(&view, &nodes)
@@ -513,7 +511,7 @@ impl KafkaSinkCluster {
                     stale.extend(route::top_level_staleness(code));
                 }
                 self.forget(&stale);
-                if crate::rewrite::always_rewritten(api) {
+                if describe(api).rewritten {
                     return self.rewrite(response, None, broker);
                 }
                 let nodes = self.shared.nodes.snapshot();

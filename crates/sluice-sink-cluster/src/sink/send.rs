@@ -59,7 +59,8 @@ impl KafkaSinkCluster {
         {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
-        match route::family(api) {
+        let descriptor = crate::api::describe(api);
+        match descriptor.family {
             Family::NotForClients => {
                 let Some(body) = route::admin::not_for_clients(api, version) else {
                     return Err(ChainError::Refused(format!(
@@ -73,10 +74,9 @@ impl KafkaSinkCluster {
                 Ok(Some(ready(&request, body)))
             }
             Family::Meta(meta) => self.send_meta(request, meta, Dest::Any).await,
-            Family::ByCoordinator
-                if api == ApiKey::OffsetFetch
-                    && version < crate::split::groups::OFFSET_FETCH_GROUPS_VERSION =>
-            {
+            // Before its split version (OffsetFetch below v8: one group), a
+            // split API goes whole to its coordinator.
+            Family::ByCoordinator if version < descriptor.split_since => {
                 self.send_coordinator(request, CoordinatorKeyType::Group)
                     .await
             }
@@ -226,7 +226,7 @@ impl KafkaSinkCluster {
                 Post::FindCoordinator { key_type, key }
             }
         };
-        let on_failure = route::on_failure(request.api_key());
+        let on_failure = crate::api::describe(request.api_key()).on_failure;
         self.send_whole(request, dest, post, on_failure).await
     }
 
@@ -269,7 +269,7 @@ impl KafkaSinkCluster {
         } else {
             Vec::new()
         };
-        let on_failure = route::on_failure(request.api_key());
+        let on_failure = crate::api::describe(request.api_key()).on_failure;
         self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
             .await
     }

@@ -114,6 +114,16 @@ macro_rules! split_apis {
             }
         }
 
+        /// The error code to synthesize for parts of `api` that no broker
+        /// serves or whose broker failed ([`SplitApi::UNAVAILABLE_ERROR`]);
+        /// `None` for apis this module does not split.
+        pub(crate) fn unavailable_error(api: ApiKey) -> Option<i16> {
+            match api {
+                $(ApiKey::$api => Some(<$req as SplitApi>::UNAVAILABLE_ERROR),)*
+                _ => None,
+            }
+        }
+
         /// The name of a response's api, for error messages.
         fn response_name(response: &ResponseKind) -> &'static str {
             match response {

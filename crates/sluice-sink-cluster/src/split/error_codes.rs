@@ -12,14 +12,6 @@
 //! | [`NETWORK_EXCEPTION`] | DescribeLogDirs (v3+ only; v1–2 have no error field) | reports a retriable failure |
 
 use sluice_codec::kafka_protocol::ResponseError;
-use sluice_codec::kafka_protocol::messages::{
-    ApiKey, DeleteGroupsRequest, DeleteRecordsRequest, DescribeGroupsRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, FetchRequest, ListGroupsRequest,
-    ListOffsetsRequest, ListTransactionsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest,
-};
-
-use super::SplitApi;
 
 /// The broker is not the partition's leader: refresh metadata, retry.
 pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = ResponseError::NotLeaderOrFollower.code();
@@ -32,23 +24,3 @@ pub(crate) const COORDINATOR_LOAD_IN_PROGRESS: i16 =
 pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = ResponseError::CoordinatorNotAvailable.code();
 /// The broker is not the coordinator: find it again, retry.
 pub(crate) const NOT_COORDINATOR: i16 = ResponseError::NotCoordinator.code();
-
-/// The error code to synthesize for parts of `api` that no broker serves or
-/// whose broker failed; `None` for apis this module does not split.
-pub(crate) fn unavailable_error(api: ApiKey) -> Option<i16> {
-    Some(match api {
-        ApiKey::Produce => ProduceRequest::UNAVAILABLE_ERROR,
-        ApiKey::Fetch => FetchRequest::UNAVAILABLE_ERROR,
-        ApiKey::ListOffsets => ListOffsetsRequest::UNAVAILABLE_ERROR,
-        ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::UNAVAILABLE_ERROR,
-        ApiKey::DeleteRecords => DeleteRecordsRequest::UNAVAILABLE_ERROR,
-        ApiKey::DescribeProducers => DescribeProducersRequest::UNAVAILABLE_ERROR,
-        ApiKey::ListGroups => ListGroupsRequest::UNAVAILABLE_ERROR,
-        ApiKey::ListTransactions => ListTransactionsRequest::UNAVAILABLE_ERROR,
-        ApiKey::DescribeLogDirs => DescribeLogDirsRequest::UNAVAILABLE_ERROR,
-        ApiKey::OffsetFetch => OffsetFetchRequest::UNAVAILABLE_ERROR,
-        ApiKey::DescribeGroups => DescribeGroupsRequest::UNAVAILABLE_ERROR,
-        ApiKey::DeleteGroups => DeleteGroupsRequest::UNAVAILABLE_ERROR,
-        _ => return None,
-    })
-}

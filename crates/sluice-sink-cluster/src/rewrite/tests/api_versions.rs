@@ -7,8 +7,9 @@ use sluice_codec::kafka_protocol::messages::api_versions_response::{
 use sluice_codec::kafka_protocol::messages::{ApiKey, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::super::{codec_versions, intersect_api_versions, is_client_facing};
+use super::super::{codec_versions, intersect_api_versions};
 use super::body;
+use crate::api::describe;
 use crate::topology::fixtures::{reparse, through_wire, wire_bytes};
 
 fn api(key: ApiKey, min: i16, max: i16) -> ApiVersion {
@@ -154,7 +155,7 @@ fn client_facing_decisions() {
         ApiKey::UpdateFeatures,
         ApiKey::DescribeTopicPartitions,
     ] {
-        assert!(is_client_facing(key), "{key:?}");
+        assert!(describe(key).is_client_facing(), "{key:?}");
     }
     for key in [
         ApiKey::WriteTxnMarkers,
@@ -166,6 +167,6 @@ fn client_facing_decisions() {
         ApiKey::ReadShareGroupState,
         ApiKey::DescribeQuorum,
     ] {
-        assert!(!is_client_facing(key), "{key:?}");
+        assert!(!describe(key).is_client_facing(), "{key:?}");
     }
 }

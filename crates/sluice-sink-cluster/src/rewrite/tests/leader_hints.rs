@@ -12,8 +12,9 @@ use sluice_codec::kafka_protocol::messages::produce_response::{
 use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
-use super::super::{Rewriter, may_carry_leader_hints};
+use super::super::Rewriter;
 use super::{UP, leaders, rewrite_metadata, sluice_address, view};
+use crate::api::describe;
 use crate::topology::fixtures::{
     self, ORDERS_ID, assert_no_real_hosts, name, reparse, through_wire, wire_bytes,
 };
@@ -29,7 +30,7 @@ fn metadata_leader_of_orders_0_under_broker_2() -> i32 {
 }
 
 fn rewrite_hints(api: ApiKey, version: i16, body: ResponseKind) -> ResponseKind {
-    assert!(may_carry_leader_hints(api, version));
+    assert!(describe(api).may_carry_leader_hints(version));
     let nodes = fixtures::sluice_nodes().snapshot();
     let view = view();
     let mut resp = through_wire(api, version, body);
@@ -142,7 +143,7 @@ fn fetch_hints_name_the_metadata_leader_and_drop_the_follower() {
 
 #[test]
 fn hints_are_only_for_recent_versions() {
-    assert!(!may_carry_leader_hints(ApiKey::Produce, 9));
-    assert!(!may_carry_leader_hints(ApiKey::Fetch, 10));
-    assert!(!may_carry_leader_hints(ApiKey::Metadata, 12));
+    assert!(!describe(ApiKey::Produce).may_carry_leader_hints(9));
+    assert!(!describe(ApiKey::Fetch).may_carry_leader_hints(10));
+    assert!(!describe(ApiKey::Metadata).may_carry_leader_hints(12));
 }

@@ -3,8 +3,9 @@
 use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::Message;
 
+use super::super::dispatch::unavailable_error;
 use super::super::dispatch::{error_response, merge_responses, split_request};
-use super::super::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, unavailable_error};
+use super::super::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
 use super::super::{PartResult, SplitApi, SplitError};
 use super::fetch::fetch_request;
 use super::produce::produce_request;
