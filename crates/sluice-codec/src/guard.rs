@@ -9,11 +9,11 @@
 //! the decoder.
 //!
 //! This module walks the body first, reading exactly what the decoder would
-//! read (the schema in [`schema`] is generated from `kafka-protocol`'s own
+//! read (the schema in `schema` is generated from `kafka-protocol`'s own
 //! decoders by `tools/gen_guard_schema.py`), and rejects the body when:
 //! - an array announces more elements than bytes remain (every element takes
 //!   at least one byte, so such a body can never decode);
-//! - the capacity all arrays would reserve exceeds [`MAX_DECODE_RESERVATION`];
+//! - the capacity all arrays would reserve exceeds `MAX_DECODE_RESERVATION`;
 //! - anything is truncated or malformed on the way.
 //!
 //! A body that passes is safe to decode: every `with_capacity` the decoder
@@ -51,7 +51,7 @@ use crate::header::Cursor;
 ///
 /// A Metadata response for a cluster of a million partitions reserves about
 /// 200 MiB; one that asks for more is treated as hostile.
-pub const MAX_DECODE_RESERVATION: usize = 1024 * 1024 * 1024;
+pub(crate) const MAX_DECODE_RESERVATION: usize = 1024 * 1024 * 1024;
 
 /// How deeply structures may nest. The schema has no recursive structures,
 /// so this only guards against a mistake in the generated table.

@@ -20,7 +20,7 @@ use kafka_protocol::messages::ApiKey;
 use crate::CodecError;
 
 /// Byte offset of the correlation id in a request frame.
-pub const REQUEST_CORRELATION_ID_OFFSET: usize = 4;
+pub(crate) const REQUEST_CORRELATION_ID_OFFSET: usize = 4;
 
 /// The parts of a request header that Sluice needs, plus where the body starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct RequestHeaderInfo {
 
 impl RequestHeaderInfo {
     /// Parses the header at the start of `frame` (a frame without its length prefix).
-    pub fn parse(frame: &[u8]) -> Result<Self, CodecError> {
+    pub(crate) fn parse(frame: &[u8]) -> Result<Self, CodecError> {
         let mut cur = Cursor::new(frame, "request header");
         let raw_key = cur.i16()?;
         let api_key = ApiKey::try_from(raw_key).map_err(|()| CodecError::UnknownApiKey(raw_key))?;

@@ -15,7 +15,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 /// Shared bytes shorter than this are copied: a copy this small costs less
 /// than one more slice in the vectored write.
-pub const SHARE_MIN_BYTES: usize = 1024;
+pub(crate) const SHARE_MIN_BYTES: usize = 1024;
 
 /// The most slices one vectored write is given (Linux's `IOV_MAX` is 1024).
 const MAX_SLICES: usize = 64;
@@ -58,7 +58,7 @@ impl OutFrames {
 
     /// Queues `bytes`: referenced when large, copied into the buffer when
     /// small.
-    pub fn put_shared(&mut self, bytes: Bytes) {
+    pub(crate) fn put_shared(&mut self, bytes: Bytes) {
         if bytes.len() < SHARE_MIN_BYTES {
             self.buf.extend_from_slice(&bytes);
             return;

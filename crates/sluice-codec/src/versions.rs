@@ -34,11 +34,6 @@ impl ApiVersionRange {
     pub fn contains(&self, version: i16) -> bool {
         self.min <= version && version <= self.max
     }
-
-    /// Whether `version` is flexible (compact encodings and tagged fields).
-    pub fn is_flexible(&self, version: i16) -> bool {
-        self.first_flexible.is_some_and(|v| version >= v)
-    }
 }
 
 const fn row(api_key: ApiKey, min: i16, max: i16, first_flexible: Option<i16>) -> ApiVersionRange {
@@ -93,8 +88,10 @@ pub fn decoded(api_key: ApiKey) -> Option<&'static ApiVersionRange> {
 }
 
 /// The first flexible version of any API `kafka-protocol` knows, from its
-/// request header versions (flexible versions use request header v2).
-pub fn first_flexible(api_key: ApiKey) -> Option<i16> {
+/// request header versions (flexible versions use request header v2): the
+/// oracle the table is checked against.
+#[cfg(test)]
+fn first_flexible(api_key: ApiKey) -> Option<i16> {
     let range = api_key.valid_versions();
     (range.min..=range.max).find(|v| api_key.request_header_version(*v) >= 2)
 }
@@ -122,8 +119,6 @@ mod tests {
     fn lookups() {
         let produce = decoded(ApiKey::Produce).unwrap();
         assert!(produce.contains(3) && produce.contains(13) && !produce.contains(2));
-        assert!(produce.is_flexible(9) && !produce.is_flexible(8));
-        assert!(!decoded(ApiKey::SaslHandshake).unwrap().is_flexible(1));
         assert!(decoded(ApiKey::WriteTxnMarkers).is_none());
         // kafka-protocol claims more than it decodes for these.
         assert_eq!(ApiKey::OffsetCommit.valid_versions().max, 10);
