@@ -40,6 +40,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use sluice_chain::tls::{self, SharedConnector};
 use sluice_config::AuthorizeScramOverMtlsConfig;
 use sluice_metrics::names;
 use tokio::sync::watch;
@@ -174,7 +175,19 @@ impl TokenTask {
         cfg: &AuthorizeScramOverMtlsConfig,
         shutdown: CancellationToken,
     ) -> Result<TokenTaskHandle, AuthError> {
-        let creator = kafka::MtlsTokenCreator::new(cfg)?;
+        let connector = tls::reloadable_connector("authorize_scram_over_mtls", &cfg.tls)?;
+        Self::spawn_over(cfg, connector, shutdown)
+    }
+
+    /// [`TokenTask::spawn`] over a connector the caller built from
+    /// `cfg.tls` (and may reload: each mTLS connection takes the connector
+    /// current when it opens).
+    pub fn spawn_over(
+        cfg: &AuthorizeScramOverMtlsConfig,
+        connector: SharedConnector,
+        shutdown: CancellationToken,
+    ) -> Result<TokenTaskHandle, AuthError> {
+        let creator = kafka::MtlsTokenCreator::new(cfg, connector)?;
         Ok(Self::spawn_with(
             Arc::new(creator),
             TokenSettings::default(),

@@ -9,7 +9,8 @@
 //! - [`transform`]: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
 //! - [`error`]: error classification shared by the whole proxy.
 //! - [`broker`]: one connection to one broker, with correlation-id mapping.
-//! - [`tls`]: TLS connector from config.
+//! - [`tls`]: TLS connector from config, and reloading TLS files.
+//! - [`readiness`]: each sink's readiness probe and the rule `/ready` applies.
 //! - [`debug_printer`]: the `DebugPrinter` transform.
 //! - [`sink_single`]: the `KafkaSinkSingle` sink.
 
@@ -17,6 +18,7 @@ pub mod broker;
 pub mod context;
 pub mod debug_printer;
 pub mod error;
+pub mod readiness;
 pub mod sink_single;
 pub mod tls;
 pub mod transform;

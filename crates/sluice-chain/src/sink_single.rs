@@ -12,6 +12,10 @@
 //! to the [`BrokerError`], which [`Sink::recv`] returns as
 //! [`ChainError::Broker`]; the source then closes the client connection with
 //! that reason. (`KafkaSinkCluster` answers such failures with Kafka errors.)
+//!
+//! Its TLS towards the broker can be reloaded while it runs (each new
+//! broker connection takes the connector current then), and its readiness
+//! probe asks the one broker (see [`crate::readiness`]).
 
 pub mod rewrite;
 
@@ -23,15 +27,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rustls_pki_types::ServerName;
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkSingleConfig;
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::broker::{
     AddressParseError, BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError,
     ResponseReceiver,
 };
-use crate::tls::{self, TlsError};
+use crate::readiness::{self, ProbeTargets, Readiness};
+use crate::tls::reload::Reload;
+use crate::tls::{self, SharedConnector, TlsError};
 use crate::{ChainError, ConnectionContext, Sink, SinkBuilder};
 
 use rewrite::AdvertisedAddress;
@@ -60,8 +68,37 @@ pub enum SinkSingleError {
 #[derive(Debug, Clone)]
 pub struct KafkaSinkSingleBuilder {
     name: Arc<str>,
+    target: Arc<Target>,
+}
+
+/// The broker every connection of the sink goes to, and how.
+#[derive(Debug, Clone)]
+struct Target {
     destination: BrokerAddress,
-    options: Arc<BrokerConnectOptions>,
+    /// Without TLS: [`Target::options`] adds the connector current now.
+    options: BrokerConnectOptions,
+    tls: Option<(SharedConnector, ServerName<'static>)>,
+}
+
+impl Target {
+    /// The options for a new connection, with the TLS in use now.
+    fn options(&self) -> BrokerConnectOptions {
+        let mut options = self.options.clone();
+        if let Some((connector, name)) = &self.tls {
+            options.tls = Some((connector.current(), name.clone()));
+        }
+        options
+    }
+}
+
+impl ProbeTargets for Target {
+    fn candidates(&self) -> Vec<BrokerAddress> {
+        vec![self.destination.clone()]
+    }
+
+    fn options_for(&self, _addr: &BrokerAddress) -> Result<BrokerConnectOptions, BrokerError> {
+        Ok(self.options())
+    }
 }
 
 impl KafkaSinkSingleBuilder {
@@ -82,27 +119,33 @@ impl KafkaSinkSingleBuilder {
         };
         let mut options = BrokerConnectOptions::new(Duration::from_millis(cfg.connect_timeout_ms));
         options.read_timeout = cfg.read_timeout_secs.map(Duration::from_secs);
-        if let Some(tls_cfg) = &cfg.tls {
-            let connector = tls::connector(tls_cfg)?;
-            options.tls = Some((connector, tls::server_name(&destination.host)?));
-        }
         let name = cfg.name.as_deref().unwrap_or("KafkaSinkSingle");
+        let tls = match &cfg.tls {
+            Some(tls_cfg) => Some((
+                tls::reloadable_connector(name, tls_cfg)?,
+                tls::server_name(&destination.host)?,
+            )),
+            None => None,
+        };
         Ok(Self {
             name: Arc::from(name),
-            destination,
-            options: Arc::new(options),
+            target: Arc::new(Target {
+                destination,
+                options,
+                tls,
+            }),
         })
     }
 
     /// Sets the largest response frame accepted from the broker.
     pub fn with_max_frame_bytes(mut self, max_frame_bytes: usize) -> Self {
-        Arc::make_mut(&mut self.options).max_frame_bytes = max_frame_bytes;
+        Arc::make_mut(&mut self.target).options.max_frame_bytes = max_frame_bytes;
         self
     }
 
     /// The broker every connection goes to.
     pub fn destination(&self) -> &BrokerAddress {
-        &self.destination
+        &self.target.destination
     }
 }
 
@@ -110,11 +153,27 @@ impl SinkBuilder for KafkaSinkSingleBuilder {
     fn build(&self, _ctx: &ConnectionContext) -> Box<dyn Sink> {
         Box::new(KafkaSinkSingle {
             name: self.name.clone(),
-            destination: self.destination.clone(),
-            options: self.options.clone(),
+            target: self.target.clone(),
             connection: None,
             pending: VecDeque::new(),
         })
+    }
+
+    fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
+        self.target
+            .tls
+            .iter()
+            .map(|(connector, _)| Arc::clone(connector) as Arc<dyn Reload>)
+            .collect()
+    }
+
+    fn start_readiness(&self, cancel: &CancellationToken) -> Option<Arc<Readiness>> {
+        Some(readiness::spawn(
+            &self.name,
+            Arc::clone(&self.target) as Arc<dyn ProbeTargets>,
+            readiness::PROBE_INTERVAL,
+            cancel.clone(),
+        ))
     }
 }
 
@@ -122,8 +181,7 @@ impl SinkBuilder for KafkaSinkSingleBuilder {
 /// responses it is owed.
 pub struct KafkaSinkSingle {
     name: Arc<str>,
-    destination: BrokerAddress,
-    options: Arc<BrokerConnectOptions>,
+    target: Arc<Target>,
     connection: Option<BrokerConnection>,
     pending: VecDeque<ResponseReceiver>,
 }
@@ -132,7 +190,7 @@ impl std::fmt::Debug for KafkaSinkSingle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaSinkSingle")
             .field("name", &self.name)
-            .field("destination", &self.destination)
+            .field("destination", &self.target.destination)
             .field("connected", &self.connection.is_some())
             .field("pending", &self.pending.len())
             .finish()
@@ -155,19 +213,20 @@ impl KafkaSinkSingle {
             if let Some(old) = self.connection.take() {
                 debug!(
                     connection = ctx.connection_id,
-                    broker = %self.destination,
+                    broker = %self.target.destination,
                     reason = %old.failure().map(|e| e.to_string()).unwrap_or_default(),
                     "reconnecting to the broker after an idle close"
                 );
             }
             let connection =
-                BrokerConnection::connect(self.destination.clone(), &self.options).await?;
+                BrokerConnection::connect(self.target.destination.clone(), &self.target.options())
+                    .await?;
             self.connection = Some(connection);
         }
         self.connection
             .as_ref()
             .ok_or_else(|| BrokerError::Shutdown {
-                broker: self.destination.clone(),
+                broker: self.target.destination.clone(),
             })
     }
 }
@@ -199,14 +258,14 @@ impl Sink for KafkaSinkSingle {
             Err(_) => {
                 return Err(ChainError::Internal(format!(
                     "{}: response sender dropped without an answer",
-                    self.destination
+                    self.target.destination
                 )));
             }
         };
         let to = AdvertisedAddress::from_socket_addr(ctx.local_addr);
         rewrite::rewrite_response(&mut response, &to).map_err(|e| {
             ChainError::Broker(BrokerError::Protocol {
-                broker: self.destination.clone(),
+                broker: self.target.destination.clone(),
                 reason: e.to_string(),
             })
         })?;

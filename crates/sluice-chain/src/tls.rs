@@ -6,6 +6,14 @@
 //! the certificate's names against the broker address, for deployments where
 //! brokers advertise addresses their certificates do not carry. Every error
 //! names the file it is about.
+//!
+//! - [`reload`]: [`Reloadable`](reload::Reloadable) TLS settings and the
+//!   [`TlsReloader`](reload::TlsReloader) that rebuilds them on SIGHUP or
+//!   when their files change; [`reloadable_connector`] is a sink's;
+//! - `validity`: a certificate's expiry, read from its DER.
+
+pub mod reload;
+mod validity;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,6 +111,30 @@ pub fn connector(cfg: &TlsConnectorConfig) -> Result<TlsConnector, TlsError> {
         _ => return Err(TlsError::IncompleteClientAuth),
     };
     Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// A sink's connector that can be reloaded from its files.
+pub type SharedConnector = Arc<reload::Reloadable<TlsConnector>>;
+
+/// Builds a broker connector from `cfg` that [`reload::TlsReloader`] can
+/// rebuild when its files change; `name` (the sink's) is for logs and
+/// metrics.
+pub fn reloadable_connector(
+    name: &str,
+    cfg: &TlsConnectorConfig,
+) -> Result<SharedConnector, TlsError> {
+    let mut files = vec![PathBuf::from(&cfg.certificate_authority_path)];
+    files.extend(cfg.certificate_path.iter().map(PathBuf::from));
+    files.extend(cfg.private_key_path.iter().map(PathBuf::from));
+    let certificate = cfg.certificate_path.as_ref().map(PathBuf::from);
+    let cfg = cfg.clone();
+    reload::Reloadable::new(
+        reload::TlsSide::Broker,
+        name,
+        files,
+        certificate,
+        move || connector(&cfg),
+    )
 }
 
 /// The TLS server name for a broker host (a DNS name or an IP literal).

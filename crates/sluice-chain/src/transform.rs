@@ -4,9 +4,14 @@
 //! hands back responses in request order, then transforms in reverse order.
 //! The sink decouples the phases so that a client can pipeline requests.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use sluice_codec::{Request, Response};
+use tokio_util::sync::CancellationToken;
 
+use crate::readiness::Readiness;
+use crate::tls::reload::Reload;
 use crate::{ChainError, ConnectionContext};
 
 /// A synchronous rewrite of requests and responses.
@@ -66,6 +71,17 @@ pub trait SinkBuilder: Send + Sync {
     fn authenticates_clients(&self) -> bool {
         false
     }
+    /// The TLS settings of this sink that can be reloaded while it runs
+    /// (see [`crate::tls::reload`]).
+    fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
+        Vec::new()
+    }
+    /// Starts the sink's readiness probe until `cancel` fires (see
+    /// [`crate::readiness`]); `None` when the sink has none. Must be called
+    /// inside a tokio runtime.
+    fn start_readiness(&self, _cancel: &CancellationToken) -> Option<Arc<Readiness>> {
+        None
+    }
 }
 
 /// Transforms and a sink, shared by all connections of a source.
@@ -92,6 +108,16 @@ impl ChainBuilder {
     /// [`SinkBuilder::authenticates_clients`]).
     pub fn authenticates_clients(&self) -> bool {
         self.sink.authenticates_clients()
+    }
+
+    /// The sink's reloadable TLS settings (see [`SinkBuilder::tls_reloads`]).
+    pub fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
+        self.sink.tls_reloads()
+    }
+
+    /// Starts the sink's readiness probe (see [`SinkBuilder::start_readiness`]).
+    pub fn start_readiness(&self, cancel: &CancellationToken) -> Option<Arc<Readiness>> {
+        self.sink.start_readiness(cancel)
     }
 
     /// Builds the chain for a new client connection.

@@ -1,13 +1,20 @@
-//! Metric names and the Prometheus exporter.
+//! Metric names and the observability endpoint.
 //!
 //! Every metric Sluice records is named here, so that the names (and their
 //! labels) are documented in one place and cannot drift between the code that
-//! records them and the dashboards that read them. Code records through the
-//! `metrics` facade (`metrics::counter!(names::REQUESTS, "api" => ...)`); the
-//! exporter installed by [`install_prometheus`] serves them at `/metrics`.
+//! records them and the dashboards that read them ([`names::ALL`] lists them
+//! for the tests that check `docs/metrics.md` and the Grafana dashboard).
+//! Code records through the `metrics` facade
+//! (`metrics::counter!(names::REQUESTS, "api" => ...)`); [`install_prometheus`]
+//! installs the Prometheus recorder and serves [`endpoint`]: `/metrics`,
+//! `/health` and `/ready`.
+
+pub mod endpoint;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+pub use endpoint::{Check, Probes};
 pub use metrics;
 
 /// Metric names. Labels are listed in each doc comment.
@@ -103,9 +110,63 @@ pub mod names {
     /// Counter: Fetch requests whose `max_bytes` was lowered to fit a memory
     /// budget. Labels: `source`.
     pub const FETCH_MAX_BYTES_CLAMPED: &str = "sluice_fetch_max_bytes_clamped_total";
+    /// Counter: TLS reloads (on SIGHUP, or when a certificate, key or CA
+    /// file changed), by `side` (`client`: a listener's TLS; `broker`: a
+    /// sink's TLS to brokers), `name` (the source or sink) and `result`
+    /// (`ok`; `error`: the new files were refused and the ones in use
+    /// stay). Labels: `side`, `name`, `result`.
+    pub const TLS_RELOADS: &str = "sluice_tls_reloads_total";
+    /// Gauge: when the certificate in use expires (its `notAfter`), in
+    /// seconds since the Unix epoch: a listener's server certificate, or the
+    /// client certificate a sink presents to brokers (mTLS). Labels: `side`,
+    /// `name`.
+    pub const TLS_CERTIFICATE_EXPIRY: &str = "sluice_tls_certificate_expiry_timestamp_seconds";
+    /// Gauge: 1 when the sink passed its latest readiness probe (a broker
+    /// reachable and metadata loaded, see `/ready`), else 0. Labels: `sink`.
+    pub const SINK_READY: &str = "sluice_sink_ready";
+    /// Gauge: brokers that answered the sink's latest readiness probe.
+    /// Labels: `sink`.
+    pub const SINK_BROKERS_REACHABLE: &str = "sluice_sink_brokers_reachable";
+
+    /// Every name above, for the tests that hold the metrics reference and
+    /// the dashboard to what Sluice exports.
+    pub const ALL: &[&str] = &[
+        CLIENT_CONNECTIONS_OPEN,
+        CLIENT_CONNECTIONS_TOTAL,
+        CLIENT_CONNECTIONS_REJECTED,
+        CLIENT_CONNECTION_PANICS,
+        CLIENT_CONNECTIONS_CLOSED_ON_ERROR,
+        REQUESTS,
+        RESPONSES,
+        ERRORS,
+        BYTES_IN,
+        BYTES_OUT,
+        BROKER_CONNECTIONS_OPENED,
+        BROKER_CONNECTIONS_RECREATED,
+        BROKER_RECEIVE_ERRORS,
+        BROKER_CONNECTIONS_IDLE_CLOSED,
+        OUT_OF_RACK_REQUESTS,
+        DELEGATION_TOKEN_CREATE_SECONDS,
+        DELEGATION_TOKENS_CACHED,
+        DELEGATION_TOKEN_CREATIONS,
+        DELEGATION_TOKEN_FAILURES,
+        SYNTHESIZED_ERROR_RESPONSES,
+        FETCH_SESSIONS_OPENED,
+        FETCH_INCREMENTAL,
+        FETCH_SESSION_ERRORS,
+        FETCHES_ANSWERED_EARLY,
+        MEMORY_BUDGET_BYTES,
+        MEMORY_BUDGET_USED_BYTES,
+        CLIENT_READS_PAUSED,
+        FETCH_MAX_BYTES_CLAMPED,
+        TLS_RELOADS,
+        TLS_CERTIFICATE_EXPIRY,
+        SINK_READY,
+        SINK_BROKERS_REACHABLE,
+    ];
 }
 
-/// The exporter could not start.
+/// The endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the metrics endpoint on {addr}: {reason}")]
 pub struct MetricsError {
@@ -113,15 +174,49 @@ pub struct MetricsError {
     reason: String,
 }
 
-/// Installs the global recorder and serves `/metrics` on `addr`.
+/// Installs the global recorder and serves `/metrics`, `/health` and
+/// `/ready` on `addr`, the last two as `probes` say. Binds before it
+/// returns, so that a port in use fails startup.
 ///
 /// Must be called from within a tokio runtime.
-pub fn install_prometheus(addr: SocketAddr) -> Result<(), MetricsError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| MetricsError {
-            addr,
-            reason: e.to_string(),
-        })
+pub fn install_prometheus(addr: SocketAddr, probes: Arc<dyn Probes>) -> Result<(), MetricsError> {
+    let error = |reason: String| MetricsError { addr, reason };
+    let listener = endpoint::bind(addr).map_err(|e| error(e.to_string()))?;
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| error(e.to_string()))?;
+    endpoint::spawn(listener, handle, probes);
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::names;
+
+    /// `names::ALL` lists every constant of `names`: a name added without
+    /// it would escape the reference and dashboard checks.
+    #[test]
+    fn all_lists_every_name() {
+        let source = include_str!("lib.rs");
+        // Each name declared before `ALL`, also when rustfmt wrapped it.
+        let before_all = source.split("pub const ALL").next().unwrap();
+        let declared: Vec<&str> = before_all
+            .split("pub const ")
+            .skip(1)
+            .filter_map(|decl| decl.split(';').next()?.split('"').nth(1))
+            .collect();
+        assert!(declared.len() > 20, "{declared:?}");
+        for name in &declared {
+            assert!(
+                names::ALL.contains(name),
+                "{name} is missing from names::ALL"
+            );
+        }
+        assert_eq!(
+            declared.len(),
+            names::ALL.len(),
+            "names::ALL has duplicates"
+        );
+    }
 }

@@ -44,6 +44,7 @@ mod fetch;
 mod finish;
 mod follower;
 mod internal;
+mod ready;
 mod send;
 mod stalled;
 
@@ -58,12 +59,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sluice_auth::token::{TokenTask, TokenTaskHandle};
 use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
-use sluice_chain::tls;
+use sluice_chain::readiness::{self, ProbeTargets, Readiness};
+use sluice_chain::tls::reload::Reload;
+use sluice_chain::tls::{self, SharedConnector};
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
 use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkClusterConfig;
-use tokio_rustls::TlsConnector;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub(crate) use error::InternalRequestError;
@@ -98,8 +100,9 @@ pub(crate) struct Shared {
     pub(crate) view: SharedClusterView,
     /// How to connect (TLS server name set per broker by [`Shared::options_for`]).
     pub(crate) options: BrokerConnectOptions,
-    /// TLS to the brokers, when configured.
-    pub(crate) tls: Option<TlsConnector>,
+    /// TLS to the brokers, when configured (reloadable: each connection
+    /// takes the connector current when it opens).
+    pub(crate) tls: Option<SharedConnector>,
     /// Where to bootstrap from.
     pub(crate) contact_points: Vec<BrokerAddress>,
     /// The contact point the next bootstrap starts at.
@@ -162,7 +165,7 @@ impl Shared {
                 broker: addr.clone(),
                 reason: e.to_string(),
             })?;
-            options.tls = Some((connector.clone(), name));
+            options.tls = Some((connector.current(), name));
         }
         Ok(options)
     }
@@ -296,6 +299,8 @@ impl Shared {
 /// peer health checks while it lives.
 pub struct KafkaSinkClusterBuilder {
     shared: Arc<Shared>,
+    /// Its TLS to brokers and, with SCRAM over mTLS, the token task's.
+    tls_reloads: Vec<Arc<dyn Reload>>,
     peers_every: Option<Duration>,
     peers_started: Once,
     shutdown: CancellationToken,
@@ -328,15 +333,31 @@ impl KafkaSinkClusterBuilder {
             .collect::<Result<Vec<_>, _>>()?;
         let mut options = BrokerConnectOptions::new(cfg.connect_timeout());
         options.read_timeout = cfg.read_timeout();
-        let tls = cfg.tls.as_ref().map(tls::connector).transpose()?;
         let name = cfg.name.as_deref().unwrap_or("KafkaSinkCluster");
-        let shutdown = CancellationToken::new();
-        let tokens = cfg
-            .authorize_scram_over_mtls
+        let tls = cfg
+            .tls
             .as_ref()
-            .map(|scram| TokenTask::spawn(scram, shutdown.child_token()))
+            .map(|t| tls::reloadable_connector(name, t))
             .transpose()?;
+        let mut tls_reloads: Vec<Arc<dyn Reload>> = Vec::new();
+        tls_reloads.extend(tls.iter().map(|t| Arc::clone(t) as Arc<dyn Reload>));
+        let shutdown = CancellationToken::new();
+        let tokens = match &cfg.authorize_scram_over_mtls {
+            Some(scram) => {
+                let mtls_name = format!("{name}/authorize_scram_over_mtls");
+                let connector = tls::reloadable_connector(&mtls_name, &scram.tls)
+                    .map_err(|e| SinkClusterError::ScramOverMtls(e.into()))?;
+                tls_reloads.push(Arc::clone(&connector) as Arc<dyn Reload>);
+                Some(TokenTask::spawn_over(
+                    scram,
+                    connector,
+                    shutdown.child_token(),
+                )?)
+            }
+            None => None,
+        };
         let builder = Self {
+            tls_reloads,
             shared: Arc::new(Shared {
                 name: Arc::from(name),
                 nodes,
@@ -389,6 +410,19 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
     /// so no before-authentication limit applies.
     fn authenticates_clients(&self) -> bool {
         self.shared.tokens.is_some()
+    }
+
+    fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
+        self.tls_reloads.clone()
+    }
+
+    fn start_readiness(&self, cancel: &CancellationToken) -> Option<Arc<Readiness>> {
+        Some(readiness::spawn(
+            &self.shared.name,
+            Arc::clone(&self.shared) as Arc<dyn ProbeTargets>,
+            readiness::PROBE_INTERVAL,
+            cancel.clone(),
+        ))
     }
 }
 

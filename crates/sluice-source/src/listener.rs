@@ -27,12 +27,12 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use metrics::{counter, gauge};
+use sluice_chain::tls::reload::Reload;
 use sluice_chain::{ChainBuilder, ConnectionContext};
 use sluice_config::KafkaSourceConfig;
 use sluice_metrics::names;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
@@ -74,7 +74,8 @@ impl Default for SourceOptions {
 pub struct KafkaSource {
     listener: TcpListener,
     local_addr: SocketAddr,
-    tls: Option<TlsAcceptor>,
+    /// Reloadable: each client takes the acceptor current when it connects.
+    tls: Option<tls::SharedAcceptor>,
     limit: Limit,
     /// The unauthenticated cap, when the sink authenticates clients.
     unauthenticated: Option<Limit>,
@@ -114,7 +115,11 @@ impl KafkaSource {
         check_config(cfg)?;
         let max = cfg.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT);
         let unauthenticated_max = cfg.unauthenticated_connection_limit_or_default();
-        let tls = cfg.tls.as_ref().map(tls::acceptor).transpose()?;
+        let tls = cfg
+            .tls
+            .as_ref()
+            .map(|t| tls::reloadable_acceptor(&cfg.name, t))
+            .transpose()?;
         let bind_err = |error| SourceError::Bind {
             source_name: cfg.name.clone(),
             addr: cfg.listen_addr.clone(),
@@ -173,6 +178,11 @@ impl KafkaSource {
         self.local_addr
     }
 
+    /// The listener's TLS, for reloading its files while it runs.
+    pub fn tls_reload(&self) -> Option<Arc<dyn Reload>> {
+        self.tls.as_ref().map(|t| Arc::clone(t) as Arc<dyn Reload>)
+    }
+
     /// Accepts clients until the shutdown token is cancelled, then waits for
     /// every connection to drain and close.
     pub async fn run(self) -> Result<(), SourceError> {
@@ -205,7 +215,7 @@ impl KafkaSource {
             };
             let client = connection::Client {
                 ctx,
-                tls: self.tls.clone(),
+                tls: self.tls.as_ref().map(|t| t.current()),
                 chain: Arc::clone(&self.chain),
                 settings: Arc::clone(&self.settings),
                 shutdown: self.shutdown.clone(),

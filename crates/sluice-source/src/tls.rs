@@ -6,7 +6,13 @@
 //! `tls_principal`. The handshake runs inside the client's connection task,
 //! bounded by [`HANDSHAKE_TIMEOUT`], so a slow or silent client never holds up
 //! the accept loop.
+//!
+//! [`reloadable_acceptor`] wraps the acceptor so that the files can be
+//! reloaded while the listener runs (SIGHUP, or a file changed; see
+//! [`sluice_chain::tls::reload`]): each new client's handshake uses the
+//! acceptor current when it connected; open connections keep theirs.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +22,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_chain::tls::reload::{Reloadable, TlsSide};
 use sluice_config::TlsAcceptorConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
@@ -30,6 +37,31 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Builds the acceptor for a listener's TLS settings.
 pub fn acceptor(cfg: &TlsAcceptorConfig) -> Result<TlsAcceptor, SourceError> {
     server_config(cfg).map(|config| TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A listener's acceptor that can be reloaded from its files.
+pub type SharedAcceptor = Arc<Reloadable<TlsAcceptor>>;
+
+/// Builds the acceptor of source `source_name` so that it can be reloaded
+/// from the certificate, key and CA files of `cfg`.
+pub fn reloadable_acceptor(
+    source_name: &str,
+    cfg: &TlsAcceptorConfig,
+) -> Result<SharedAcceptor, SourceError> {
+    let mut files = vec![
+        PathBuf::from(&cfg.certificate_path),
+        PathBuf::from(&cfg.private_key_path),
+    ];
+    files.extend(cfg.certificate_authority_path.iter().map(PathBuf::from));
+    let certificate = Some(PathBuf::from(&cfg.certificate_path));
+    let cfg = cfg.clone();
+    Reloadable::new(
+        TlsSide::Client,
+        source_name,
+        files,
+        certificate,
+        move || acceptor(&cfg),
+    )
 }
 
 /// Builds the rustls server configuration, using the `ring` provider.

@@ -122,6 +122,12 @@ impl SluiceProcess {
         self.wait_exit(timeout)
     }
 
+    /// Sends SIGHUP: Sluice reads its TLS files again.
+    pub fn send_sighup(&self) {
+        let child = self.child.as_ref().expect("sluice already stopped");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).expect("send SIGHUP");
+    }
+
     /// Kills the process at once (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -153,6 +159,22 @@ impl SluiceProcess {
     /// Scrapes `/metrics` and returns the text.
     pub fn metrics(&self) -> String {
         http_get(&self.metrics_addr, "/metrics")
+    }
+
+    /// GETs `path` (`/health`, `/ready`) of the observability endpoint:
+    /// the status code and the body.
+    pub fn http(&self, path: &str) -> (u16, String) {
+        let response = http_response(&self.metrics_addr, path);
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP response to {path}: {response:?}"));
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
     }
 
     /// Sum of every sample of `name` whose labels contain all of `labels`
@@ -189,15 +211,24 @@ pub fn sum_metric(text: &str, name: &str, labels: &[&str]) -> f64 {
 }
 
 fn http_get(addr: &str, path: &str) -> String {
+    let response = http_response(addr, path);
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(response)
+}
+
+/// The whole HTTP/1.0 response to `GET path`.
+fn http_response(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to metrics endpoint");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("read timeout");
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send request");
-    let mut body = String::new();
-    stream.read_to_string(&mut body).expect("read metrics");
-    body.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or(body)
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("read the observability endpoint");
+    response
 }

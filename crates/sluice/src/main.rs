@@ -3,20 +3,25 @@
 //! Startup order matters: both files are loaded and validated before anything
 //! is bound, so a bad file fails fast with `error: <file>: field <path>: ...`
 //! on stderr and exit status 1. Then logging, chains (TLS files are read
-//! here), the metrics endpoint, and finally the listeners. The first SIGINT or
-//! SIGTERM drains and exits 0; a second exits at once.
+//! here), the observability endpoint (`/metrics`, `/health`, `/ready`) and
+//! the sinks' readiness probes, and finally the listeners. The first SIGINT
+//! or SIGTERM drains and exits 0; a second exits at once. SIGHUP reloads
+//! every TLS file, as does a change of one (polled).
 //!
 //! - [`cli`]: flags and the `validate-config` subcommand.
 //! - [`logging`]: the tracing subscriber.
 //! - [`wiring`]: configuration to chains to bound listeners.
-//! - [`signals`]: the shutdown signals.
+//! - [`signals`]: the shutdown and reload signals.
+//! - [`ops`]: what `/health` and `/ready` report; the TLS reloader.
 
 mod cli;
 mod logging;
+mod ops;
 mod signals;
 mod wiring;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -74,21 +79,36 @@ fn run(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
 async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
     let wired = wiring::build_chains(loaded)?;
     let shutdown = CancellationToken::new();
-    signals::spawn(shutdown.clone())?;
+    let reloads = ops::Reloads::default();
+    signals::spawn(shutdown.clone(), Arc::clone(&reloads))?;
     let metrics_addr = loaded
         .config
         .observability_addr()
         .map_err(|e| e.in_file(&loaded.config_path))?;
+    let status = ops::Status::new(shutdown.clone());
+    // Stops the probes and the file polling when serving ends.
+    let background = CancellationToken::new();
+    let _stop_background = background.clone().drop_guard();
     if let Some(addr) = metrics_addr {
-        sluice_metrics::install_prometheus(addr)?;
-        info!(%addr, "metrics endpoint listening");
+        sluice_metrics::install_prometheus(addr, Arc::clone(&status) as _)?;
+        info!(%addr, "observability endpoint listening: /metrics, /health, /ready");
+        // Probes only where someone can read their verdict.
+        let sinks = wired
+            .iter()
+            .filter_map(|w| w.chain.start_readiness(&background))
+            .collect();
+        status.set_sinks(sinks);
     }
+    let mut tls_targets: Vec<_> = wired.iter().flat_map(|w| w.chain.tls_reloads()).collect();
     let opts = SourceOptions {
         drain_timeout: cli.drain_timeout(),
         // After the recorder is installed, so that its gauges are exported.
         memory: MemoryBudget::new(loaded.topology.memory_budget_bytes_or_default()),
     };
     let sources = wiring::bind_all(wired, &opts, &shutdown).await?;
+    tls_targets.extend(sources.iter().filter_map(|(_, s)| s.tls_reload()));
+    ops::start_reloads(&reloads, tls_targets, background.clone());
+    status.set_serving();
     info!(
         version = env!("CARGO_PKG_VERSION"),
         sources = sources.len(),

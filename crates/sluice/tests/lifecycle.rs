@@ -17,6 +17,8 @@
 //!   broker (long max wait, a trickle of records), then restarted: no
 //!   record skipped, repeated or committed twice, no client disconnect
 //!   (`cluster_consume.rs` has the same checks without a broker failure).
+//! - Every broker killed: `/ready` turns 503 naming the sink and why while
+//!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
 //! These tests kill and restart the shared cluster's brokers, so they are
 //! `#[ignore]`d in the normal run and run alone in the serial phase of
@@ -780,4 +782,130 @@ fn broker_frozen_under_load_times_out_no_client_request_and_loses_nothing() {
         0.0,
         "Sluice closed no client connection"
     );
+}
+
+/// Every node of the cluster killed with SIGKILL; all are started again
+/// when this is dropped, also when the test panics.
+struct AllKilled {
+    cluster: Cluster,
+    restarted: bool,
+}
+
+impl AllKilled {
+    fn kill(cluster: &Cluster) -> Self {
+        let guard = Self {
+            cluster: cluster.clone(),
+            restarted: false,
+        };
+        for id in 1..=cluster.node_count() {
+            let id = id.to_string();
+            cluster
+                .script(&["kill-node", "--node", &id])
+                .assert_success(&format!("kill node {id}"));
+        }
+        guard
+    }
+
+    /// Starts every node and waits until all of them serve.
+    fn restart(mut self) {
+        self.restarted = true;
+        start_all(&self.cluster).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+impl Drop for AllKilled {
+    fn drop(&mut self) {
+        if !self.restarted
+            && let Err(e) = start_all(&self.cluster)
+        {
+            eprintln!(
+                "{e}; start the nodes with `scripts/kafka/cluster.sh start-node --name {} --node N`",
+                self.cluster.name()
+            );
+        }
+    }
+}
+
+/// Starts every node of a cluster whose nodes are all down: all but the
+/// last without waiting (a KRaft node alone has no quorum to serve with),
+/// then the last, which waits until every running node serves.
+fn start_all(cluster: &Cluster) -> Result<(), String> {
+    let last = cluster.node_count();
+    for id in 1..=last {
+        let id = id.to_string();
+        let mut args = vec!["start-node", "--node", &id];
+        if id != last.to_string() {
+            args.push("--no-wait");
+        }
+        let out = cluster.script(&args);
+        if out.code != Some(0) {
+            return Err(format!("cannot start node {id}: {}", out.text()));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `/ready` answers `status`; returns its body.
+fn wait_ready(sluice: &SluiceProcess, status: u16, timeout: Duration) -> String {
+    wait::until(
+        timeout,
+        &format!("/ready to answer {status}"),
+        || match sluice.http("/ready") {
+            (got, body) if got == status => Ok(body),
+            (got, body) => Err(format!("{got} {body}")),
+        },
+    )
+}
+
+/// Every broker killed: `/ready` turns 503, naming the sink and why, while
+/// `/health` stays 200 (the process serves); once the brokers are back,
+/// `/ready` is 200 again and clients are served.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn ready_turns_false_when_every_broker_is_down_and_true_when_they_return() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = start(&cluster);
+    let body = wait_ready(&sluice, 200, Duration::from_secs(30));
+    assert!(
+        body.contains("sink kafka-sink-cluster: 3 of 3 broker(s) reachable"),
+        "{body}"
+    );
+    let ready = "sluice_sink_ready";
+
+    let down = AllKilled::kill(&cluster);
+    let body = wait_ready(&sluice, 503, Duration::from_secs(30));
+    assert!(
+        body.starts_with("not ready: sink kafka-sink-cluster: no broker reachable (")
+            && body.lines().count() == 1,
+        "{body}"
+    );
+    assert_eq!(
+        sluice.http("/health"),
+        (200, "ok\n".to_owned()),
+        "the process still serves"
+    );
+    assert_eq!(sluice.metric(ready, &[]), 0.0);
+    assert!(
+        sluice
+            .log()
+            .contains("sink kafka-sink-cluster is not ready: no broker reachable"),
+        "the change is logged"
+    );
+
+    down.restart();
+    let body = wait_ready(&sluice, 200, Duration::from_secs(60));
+    assert!(body.contains("metadata lists 3 broker(s)"), "{body}");
+    assert_eq!(sluice.metric(ready, &[]), 1.0);
+    assert!(
+        sluice
+            .log()
+            .contains("sink kafka-sink-cluster is ready: 3 of 3 broker(s) reachable"),
+        "the change back is logged"
+    );
+    let topic = unique("ready-again");
+    cluster.create_topic(&topic, 3, 3);
+    let records: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    let got = sluice_testkit::clients::java_round_trip(&cluster, &listen, &topic, &records, None);
+    assert_eq!(got.len(), 10, "served again: {got:?}");
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
-use sluice_chain::tls;
+use sluice_chain::tls::{self, SharedConnector};
 use sluice_codec::kafka_protocol::messages::create_delegation_token_request::CreateDelegationTokenRequest;
 use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
     DescribeDelegationTokenOwner, DescribeDelegationTokenRequest,
@@ -31,7 +31,6 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, ResponseKind};
 use sluice_config::AuthorizeScramOverMtlsConfig;
 use tokio::time::Instant;
-use tokio_rustls::TlsConnector;
 use tracing::debug;
 
 use super::{CreatedToken, TokenCreator};
@@ -74,7 +73,8 @@ impl Default for MtlsTimeouts {
 /// Creates tokens over mTLS (see the module docs).
 pub struct MtlsTokenCreator {
     contact_points: Vec<BrokerAddress>,
-    connector: TlsConnector,
+    /// Reloadable: each connection takes the connector current then.
+    connector: SharedConnector,
     max_lifetime_ms: i64,
     timeouts: MtlsTimeouts,
 }
@@ -90,8 +90,12 @@ impl std::fmt::Debug for MtlsTokenCreator {
 }
 
 impl MtlsTokenCreator {
-    /// Reads the TLS files and parses the contact points.
-    pub fn new(cfg: &AuthorizeScramOverMtlsConfig) -> Result<Self, AuthError> {
+    /// Parses the contact points; connects with `connector` (built from
+    /// `cfg.tls`, see [`tls::reloadable_connector`]).
+    pub fn new(
+        cfg: &AuthorizeScramOverMtlsConfig,
+        connector: SharedConnector,
+    ) -> Result<Self, AuthError> {
         let contact_points = cfg
             .mtls_port_contact_points
             .iter()
@@ -106,7 +110,7 @@ impl MtlsTokenCreator {
             i64::try_from(cfg.delegation_token_lifetime().as_millis()).unwrap_or(i64::MAX);
         Ok(Self {
             contact_points,
-            connector: tls::connector(&cfg.tls)?,
+            connector,
             max_lifetime_ms,
             timeouts: MtlsTimeouts::default(),
         })
@@ -122,7 +126,7 @@ impl MtlsTokenCreator {
     async fn connect(&self, addr: &BrokerAddress) -> Result<BrokerConnection, AuthError> {
         let mut opts = BrokerConnectOptions::new(self.timeouts.connect);
         opts.read_timeout = Some(self.timeouts.read);
-        opts.tls = Some((self.connector.clone(), tls::server_name(&addr.host)?));
+        opts.tls = Some((self.connector.current(), tls::server_name(&addr.host)?));
         Ok(BrokerConnection::connect(addr.clone(), &opts).await?)
     }
 

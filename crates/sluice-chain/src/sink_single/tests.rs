@@ -331,8 +331,7 @@ async fn an_idle_close_by_the_broker_is_followed_by_a_reconnect() {
     let builder = KafkaSinkSingleBuilder::new(&cfg, SLUICE).unwrap();
     let mut sink = KafkaSinkSingle {
         name: builder.name.clone(),
-        destination: builder.destination.clone(),
-        options: builder.options.clone(),
+        target: builder.target.clone(),
         connection: None,
         pending: VecDeque::new(),
     };

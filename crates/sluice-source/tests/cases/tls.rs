@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
+use rustls_pki_types::pem::PemObject;
+use sluice_chain::tls::reload::ReloadError;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -87,5 +89,67 @@ async fn mtls_requires_a_certificate_from_the_ca() {
     // A refused client does not disturb an established one.
     assert_refused(source.addr, pki.client_config(None)).await;
     good.round_trip(2).await;
+    source.stop().await;
+}
+
+/// The leaf certificate the server presented on `client`'s connection.
+fn server_certificate(client: &TestClient<TlsStream<TcpStream>>) -> Vec<u8> {
+    let (_, session) = client.stream.get_ref();
+    session.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test]
+async fn a_reload_serves_new_clients_the_new_certificate_and_keeps_open_connections() {
+    let pki = Pki::new();
+    let mut cfg = source_config();
+    cfg.tls = Some(pki.acceptor_config(false));
+    let source = start(cfg, None).await;
+    let reload = source
+        .tls_reload
+        .clone()
+        .expect("a TLS listener is reloadable");
+    let mut open = tls_connect(source.addr, pki.client_config(None))
+        .await
+        .expect("handshake failed");
+    open.round_trip(1).await;
+    let first = server_certificate(&open);
+
+    let next = pki.new_server();
+    pki.replace_server(&next.cert, &next.key);
+    reload.reload().expect("a good certificate reloads");
+    let mut fresh = tls_connect(source.addr, pki.client_config(None))
+        .await
+        .expect("handshake with the new certificate");
+    fresh.round_trip(1).await;
+    let second = server_certificate(&fresh);
+    assert_ne!(first, second, "a new client gets the new certificate");
+    let expected = rustls_pki_types::CertificateDer::pem_slice_iter(next.cert.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(second, expected.to_vec());
+    for id in 2..=5 {
+        open.round_trip(id).await;
+    }
+    assert_eq!(
+        server_certificate(&open),
+        first,
+        "the open connection is untouched"
+    );
+
+    // A key that does not match: refused, naming the files; the second
+    // certificate stays in use, and both connections go on.
+    let other = pki.new_server();
+    pki.replace_server(&next.cert, &other.key);
+    let e = reload.reload().expect_err("a mismatched key is refused");
+    assert!(matches!(e, ReloadError::Build(_)), "{e}");
+    assert!(e.to_string().contains("server.pem"), "{e}");
+    let mut after = tls_connect(source.addr, pki.client_config(None))
+        .await
+        .expect("the certificate in use still serves");
+    after.round_trip(1).await;
+    assert_eq!(server_certificate(&after), second);
+    open.round_trip(6).await;
+    fresh.round_trip(2).await;
     source.stop().await;
 }

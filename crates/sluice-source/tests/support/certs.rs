@@ -25,6 +25,7 @@ pub(crate) struct Pem {
 
 pub(crate) struct Pki {
     dir: PathBuf,
+    issuer: Issuer<'static, KeyPair>,
     pub ca: String,
     pub server: Pem,
     pub client: Pem,
@@ -91,7 +92,24 @@ impl Pki {
                 &other_ca,
             ),
             server,
+            issuer: ca,
         }
+    }
+
+    /// A new server certificate from the same CA, as the first one.
+    pub(crate) fn new_server(&self) -> Pem {
+        leaf(
+            "sluice",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &self.issuer,
+        )
+    }
+
+    /// Replaces the listener's certificate and key files.
+    pub(crate) fn replace_server(&self, cert: &str, key: &str) {
+        self.write("server.pem", cert);
+        self.write("server-key.pem", key);
     }
 
     fn write(&self, name: &str, contents: &str) -> String {

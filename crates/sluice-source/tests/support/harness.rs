@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sluice_chain::ChainBuilder;
+use sluice_chain::tls::reload::Reload;
 use sluice_config::KafkaSourceConfig;
 use sluice_source::{KafkaSource, SourceError, SourceOptions};
 use tokio::sync::Semaphore;
@@ -44,6 +45,8 @@ pub(crate) struct Running {
     pub addr: SocketAddr,
     pub shutdown: CancellationToken,
     pub probe: Arc<Probe>,
+    /// The listener's TLS, when it has some.
+    pub tls_reload: Option<Arc<dyn Reload>>,
     handle: JoinHandle<Result<(), SourceError>>,
 }
 
@@ -85,12 +88,14 @@ async fn start_sink(cfg: KafkaSourceConfig, sink: TestSinkBuilder, opts: SourceO
         .await
         .expect("bind");
     let addr = source.local_addr();
+    let tls_reload = source.tls_reload();
     let handle = tokio::spawn(source.run());
     Running {
         name: cfg.name.clone(),
         addr,
         shutdown,
         probe,
+        tls_reload,
         handle,
     }
 }

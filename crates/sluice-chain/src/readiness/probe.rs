@@ -1,0 +1,245 @@
+//! One probe round: every candidate broker at once (see the parent module
+//! for what is asked and why).
+//!
+//! Each broker has a slot that outlives rounds: the connection of a broker
+//! without SASL is kept and asked Metadata again next round, so an idle
+//! Sluice holds one quiet connection per broker rather than opening one
+//! every few seconds; a broker known to require SASL is asked only
+//! ApiVersions on a fresh connection each round (a SASL listener accepts
+//! nothing else before authentication), which Sluice then closes.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use sluice_codec::kafka_protocol::messages::{
+    ApiVersionsRequest, MetadataRequest, SaslHandshakeRequest,
+};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::{BrokerProbe, BrokerState, PROBE_TIMEOUT, ProbeTargets, Round};
+use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
+
+/// Client id and software name of the probe's requests.
+const CLIENT_ID: &str = "sluice-readiness";
+/// ApiVersions version sent (v3: with the client's software name).
+const API_VERSIONS_VERSION: i16 = 3;
+/// SaslHandshake version sent.
+const SASL_HANDSHAKE_VERSION: i16 = 1;
+/// The newest Metadata version the probe asks (topic ids, no topics asked).
+const METADATA_VERSION_MAX: i16 = 12;
+/// Kafka's `ILLEGAL_SASL_STATE`: SaslHandshake on a listener without SASL.
+const ILLEGAL_SASL_STATE: i16 = 34;
+
+/// The slots of every broker probed last round.
+#[derive(Default)]
+pub(super) struct Prober {
+    slots: HashMap<String, Slot>,
+}
+
+impl Prober {
+    /// Probes every candidate of `targets` at once.
+    pub(super) async fn round(&mut self, targets: &dyn ProbeTargets) -> Round {
+        let mut candidates: Vec<(String, BrokerAddress)> = Vec::new();
+        for addr in targets.candidates() {
+            let key = addr.host_port().to_string();
+            if !candidates.iter().any(|(k, _)| *k == key) {
+                candidates.push((key, addr));
+            }
+        }
+        self.slots
+            .retain(|key, _| candidates.iter().any(|(k, _)| k == key));
+        for (key, addr) in &candidates {
+            self.slots
+                .entry(key.clone())
+                .or_insert_with(|| Slot::new(addr.clone()));
+        }
+        let probes = self.slots.iter_mut().map(|(key, slot)| {
+            let options = targets.options_for(&slot.address);
+            async move {
+                BrokerProbe {
+                    address: key.clone(),
+                    state: slot.probe(options).await,
+                }
+            }
+        });
+        let mut brokers = futures::future::join_all(probes).await;
+        brokers.sort_by(|a, b| a.address.cmp(&b.address));
+        Round {
+            at: Instant::now(),
+            brokers,
+        }
+    }
+}
+
+/// One broker across rounds.
+struct Slot {
+    address: BrokerAddress,
+    /// The kept connection of a broker without SASL.
+    conn: Option<BrokerConnection>,
+    /// Its listener requires SASL.
+    sasl: bool,
+    /// The Metadata version to ask, from its ApiVersions.
+    metadata_version: i16,
+}
+
+impl Slot {
+    fn new(address: BrokerAddress) -> Self {
+        Self {
+            address,
+            conn: None,
+            sasl: false,
+            metadata_version: METADATA_VERSION_MAX,
+        }
+    }
+
+    /// Probes the broker, within the connect timeout and two requests.
+    async fn probe(&mut self, options: Result<BrokerConnectOptions, BrokerError>) -> BrokerState {
+        let options = match options {
+            Ok(options) => options,
+            Err(e) => return BrokerState::Unreachable(e.to_string()),
+        };
+        let budget = options.connect_timeout + PROBE_TIMEOUT * 3;
+        match tokio::time::timeout(budget, self.run(&options)).await {
+            Ok(state) => state,
+            Err(_) => {
+                self.conn = None;
+                BrokerState::Unreachable(format!("no answer within {}ms", budget.as_millis()))
+            }
+        }
+    }
+
+    async fn run(&mut self, options: &BrokerConnectOptions) -> BrokerState {
+        if let Some(conn) = self.conn.as_ref().filter(|c| !c.is_closed()) {
+            match metadata(conn, self.metadata_version).await {
+                Ok(brokers) => return BrokerState::Metadata { brokers },
+                Err(e) => debug!("readiness probe: {e}; connecting again"),
+            }
+        }
+        self.conn = None;
+        let conn = match BrokerConnection::connect(self.address.clone(), options).await {
+            Ok(conn) => conn,
+            Err(e) => return BrokerState::Unreachable(e.to_string()),
+        };
+        match api_versions(&conn).await {
+            Ok(version) => self.metadata_version = version,
+            Err(e) => return BrokerState::Unreachable(e),
+        }
+        if self.sasl {
+            return BrokerState::AuthenticationRequired;
+        }
+        match requires_sasl(&conn).await {
+            Ok(true) => {
+                self.sasl = true;
+                return BrokerState::AuthenticationRequired;
+            }
+            Ok(false) => {}
+            Err(e) => return BrokerState::NoMetadata(e),
+        }
+        match metadata(&conn, self.metadata_version).await {
+            Ok(brokers) => {
+                self.conn = Some(conn);
+                BrokerState::Metadata { brokers }
+            }
+            Err(e) => BrokerState::NoMetadata(e),
+        }
+    }
+}
+
+/// ApiVersions; returns the Metadata version to ask.
+async fn api_versions(conn: &BrokerConnection) -> Result<i16, String> {
+    let name = StrBytes::from_static_str(CLIENT_ID);
+    let version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
+    let body = ApiVersionsRequest::default()
+        .with_client_software_name(name)
+        .with_client_software_version(version);
+    let api = ApiKey::ApiVersions;
+    let ResponseKind::ApiVersions(answer) =
+        round_trip(conn, api, API_VERSIONS_VERSION, body.into()).await?
+    else {
+        return Err(format!("{}: not an ApiVersions answer", conn.address()));
+    };
+    if answer.error_code != 0 {
+        return Err(format!(
+            "{}: ApiVersions error {}",
+            conn.address(),
+            answer.error_code
+        ));
+    }
+    let range = answer
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::Metadata as i16)
+        .map(|k| (k.min_version, k.max_version));
+    Ok(match range {
+        Some((min, max)) => max.min(METADATA_VERSION_MAX).max(min),
+        None => METADATA_VERSION_MAX,
+    })
+}
+
+/// Whether the listener requires SASL: on one without, a broker answers
+/// SaslHandshake with `ILLEGAL_SASL_STATE`.
+async fn requires_sasl(conn: &BrokerConnection) -> Result<bool, String> {
+    let body = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    let ResponseKind::SaslHandshake(answer) = round_trip(
+        conn,
+        ApiKey::SaslHandshake,
+        SASL_HANDSHAKE_VERSION,
+        body.into(),
+    )
+    .await?
+    else {
+        return Err(format!("{}: not a SaslHandshake answer", conn.address()));
+    };
+    Ok(answer.error_code != ILLEGAL_SASL_STATE)
+}
+
+/// Metadata of no topic; returns how many brokers it lists.
+async fn metadata(conn: &BrokerConnection, version: i16) -> Result<usize, String> {
+    let body = MetadataRequest::default()
+        .with_topics(Some(Vec::new()))
+        .with_allow_auto_topic_creation(false);
+    let ResponseKind::Metadata(answer) =
+        round_trip(conn, ApiKey::Metadata, version, body.into()).await?
+    else {
+        return Err(format!("{}: not a Metadata answer", conn.address()));
+    };
+    Ok(answer.brokers.len())
+}
+
+/// Sends `body` and waits, within [`PROBE_TIMEOUT`], for its decoded answer.
+async fn round_trip(
+    conn: &BrokerConnection,
+    api: ApiKey,
+    version: i16,
+    body: RequestKind,
+) -> Result<ResponseKind, String> {
+    let broker = conn.address().clone();
+    let client_id = Some(Bytes::from_static(CLIENT_ID.as_bytes()));
+    let request = Request::from_body(api, version, 0, client_id, body);
+    let exchange = async {
+        let receiver = conn
+            .send(request)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{broker}: {api:?} expects no answer"))?;
+        match receiver.await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("{broker}: {api:?} answer dropped")),
+        }
+    };
+    let response = tokio::time::timeout(PROBE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| {
+            format!(
+                "{broker}: no {api:?} answer within {}ms",
+                PROBE_TIMEOUT.as_millis()
+            )
+        })??;
+    response
+        .into_body()
+        .map_err(|e| format!("{broker}: undecodable {api:?} answer: {e}"))
+}
