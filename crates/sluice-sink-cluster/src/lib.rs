@@ -1,28 +1,28 @@
 //! `KafkaSinkCluster`: one client connection fans out to every broker it needs,
 //! while the client believes the Sluice nodes are the whole cluster.
 //!
-//! - [`api`]: one descriptor per Kafka API, the table everything that
+//! - `api`: one descriptor per Kafka API, the table everything that
 //!   depends on an API's key reads.
-//! - [`topology`]: the cluster as Sluice sees it (brokers, partition leaders,
+//! - `topology`: the cluster as Sluice sees it (brokers, partition leaders,
 //!   coordinators) and the Sluice nodes that clients see instead.
-//! - [`rewrite`]: Metadata, FindCoordinator, DescribeCluster, DescribeGroups and
+//! - `rewrite`: Metadata, FindCoordinator, DescribeCluster, DescribeGroups and
 //!   ApiVersions rewritten so that only Sluice nodes appear.
-//! - [`split`]: requests that span brokers split per broker, and their
+//! - `split`: requests that span brokers split per broker, and their
 //!   responses merged back in order.
-//! - [`consume`]: a fetch split over brokers answered as soon as its data
+//! - `consume`: a fetch split over brokers answered as soon as its data
 //!   is ready; parts still out serve the next fetch.
-//! - [`route`]: the routing decisions, as pure functions: which broker serves
+//! - `route`: the routing decisions, as pure functions: which broker serves
 //!   each API, what to do with the answer, what to answer when a broker fails.
-//! - [`sink`]: the sink driver ([`KafkaSinkClusterBuilder`],
+//! - `sink`: the sink driver ([`KafkaSinkClusterBuilder`],
 //!   [`KafkaSinkCluster`]) that sends, waits and combines.
-//! - [`auth`]: the client authentication state machine (the pre-auth gate,
+//! - `auth`: the client authentication state machine (the pre-auth gate,
 //!   offered SASL mechanisms, PLAIN replay, SCRAM over mTLS) and how a
 //!   client's broker connections authenticate.
-//! - [`kafka_connection`]: a broker connection that knows when its token or
+//! - `kafka_connection`: a broker connection that knows when its token or
 //!   SASL session forces a replacement, and drains the one it replaced.
-//! - [`connections`]: one client connection's broker connections.
-//! - [`pending`]: the responses a client connection is owed, in order.
-//! - [`peers`]: health checks of the other Sluice nodes.
+//! - `connections`: one client connection's broker connections.
+//! - `pending`: the responses a client connection is owed, in order.
+//! - `peers`: health checks of the other Sluice nodes.
 
 #![deny(missing_docs)]
 

@@ -167,7 +167,7 @@ impl<'a> Rewriter<'a> {
     ///
     /// `find_coordinator_key` is the key of the FindCoordinator request; v0–3
     /// responses do not repeat it, and it decides which Sluice node stands in
-    /// for the coordinator (see [`Rewriter::find_coordinator`]).
+    /// for the coordinator (see `Rewriter::find_coordinator`).
     pub fn rewrite_response(
         &self,
         response: &mut Response,

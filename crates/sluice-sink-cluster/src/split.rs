@@ -68,7 +68,7 @@ pub trait PartitionLeaders {
 
     /// The broker that serves a consumer's fetch (v11+) of `partition`: the
     /// leader, unless a rack-aware router knows an in-rack follower
-    /// ([`RackRouting`]).
+    /// (`RackRouting`).
     fn fetch_replica(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
         self.leader(topic, partition)
     }
@@ -227,7 +227,7 @@ pub enum PartResult<Resp> {
     /// The part got no response (its connection failed, it timed out…): the
     /// merge synthesizes one where every partition or group has `error_code`.
     Failed {
-        /// The Kafka error code to report, e.g. [`SplitApi::UNAVAILABLE_ERROR`].
+        /// The Kafka error code to report, e.g. `SplitApi::UNAVAILABLE_ERROR`.
         error_code: i16,
     },
 }

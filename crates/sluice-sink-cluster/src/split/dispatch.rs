@@ -81,7 +81,7 @@ macro_rules! split_apis {
             }
         }
 
-        /// Merges one result per part, in the order of [`SplitRequest::parts`].
+        /// Merges one result per part, in the order of `SplitRequest::parts`.
         pub fn merge_responses(
             plan: MergePlan,
             results: Vec<PartResult<ResponseKind>>,
@@ -99,7 +99,7 @@ macro_rules! split_apis {
         }
 
         /// A full response to `request` at `version` where every partition or
-        /// group carries `error_code` (see [`SplitApi::error_response_for`]);
+        /// group carries `error_code` (see `SplitApi::error_response_for`);
         /// `None` for apis not split by this module.
         pub fn error_response(
             request: &RequestKind,
