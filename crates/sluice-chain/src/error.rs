@@ -37,6 +37,13 @@ pub trait ErrorClass {
     fn retriable(&self) -> bool;
 }
 
+/// An error of one sink or transform, in its own type: what it is and where
+/// it comes from stay with it (its [`ErrorClass`]), where a string would
+/// flatten both.
+pub trait SinkError: std::error::Error + ErrorClass + Send + Sync + 'static {}
+
+impl<T: std::error::Error + ErrorClass + Send + Sync + 'static> SinkError for T {}
+
 /// An error raised by a transform or sink.
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
@@ -46,9 +53,6 @@ pub enum ChainError {
     /// A broker connection failed.
     #[error("{0}")]
     Broker(#[from] crate::broker::BrokerError),
-    /// The client sent a request that Sluice cannot serve.
-    #[error("client request refused: {0}")]
-    Refused(String),
     /// The client used a version of an API that Sluice does not offer (its
     /// ApiVersions answer says which it does); Kafka closes such a client.
     #[error("client request refused: {api:?} v{version} is not a version sluice offers")]
@@ -58,25 +62,31 @@ pub enum ChainError {
         /// The version the client used.
         version: i16,
     },
-    /// Something inside Sluice went wrong.
-    #[error("internal: {0}")]
-    Internal(String),
+    /// A sink's or transform's own error, classified by itself.
+    #[error("{0}")]
+    Sink(Box<dyn SinkError>),
+}
+
+impl ChainError {
+    /// Wraps a sink's own error.
+    pub fn sink(error: impl SinkError) -> Self {
+        ChainError::Sink(Box::new(error))
+    }
 }
 
 impl ErrorClass for ChainError {
     fn side(&self) -> ErrorSide {
         match self {
-            ChainError::Codec(_)
-            | ChainError::Refused(_)
-            | ChainError::UnsupportedVersion { .. } => ErrorSide::Client,
+            ChainError::Codec(_) | ChainError::UnsupportedVersion { .. } => ErrorSide::Client,
             ChainError::Broker(e) => e.side(),
-            ChainError::Internal(_) => ErrorSide::Internal,
+            ChainError::Sink(e) => e.side(),
         }
     }
 
     fn retriable(&self) -> bool {
         match self {
             ChainError::Broker(e) => e.retriable(),
+            ChainError::Sink(e) => e.retriable(),
             _ => false,
         }
     }

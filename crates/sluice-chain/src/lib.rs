@@ -27,5 +27,5 @@ pub mod transform;
 mod test_support;
 
 pub use context::ConnectionContext;
-pub use error::{ChainError, ErrorClass, ErrorSide};
+pub use error::{ChainError, ErrorClass, ErrorSide, SinkError};
 pub use transform::{Chain, ChainBuilder, Sink, SinkBuilder, Transform, TransformBuilder};

@@ -255,11 +255,12 @@ impl Sink for KafkaSinkSingle {
         let mut response = match result {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => return Err(ChainError::Broker(e)),
+            // The connection completes every reply it takes; a dropped one
+            // is the connection going away.
             Err(_) => {
-                return Err(ChainError::Internal(format!(
-                    "{}: response sender dropped without an answer",
-                    self.target.destination
-                )));
+                return Err(ChainError::Broker(BrokerError::Shutdown {
+                    broker: self.target.destination.clone(),
+                }));
             }
         };
         let to = AdvertisedAddress::from_socket_addr(ctx.local_addr);

@@ -56,6 +56,8 @@ use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
 
+use crate::close::{ClaimError, CloseError, Invariant, SaslMisuse};
+
 pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
@@ -174,7 +176,7 @@ enum State {
     /// The client does not authenticate.
     WithoutAuth,
     /// To be closed, for this reason, once the answers owed are written.
-    Closing(String),
+    Closing(CloseError),
 }
 
 /// Who the client claims to be, until the broker agrees.
@@ -209,7 +211,7 @@ impl ClientAuth {
     }
 
     /// The reason the client is being closed, if it is.
-    pub(crate) fn closing(&self) -> Option<&str> {
+    pub(crate) fn closing(&self) -> Option<&CloseError> {
         match &self.state {
             State::Closing(reason) => Some(reason),
             _ => None,
@@ -217,7 +219,7 @@ impl ClientAuth {
     }
 
     /// Closes the client (once its owed answers are written) for `reason`.
-    pub(crate) fn fail(&mut self, reason: impl Into<String>) {
+    pub(crate) fn fail(&mut self, reason: impl Into<CloseError>) {
         if !matches!(self.state, State::Closing(_)) {
             self.state = State::Closing(reason.into());
         }
@@ -252,17 +254,15 @@ impl ClientAuth {
     fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated => return Err(reauthentication()),
+            State::Authenticated => return Err(SaslMisuse::Reauthentication.into()),
             State::Start => {}
-            _ => return Err(refused("a second SaslHandshake during authentication")),
+            _ => return Err(SaslMisuse::SecondHandshake.into()),
         }
         if request.api_version() == 0 {
-            return Err(refused(
-                "SaslHandshake v0 (SASL without Kafka framing) is not supported",
-            ));
+            return Err(SaslMisuse::HandshakeV0.into());
         }
         let RequestKind::SaslHandshake(body) = request.body()? else {
-            return Err(refused("a SaslHandshake request of another kind"));
+            return Err(SaslMisuse::WrongBody(ApiKey::SaslHandshake).into());
         };
         self.state = State::Handshake {
             requested: body.mechanism.to_string(),
@@ -273,38 +273,33 @@ impl ClientAuth {
     fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         let (mechanism, answered) = match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated => return Err(reauthentication()),
+            State::Authenticated => return Err(SaslMisuse::Reauthentication.into()),
             State::Exchange {
                 mechanism,
                 answered,
                 ..
             } => (*mechanism, *answered),
             _ => {
-                return Err(refused(
-                    "SaslAuthenticate before a successful SaslHandshake",
-                ));
+                return Err(SaslMisuse::AuthenticateBeforeHandshake.into());
             }
         };
         if answered >= mechanism.rounds() {
-            return Err(refused("a SaslAuthenticate after the exchange completed"));
+            return Err(SaslMisuse::AuthenticateAfterExchange.into());
         }
         if answered > 0 {
             return Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)));
         }
         let RequestKind::SaslAuthenticate(body) = request.body()? else {
-            return Err(refused("a SaslAuthenticate request of another kind"));
+            return Err(SaslMisuse::WrongBody(ApiKey::SaslAuthenticate).into());
         };
         let claim = match mechanism {
             Mechanism::Plain => PlainCredentials::parse(&body.auth_bytes)
                 .map(|c| Pending::Plain(Arc::new(c)))
-                .map_err(|e| e.to_string()),
+                .map_err(ClaimError::Message),
             Mechanism::Scram(_) => match parse_scram_client_first(&body.auth_bytes) {
-                Ok(first) if first.tokenauth => Err(
-                    "delegation token authentication (tokenauth) is not supported through sluice"
-                        .to_owned(),
-                ),
+                Ok(first) if first.tokenauth => Err(ClaimError::TokenAuth),
                 Ok(first) => Ok(Pending::Scram(Arc::from(first.username))),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(ClaimError::Message(e)),
             },
         };
         match claim {
@@ -316,7 +311,7 @@ impl ClientAuth {
             }
             Err(reason) => {
                 let message = format!("Authentication failed: {reason}");
-                self.state = State::Closing(format!("authentication refused by sluice: {reason}"));
+                self.state = State::Closing(CloseError::Claim(reason));
                 Ok(Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
                     SaslAuthenticateResponse::default()
                         .with_error_code(SASL_AUTHENTICATION_FAILED)
@@ -329,14 +324,12 @@ impl ClientAuth {
     fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
         match &self.state {
             State::Authenticated | State::WithoutAuth => Ok(Admit::Route),
-            State::Start if self.scram_over_mtls => Err(refused(&format!(
-                "{api:?} before authentication: this listener requires SASL authentication"
-            ))),
+            State::Start if self.scram_over_mtls => Err(SaslMisuse::Unauthenticated(api).into()),
             State::Start => {
                 self.state = State::WithoutAuth;
                 Ok(Admit::RouteWithoutAuth)
             }
-            _ => Err(refused(&format!("{api:?} before authentication completed"))),
+            _ => Err(SaslMisuse::DuringExchange(api).into()),
         }
     }
 
@@ -359,16 +352,14 @@ impl ClientAuth {
                 };
                 let Some(mechanism) = self.carried(&requested) else {
                     answer.error_code = UNSUPPORTED_SASL_MECHANISM;
-                    self.state = State::Closing(format!(
-                        "the client asked for SASL mechanism {requested:?}, which sluice does not offer"
-                    ));
+                    self.state = State::Closing(CloseError::MechanismNotOffered { requested });
                     return Ok(Outcome::Failed);
                 };
                 if answer.error_code != 0 {
-                    self.state = State::Closing(format!(
-                        "the broker refused SASL mechanism {requested} with error {}",
-                        answer.error_code
-                    ));
+                    self.state = State::Closing(CloseError::MechanismRefused {
+                        mechanism: requested,
+                        code: answer.error_code,
+                    });
                     return Ok(Outcome::Failed);
                 }
                 self.state = State::Exchange {
@@ -407,10 +398,7 @@ impl ClientAuth {
             return self.unexpected_answer();
         };
         if code != 0 {
-            let detail = message.map(|m| format!(": {m}")).unwrap_or_default();
-            self.state = State::Closing(format!(
-                "authentication failed: the broker answered SaslAuthenticate with error {code}{detail}"
-            ));
+            self.state = State::Closing(CloseError::AuthenticationFailed { code, message });
             return Outcome::Failed;
         }
         *answered += 1;
@@ -433,15 +421,7 @@ impl ClientAuth {
     }
 
     fn unexpected_answer(&mut self) -> Outcome {
-        self.fail("internal: a SASL answer that does not match the authentication state");
+        self.fail(Invariant::UnexpectedSaslAnswer);
         Outcome::Failed
     }
-}
-
-fn refused(reason: &str) -> ChainError {
-    ChainError::Refused(reason.to_owned())
-}
-
-fn reauthentication() -> ChainError {
-    refused("SASL re-authentication (KIP-368) is not supported through sluice")
 }

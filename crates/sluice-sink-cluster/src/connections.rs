@@ -43,7 +43,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_chain::ChainError;
 use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -51,6 +50,7 @@ use tracing::{debug, info, warn};
 use sluice_metrics::names;
 
 pub(crate) use crate::auth::login::{ConnError, Login};
+use crate::close::Invariant;
 use crate::kafka_connection::open::{connect, open, open_with};
 use crate::kafka_connection::{Auth, ConnectionState, Draining, KafkaConnection, Link};
 use crate::sink::Shared;
@@ -440,9 +440,9 @@ impl Connections {
         }
         let broker = conn.link().address();
         warn!(connection = self.connection_id, broker = %broker, "a broker connection does not belong to the client's login; closing the client");
-        Err(ConnError::Fatal(ChainError::Internal(format!(
-            "{broker}: the connection was not authenticated for this client"
-        ))))
+        Err(ConnError::Fatal(
+            Invariant::ConnectionOfAnotherLogin(broker.clone()).into(),
+        ))
     }
 
     /// Opens a connection to `addr` authenticated with the client's login.

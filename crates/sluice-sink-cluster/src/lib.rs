@@ -28,6 +28,7 @@
 
 mod api;
 mod auth;
+mod close;
 mod connections;
 mod consume;
 mod kafka_connection;

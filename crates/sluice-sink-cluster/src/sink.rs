@@ -499,7 +499,7 @@ impl Sink for KafkaSinkCluster {
             let stall_check = self.next_stall_check();
             let Some(head) = self.pending.front_mut() else {
                 if let Some(reason) = self.auth.closing() {
-                    return Err(ChainError::Refused(reason.to_owned()));
+                    return Err(reason.clone().into());
                 }
                 return std::future::pending().await;
             };

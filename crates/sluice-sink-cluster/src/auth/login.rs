@@ -17,6 +17,7 @@ use sluice_chain::{ChainError, ErrorClass, ErrorSide};
 use tokio::time::Instant;
 
 use super::{Identity, PlainCredentials};
+use crate::close::CloseError;
 use crate::kafka_connection::{Auth, KafkaConnection, TokenBinding};
 
 /// How a client's new broker connections authenticate.
@@ -134,10 +135,13 @@ impl TokenLogin {
             return Ok(current.clone());
         }
         let current = self.tokens.token_for(&self.username).await.map_err(|e| {
-            ConnError::Fatal(ChainError::Internal(format!(
-                "no delegation token for user {}: {e}",
-                self.username
-            )))
+            ConnError::Fatal(
+                CloseError::NoToken {
+                    user: Arc::clone(&self.username),
+                    source: Arc::new(e),
+                }
+                .into(),
+            )
         })?;
         self.current = Some(current.clone());
         Ok(current)
@@ -148,9 +152,13 @@ impl TokenLogin {
 fn plain_failed(conn: &BrokerConnection, e: AuthError) -> ConnError {
     match e {
         AuthError::Broker(b) => ConnError::Broker(b),
-        e if e.side() == ErrorSide::Client => ConnError::Fatal(ChainError::Refused(format!(
-            "the broker no longer accepts the client's PLAIN credentials: {e}"
-        ))),
+        e if e.side() == ErrorSide::Client => ConnError::Fatal(
+            CloseError::CredentialsRejected {
+                broker: conn.address().clone(),
+                source: Arc::new(e),
+            }
+            .into(),
+        ),
         e => ConnError::Fatal(ChainError::Broker(BrokerError::Connect {
             broker: conn.address().clone(),
             reason: format!("PLAIN authentication failed: {e}"),

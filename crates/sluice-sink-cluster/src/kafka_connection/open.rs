@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use sluice_chain::ChainError;
 use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
 use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
@@ -19,6 +18,7 @@ use tracing::debug;
 
 use super::KafkaConnection;
 use crate::auth::login::{ConnError, Login};
+use crate::close::Invariant;
 use crate::sink::Shared;
 
 /// The ApiVersions version Sluice asks brokers with.
@@ -51,9 +51,9 @@ pub(crate) async fn open_with(
     addr: BrokerAddress,
 ) -> Result<KafkaConnection, ConnError> {
     let Some(login) = login else {
-        return Err(ConnError::Fatal(ChainError::Internal(format!(
-            "{addr}: a broker connection was requested before the client's authentication was decided"
-        ))));
+        return Err(ConnError::Fatal(
+            Invariant::ConnectionBeforeLogin(addr).into(),
+        ));
     };
     let conn = open(shared, addr).await?;
     login.authenticate(conn, Instant::now()).await

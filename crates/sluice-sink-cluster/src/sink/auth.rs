@@ -19,6 +19,7 @@ use super::KafkaSinkCluster;
 use super::send::{Dest, ready};
 use crate::auth::login::Login;
 use crate::auth::{Admit, Outcome, SaslStep};
+use crate::close::{CloseError, Invariant};
 use crate::pending::{Combine, PartState, PendingResponse, Post};
 use crate::route::{Meta, OnFailure};
 
@@ -56,7 +57,7 @@ impl KafkaSinkCluster {
                 debug!(
                     connection = self.connection_id,
                     api = ?request.api_key(),
-                    reason = self.auth.closing().unwrap_or_default(),
+                    reason = %self.auth.closing().map(ToString::to_string).unwrap_or_default(),
                     "dropping a request: the client is being closed"
                 );
                 Ok(None)
@@ -81,16 +82,15 @@ impl KafkaSinkCluster {
                 .await
                 .is_err()
             {
-                let reason = format!(
-                    "no answer to the client's {:?} within {}ms",
-                    entry.api_key,
-                    timeout.as_millis()
-                );
+                let reason = CloseError::SaslAnswerTimeout {
+                    api: entry.api_key,
+                    timeout,
+                };
                 warn!(
                     connection = self.connection_id,
                     "closing the client: {reason}"
                 );
-                return Err(ChainError::Refused(reason));
+                return Err(reason.into());
             }
             let result = entry.parts.first_mut().and_then(|p| p.take_result());
             let settled = match result {
@@ -100,7 +100,7 @@ impl KafkaSinkCluster {
                 }
                 Some(Err(error)) => {
                     self.auth
-                        .fail(format!("the broker failed during authentication: {error}"));
+                        .fail(CloseError::BrokerDuringAuthentication(error.clone()));
                     Some(Err(error))
                 }
                 None => None,
@@ -125,8 +125,10 @@ impl KafkaSinkCluster {
         let outcome = match self.auth.on_answer(step, response) {
             Ok(outcome) => outcome,
             Err(e) => {
-                self.auth
-                    .fail(format!("the broker's {step:?} answer cannot be read: {e}"));
+                self.auth.fail(CloseError::UnreadableSaslAnswer {
+                    step,
+                    source: std::sync::Arc::new(e),
+                });
                 return;
             }
         };
@@ -158,9 +160,7 @@ impl KafkaSinkCluster {
                 );
                 self.connections.decide(login, session_lifetime);
             }
-            None => self
-                .auth
-                .fail("internal: a SCRAM client authenticated without a token task"),
+            None => self.auth.fail(Invariant::ScramWithoutTokenTask),
         }
     }
 }

@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
+use crate::close::Invariant;
 use crate::consume::{
     FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, SentIn, SessionReply,
     learn,
@@ -61,9 +62,7 @@ impl KafkaSinkCluster {
         let version = request.api_version();
         let (applied, strip_rack, asked) = {
             let RequestKind::Fetch(fetch) = request.body()? else {
-                return Err(ChainError::Internal(
-                    "a fetch without a fetch body".to_owned(),
-                ));
+                return Err(Invariant::FetchWithoutBody.into());
             };
             let applied = self.fetch.get().sessions.apply(fetch, version);
             let asked = (fetch.session_id, fetch.session_epoch);
@@ -122,9 +121,7 @@ impl KafkaSinkCluster {
             _ => match request.into_body()? {
                 RequestKind::Fetch(fetch) => fetch,
                 _ => {
-                    return Err(ChainError::Internal(
-                        "a fetch without a fetch body".to_owned(),
-                    ));
+                    return Err(Invariant::FetchWithoutBody.into());
                 }
             },
         };
@@ -181,8 +178,7 @@ impl KafkaSinkCluster {
             RequestKind::Fetch(body),
         );
         let part = self.send_part(Dest::Broker(broker), part).await?;
-        let part =
-            part.ok_or_else(|| ChainError::Internal("a fetch part expects an answer".to_owned()))?;
+        let part = part.ok_or(Invariant::FetchPartWithoutAnswer)?;
         Ok((part, sent_in))
     }
 
@@ -291,9 +287,7 @@ impl KafkaSinkCluster {
         let mut outcomes = Vec::with_capacity(parts.len());
         for (index, part) in parts.into_iter().enumerate() {
             let Some(mut meta) = combine.meta(index).cloned() else {
-                return Err(ChainError::Internal(format!(
-                    "fetch part {index} has no record of what it asked"
-                )));
+                return Err(Invariant::FetchPartWithoutMeta(index).into());
             };
             outcomes.push(self.fetch_outcome(part, &mut meta));
         }

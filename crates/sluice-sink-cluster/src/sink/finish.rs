@@ -36,6 +36,7 @@ use tracing::{debug, warn};
 use super::KafkaSinkCluster;
 use super::failures::Verdict;
 use crate::api::{Family, describe};
+use crate::close::{CloseError, Invariant};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::rewrite::{RewriteError, Rewriter};
@@ -184,9 +185,10 @@ impl KafkaSinkCluster {
         let mut response = match combine {
             Combine::Ready(response) => *response,
             Combine::Whole(whole) => {
-                let part = parts.into_iter().next().ok_or_else(|| {
-                    ChainError::Internal(format!("{api_key:?}: a whole request without its part"))
-                })?;
+                let part = parts
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| ChainError::from(Invariant::WholeWithoutPart(api_key)))?;
                 self.finish_whole(*whole, part)?
             }
             Combine::Split(split) => {
@@ -294,8 +296,8 @@ impl KafkaSinkCluster {
         if filtered {
             self.filter_fan_out(api, &brokers, &mut results)?;
         }
-        let merged =
-            merge_responses(plan, results).map_err(|e| ChainError::Internal(e.to_string()))?;
+        let merged = merge_responses(plan, results)
+            .map_err(|e| CloseError::Merge(std::sync::Arc::new(e)))?;
         let mut response = Response::from_body(api, version, correlation_id, merged);
         self.post_split(&mut response, false, None)?;
         Ok(response)
@@ -345,7 +347,7 @@ impl KafkaSinkCluster {
             ));
         }
         let merged = route::keyed::merge(&request, results, &order)
-            .ok_or_else(|| ChainError::Internal(format!("{api:?} cannot be merged by key")))?;
+            .ok_or(Invariant::NotMergeableByKey(api))?;
         self.forget(&route::keyed::stale(&merged));
         Ok(Response::from_body(api, version, correlation_id, merged))
     }
@@ -613,7 +615,7 @@ fn protocol_error(broker: Option<&BrokerAddress>, api: ApiKey, reason: String) -
 
 fn rewrite_error(broker: Option<&BrokerAddress>, api: ApiKey, e: RewriteError) -> ChainError {
     match e {
-        RewriteError::NoSluiceNodeUp => ChainError::Internal(e.to_string()),
+        RewriteError::NoSluiceNodeUp => CloseError::NoSluiceNodeUp.into(),
         RewriteError::Codec(c) => protocol_error(broker, api, c.to_string()),
     }
 }

@@ -14,6 +14,7 @@ use sluice_metrics::names;
 use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster, Shared};
+use crate::close::{CloseError, Invariant};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::route::{self, Family, Meta, OnFailure};
@@ -63,9 +64,7 @@ impl KafkaSinkCluster {
         match descriptor.family {
             Family::NotForClients => {
                 let Some(body) = route::admin::not_for_clients(api, version) else {
-                    return Err(ChainError::Refused(format!(
-                        "{api:?} is not available through sluice"
-                    )));
+                    return Err(CloseError::NotForClients { api }.into());
                 };
                 debug!(
                     connection = self.connection_id,
@@ -301,9 +300,8 @@ impl KafkaSinkCluster {
         let correlation_id = request.correlation_id();
         let body = request.body()?;
         let Some(forwarded) = route::admin::configs::forwarded(body, &plan, real) else {
-            let answer = crate::rewrite::refused_answer(body, &plan).ok_or_else(|| {
-                ChainError::Internal(format!("{api:?}: no answer for refused config resources"))
-            })?;
+            let answer = crate::rewrite::refused_answer(body, &plan)
+                .ok_or(Invariant::NoAnswerForRefused(api))?;
             return Ok(Some(ready(&request, answer)));
         };
         let client_id = request.header().client_id.clone();
@@ -557,9 +555,7 @@ impl KafkaSinkCluster {
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        split_request(body, version, &routing).ok_or_else(|| {
-            ChainError::Internal("a request routed as split cannot be split".to_owned())
-        })
+        split_request(body, version, &routing).ok_or_else(|| Invariant::NotSplittable.into())
     }
 }
 
@@ -598,11 +594,8 @@ pub(super) fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
 /// request (e.g. no coordinator could be found), counted as synthesized.
 fn synthesized(request: &mut Request, code: i16) -> Result<PendingResponse, ChainError> {
     let (api, version) = (request.api_key(), request.api_version());
-    let body = route::error_response(api, request.body()?, version, code).ok_or_else(|| {
-        ChainError::Internal(format!(
-            "{api:?} v{version}: cannot be served and its response has no place for error {code}"
-        ))
-    })?;
+    let body = route::error_response(api, request.body()?, version, code)
+        .ok_or(Invariant::NoPlaceForError { api, version, code })?;
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
     Ok(ready(request, body))
 }

@@ -92,6 +92,28 @@ struct TestSink {
     authenticated: bool,
 }
 
+/// The test sink's own errors.
+#[derive(Debug, thiserror::Error)]
+enum TestSinkError {
+    #[error("client request refused: the test sink refuses this client")]
+    Refused,
+    #[error("internal: nothing owed")]
+    NothingOwed,
+}
+
+impl sluice_chain::ErrorClass for TestSinkError {
+    fn side(&self) -> sluice_chain::ErrorSide {
+        match self {
+            TestSinkError::Refused => sluice_chain::ErrorSide::Client,
+            TestSinkError::NothingOwed => sluice_chain::ErrorSide::Internal,
+        }
+    }
+
+    fn retriable(&self) -> bool {
+        false
+    }
+}
+
 #[async_trait]
 impl Sink for TestSink {
     fn name(&self) -> &str {
@@ -100,9 +122,7 @@ impl Sink for TestSink {
 
     async fn send(&mut self, request: Request, _ctx: &ConnectionContext) -> Result<(), ChainError> {
         if request.header().client_id.as_deref() == Some(FAILING_CLIENT_ID) {
-            return Err(ChainError::Refused(
-                "the test sink refuses this client".to_owned(),
-            ));
+            return Err(ChainError::sink(TestSinkError::Refused));
         }
         if request.header().client_id.as_deref() == Some(PANIC_CLIENT_ID) {
             panic!("the test sink panics for this client");
@@ -128,7 +148,7 @@ impl Sink for TestSink {
         let (version, correlation_id) = self
             .owed
             .pop_front()
-            .ok_or_else(|| ChainError::Internal("nothing owed".to_owned()))?;
+            .ok_or_else(|| ChainError::sink(TestSinkError::NothingOwed))?;
         Ok(Response::from_body(
             ApiKey::ApiVersions,
             version,
