@@ -5,16 +5,16 @@
 //! typo fails at startup rather than at the first connection.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 
 /// A parsed `host:port`. `host` is an IP address or a DNS name; IPv6 addresses
 /// are written `[addr]:port` in the file and stored without brackets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HostPort {
     /// IP address or DNS name.
-    pub host: String,
+    pub(crate) host: String,
     /// TCP port.
-    pub port: u16,
+    pub(crate) port: u16,
 }
 
 impl fmt::Display for HostPort {
@@ -30,7 +30,7 @@ impl fmt::Display for HostPort {
 impl HostPort {
     /// Parses `host:port`, `a.b.c.d:port` or `[v6]:port`. The message on error
     /// says what is wrong, in lowercase, without repeating the input.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         if let Ok(addr) = s.parse::<SocketAddr>() {
             return Ok(Self {
                 host: addr.ip().to_string(),
@@ -48,14 +48,6 @@ impl HostPort {
             host: host.to_owned(),
             port,
         })
-    }
-
-    /// The socket address, when `host` is an IP address.
-    pub fn socket_addr(&self) -> Option<SocketAddr> {
-        self.host
-            .parse::<IpAddr>()
-            .ok()
-            .map(|ip| SocketAddr::new(ip, self.port))
     }
 }
 
@@ -111,11 +103,6 @@ mod tests {
         assert_eq!(ok("[::1]:9092").to_string(), "[::1]:9092");
         assert_eq!(ok("kafka-0.kafka.svc.cluster.local:9092").port, 9092);
         assert_eq!(ok("localhost:0").port, 0);
-        assert_eq!(
-            ok("10.0.0.1:1").socket_addr(),
-            Some("10.0.0.1:1".parse().unwrap())
-        );
-        assert_eq!(ok("localhost:1").socket_addr(), None);
     }
 
     #[test]

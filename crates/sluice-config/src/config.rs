@@ -35,7 +35,7 @@ impl Config {
     }
 
     /// Checks every rule; `path` names the file in errors.
-    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         self.check().map_err(|e| e.in_file(path))
     }
 

@@ -53,7 +53,8 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// The file the error is about.
-    pub fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
         match self {
             Self::Read { path, .. }
             | Self::Yaml { path, .. }
@@ -63,7 +64,8 @@ impl ConfigError {
     }
 
     /// The offending field's path, when the error is about one field.
-    pub fn field(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn field(&self) -> Option<&str> {
         match self {
             Self::Parse { field, .. } | Self::Invalid { field, .. } => Some(field),
             Self::Read { .. } | Self::Yaml { .. } => None,
@@ -76,9 +78,9 @@ impl ConfigError {
 #[error("field `{field}`: {message}")]
 pub struct FieldError {
     /// Path of the offending field, relative to the struct that was validated.
-    pub field: String,
+    pub(crate) field: String,
     /// What is wrong with it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl FieldError {
@@ -93,7 +95,7 @@ impl FieldError {
     /// The same failure seen from the parent struct: `prefix` is the path of
     /// the validated struct within its parent (`chain[2]`, `tls`, ...).
     #[must_use]
-    pub fn within(mut self, prefix: &str) -> Self {
+    pub(crate) fn within(mut self, prefix: &str) -> Self {
         self.field = join_path(prefix, &self.field);
         self
     }

@@ -23,9 +23,11 @@
 //! (`reference`, a test module), so a field added, renamed or removed without
 //! the reference following fails the tests.
 
-pub mod address;
-pub mod config;
-pub mod error;
+#![deny(missing_docs)]
+
+mod address;
+mod config;
+mod error;
 mod load;
 pub mod topology;
 mod validate;

@@ -6,13 +6,13 @@
 //! Sluice's extensions (`destination_address`, `max_frame_bytes`, `name` on
 //! sinks) are optional and never appear in shotover files.
 //!
-//! - [`chain`]: the elements of a chain, and the rule that a sink ends it.
-//! - [`tls`]: TLS settings for listeners and for broker connections.
-//! - [`sinks`]: `KafkaSinkSingle` and `KafkaSinkCluster`.
+//! - `chain`: the elements of a chain, and the rule that a sink ends it.
+//! - `tls`: TLS settings for listeners and for broker connections.
+//! - `sinks`: `KafkaSinkSingle` and `KafkaSinkCluster`.
 
-pub mod chain;
-pub mod sinks;
-pub mod tls;
+pub(crate) mod chain;
+pub(crate) mod sinks;
+pub(crate) mod tls;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,42 +37,42 @@ pub const DEFAULT_CONNECTION_LIMIT: usize = 512;
 /// `socket.request.max.bytes` default).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
 /// Smallest `max_frame_bytes` accepted: below this, ordinary metadata requests fail.
-pub const MIN_MAX_FRAME_BYTES: usize = 64 * 1024;
+pub(crate) const MIN_MAX_FRAME_BYTES: usize = 64 * 1024;
 /// Largest `max_frame_bytes` accepted.
-pub const MAX_MAX_FRAME_BYTES: usize = 1024 * 1024 * 1024;
+pub(crate) const MAX_MAX_FRAME_BYTES: usize = 1024 * 1024 * 1024;
 /// Seconds a client that is owed responses may go without reading any of
 /// them, unless `write_timeout_secs` says otherwise. Kafka clients read their
 /// socket all the time, so 30 s (the Java client's own `request.timeout.ms`,
 /// after which it gives up on a request itself) without accepting a single
 /// byte is a client that stopped reading or a dead peer, not a slow one.
-pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
+pub(crate) const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
 /// Largest frame accepted before a client has authenticated unless
 /// `max_unauthenticated_frame_bytes` says otherwise: Kafka's
 /// `sasl.server.max.receive.size` default (512 KiB).
-pub const DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 512 * 1024;
+pub(crate) const DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 512 * 1024;
 /// Smallest `max_unauthenticated_frame_bytes` accepted: ApiVersions and the
 /// SASL messages of any client fit well within it.
-pub const MIN_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 4 * 1024;
+pub(crate) const MIN_MAX_UNAUTHENTICATED_FRAME_BYTES: usize = 4 * 1024;
 /// Seconds a client has to finish SASL authentication, from its connection,
 /// unless `authentication_timeout_secs` says otherwise. A real client needs
 /// one to three round trips (ApiVersions, SaslHandshake, one or two
 /// SaslAuthenticate), well under a second; 10 s leaves room for a slow
 /// network and a busy broker while keeping a socket that never authenticates
 /// from holding its slot for long.
-pub const DEFAULT_AUTHENTICATION_TIMEOUT_SECS: u64 = 10;
+pub(crate) const DEFAULT_AUTHENTICATION_TIMEOUT_SECS: u64 = 10;
 /// Connections not yet authenticated a source holds at once unless
 /// `unauthenticated_connection_limit` says otherwise.
-pub const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
+pub(crate) const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
 /// Bytes one client connection may hold unless
 /// `connection_memory_budget_bytes` says otherwise: room for one Fetch at
 /// the Java consumer's default `fetch.max.bytes` (50 MiB) plus the requests
 /// a producer keeps in flight, so well-behaved clients are never clamped.
-pub const DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES: usize = 64 * 1024 * 1024;
 /// Bytes all client connections of the process may hold together unless
 /// `memory_budget_bytes` says otherwise.
 pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 1024 * 1024 * 1024;
 /// Smallest memory budget accepted, for a connection or the process.
-pub const MIN_MEMORY_BUDGET_BYTES: usize = 1024 * 1024;
+pub(crate) const MIN_MEMORY_BUDGET_BYTES: usize = 1024 * 1024;
 
 /// The whole topology file.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -86,7 +86,7 @@ pub struct Topology {
     /// written. At the limit connections stop reading until it drains.
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_MEMORY_BUDGET_BYTES))]
-    pub memory_budget_bytes: Option<usize>,
+    pub(crate) memory_budget_bytes: Option<usize>,
 }
 
 impl Topology {
@@ -103,7 +103,7 @@ impl Topology {
     }
 
     /// Checks every rule (see the crate docs); `path` names the file in errors.
-    pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         self.check(Checks::ALL).map_err(|e| e.in_file(path))
     }
 
@@ -175,11 +175,6 @@ pub enum SourceConfig {
 }
 
 impl SourceConfig {
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
         match self {
             Self::Kafka(k) => k.check(checks).map_err(|e| e.within("Kafka")),
@@ -216,27 +211,27 @@ pub struct KafkaSourceConfig {
     #[schemars(extend("x-default" = DEFAULT_MAX_FRAME_BYTES))]
     pub max_frame_bytes: Option<usize>,
     /// Seconds a client owed responses may go without accepting a byte of
-    /// them before it is closed (default [`DEFAULT_WRITE_TIMEOUT_SECS`]).
+    /// them before it is closed (default `DEFAULT_WRITE_TIMEOUT_SECS`).
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_WRITE_TIMEOUT_SECS))]
     pub write_timeout_secs: Option<u64>,
     /// Largest frame accepted before the client has authenticated (default
-    /// [`DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES`]).
+    /// `DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES`).
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_MAX_UNAUTHENTICATED_FRAME_BYTES))]
     pub max_unauthenticated_frame_bytes: Option<usize>,
     /// Seconds from connecting by which a client must have authenticated
-    /// (default [`DEFAULT_AUTHENTICATION_TIMEOUT_SECS`]).
+    /// (default `DEFAULT_AUTHENTICATION_TIMEOUT_SECS`).
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_AUTHENTICATION_TIMEOUT_SECS))]
     pub authentication_timeout_secs: Option<u64>,
     /// Connections not yet authenticated held at once; the excess is accepted
-    /// and closed (default [`DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT`]).
+    /// and closed (default `DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT`).
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT))]
     pub unauthenticated_connection_limit: Option<usize>,
     /// Bytes one client connection may hold (default
-    /// [`DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES`]); at the limit Sluice stops
+    /// `DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES`); at the limit Sluice stops
     /// reading from that client until its responses drain, and clamps its
     /// Fetch `max_bytes` to the room left.
     #[serde(default)]
@@ -247,18 +242,15 @@ pub struct KafkaSourceConfig {
 }
 
 impl KafkaSourceConfig {
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     /// `connection_limit`, or its default.
-    pub fn connection_limit_or_default(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn connection_limit_or_default(&self) -> usize {
         self.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT)
     }
 
     /// `hard_connection_limit`, or its default (false).
-    pub fn hard_connection_limit_or_default(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn hard_connection_limit_or_default(&self) -> bool {
         self.hard_connection_limit.unwrap_or(false)
     }
 

@@ -12,7 +12,7 @@ use crate::address::HostPort;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Checks {
     /// Check that referenced files (TLS certificates and keys) exist.
-    pub files: bool,
+    pub(crate) files: bool,
 }
 
 impl Checks {

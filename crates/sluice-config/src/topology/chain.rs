@@ -61,7 +61,7 @@ pub enum TransformConfig {
 
 impl TransformConfig {
     /// The element's name as written in the file, e.g. `KafkaSinkSingle`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::DebugPrinter => "DebugPrinter",
             Self::KafkaSinkSingle(_) => "KafkaSinkSingle",
@@ -70,13 +70,8 @@ impl TransformConfig {
     }
 
     /// True for sinks, which must end a chain.
-    pub fn is_sink(&self) -> bool {
+    pub(crate) fn is_sink(&self) -> bool {
         matches!(self, Self::KafkaSinkSingle(_) | Self::KafkaSinkCluster(_))
-    }
-
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
     }
 
     pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {

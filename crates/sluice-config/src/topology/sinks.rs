@@ -41,18 +41,15 @@ pub struct KafkaSinkSingleConfig {
 }
 
 impl KafkaSinkSingleConfig {
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     /// The connect timeout.
-    pub fn connect_timeout(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
     }
 
     /// The response timeout, if any.
-    pub fn read_timeout(&self) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn read_timeout(&self) -> Option<Duration> {
         self.read_timeout_secs.map(Duration::from_secs)
     }
 
@@ -105,11 +102,11 @@ pub struct KafkaSinkClusterConfig {
     /// Which of `shotover_nodes` this instance is.
     pub local_shotover_broker_id: i32,
     /// Connect timeout in milliseconds.
-    pub connect_timeout_ms: u64,
+    pub(crate) connect_timeout_ms: u64,
     /// Seconds to wait for a response before failing the request.
     /// shotover's name: `read_timeout`.
     #[serde(default, rename = "read_timeout", alias = "read_timeout_secs")]
-    pub read_timeout_secs: Option<u64>,
+    pub(crate) read_timeout_secs: Option<u64>,
     /// How often to check the other Sluice nodes, in milliseconds.
     #[serde(default)]
     pub check_shotover_peers_delay_ms: Option<u64>,
@@ -122,11 +119,6 @@ pub struct KafkaSinkClusterConfig {
 }
 
 impl KafkaSinkClusterConfig {
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     /// The connect timeout.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
@@ -260,10 +252,6 @@ impl TryFrom<ShotoverNodeFile> for ShotoverNodeConfig {
 
 impl ShotoverNodeConfig {
     /// Checks both addresses, the rack and the broker id.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check()
-    }
-
     fn check(&self) -> Result<(), FieldError> {
         validate::address("address_for_clients", &self.address_for_clients, false)?;
         validate::address("address_for_peers", &self.address_for_peers, false)?;
@@ -288,11 +276,6 @@ pub struct AuthorizeScramOverMtlsConfig {
 }
 
 impl AuthorizeScramOverMtlsConfig {
-    /// Checks every rule, including that TLS files exist.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     /// The delegation token lifetime.
     pub fn delegation_token_lifetime(&self) -> Duration {
         Duration::from_secs(self.delegation_token_lifetime_seconds)

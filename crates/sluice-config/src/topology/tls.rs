@@ -22,10 +22,6 @@ pub struct TlsAcceptorConfig {
 
 impl TlsAcceptorConfig {
     /// Checks that every file exists.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
         validate::file("certificate_path", &self.certificate_path, checks)?;
         validate::file("private_key_path", &self.private_key_path, checks)?;
@@ -59,17 +55,13 @@ fn default_true() -> bool {
 }
 
 impl TlsConnectorConfig {
-    /// Checks that every file exists and that the client certificate and key
-    /// come together.
-    pub fn validate(&self) -> Result<(), FieldError> {
-        self.check(Checks::ALL)
-    }
-
     /// True when a client certificate is configured (mTLS).
-    pub fn has_client_cert(&self) -> bool {
+    pub(crate) fn has_client_cert(&self) -> bool {
         self.certificate_path.is_some() && self.private_key_path.is_some()
     }
 
+    /// Checks that every file exists and that the client certificate and key
+    /// come together.
     pub(crate) fn check(&self, checks: Checks) -> Result<(), FieldError> {
         validate::file(
             "certificate_authority_path",
