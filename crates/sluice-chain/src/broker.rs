@@ -75,6 +75,10 @@ pub struct BrokerConnectOptions {
     pub tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Largest response frame accepted from the broker.
     pub max_frame_bytes: usize,
+    /// A connection of Sluice's own checks (the readiness probe): not
+    /// counted in the broker connection metrics, and its end is logged at
+    /// DEBUG only (the probe reports what it found itself).
+    pub probe: bool,
 }
 
 impl BrokerConnectOptions {
@@ -85,6 +89,7 @@ impl BrokerConnectOptions {
             read_timeout: None,
             tls: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            probe: false,
         }
     }
 }
@@ -96,6 +101,7 @@ impl fmt::Debug for BrokerConnectOptions {
             .field("read_timeout", &self.read_timeout)
             .field("tls_server_name", &self.tls.as_ref().map(|(_, name)| name))
             .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("probe", &self.probe)
             .finish()
     }
 }
@@ -136,13 +142,16 @@ impl BrokerConnection {
                 broker: addr.clone(),
                 timeout: opts.connect_timeout,
             })??;
-        metrics::counter!(names::BROKER_CONNECTIONS_OPENED, "broker" => addr.metric_label())
-            .increment(1);
+        if !opts.probe {
+            metrics::counter!(names::BROKER_CONNECTIONS_OPENED, "broker" => addr.metric_label())
+                .increment(1);
+        }
         debug!(broker = %addr, "broker connection opened");
 
         let cancel = CancellationToken::new();
         let shared = Arc::new(Shared {
             opened_as: addr,
+            probe: opts.probe,
             identified: OnceLock::new(),
             closed: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
@@ -280,6 +289,8 @@ async fn open(
 struct Shared {
     /// The address the connection was opened to.
     opened_as: BrokerAddress,
+    /// Opened by the readiness probe (see [`BrokerConnectOptions::probe`]).
+    probe: bool,
     /// The same with the broker id, when it was learned after connecting.
     identified: OnceLock<BrokerAddress>,
     closed: AtomicBool,

@@ -10,10 +10,13 @@
 //!
 //! - connect (and the TLS handshake, with the sink's current TLS), then
 //!   ApiVersions: the broker is *reachable*;
-//! - SaslHandshake tells whether the listener requires SASL: a broker
-//!   answers it with `ILLEGAL_SASL_STATE` on a listener without SASL;
-//! - without SASL, Metadata (no topics): the broker list is *loaded*. The
-//!   connection is kept, and later rounds only ask Metadata again.
+//! - SaslHandshake, in the first round, tells whether the listener requires
+//!   SASL: a broker answers it with `ILLEGAL_SASL_STATE` on a listener
+//!   without SASL;
+//! - without SASL, Metadata (no topics): the broker list is *loaded*.
+//!
+//! Each round's connections are closed at its end and are not counted in
+//! the broker connection metrics.
 //!
 //! The rule ([`assess`]): a sink is ready when its latest round (at most
 //! [`STALE_AFTER`] old) reached at least one broker, and metadata is loaded:

@@ -107,6 +107,10 @@ impl Reader {
             .shared
             .outstanding
             .load(std::sync::atomic::Ordering::Acquire);
+        if self.shared.probe {
+            debug!(broker = %broker, outstanding, "readiness probe connection ended: {error}");
+            return;
+        }
         let counter = if outstanding > 0 {
             names::BROKER_RECEIVE_ERRORS
         } else {

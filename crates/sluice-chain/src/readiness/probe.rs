@@ -1,12 +1,16 @@
 //! One probe round: every candidate broker at once (see the parent module
 //! for what is asked and why).
 //!
-//! Each broker has a slot that outlives rounds: the connection of a broker
-//! without SASL is kept and asked Metadata again next round, so an idle
-//! Sluice holds one quiet connection per broker rather than opening one
-//! every few seconds; a broker known to require SASL is asked only
-//! ApiVersions on a fresh connection each round (a SASL listener accepts
-//! nothing else before authentication), which Sluice then closes.
+//! Each round opens a fresh connection to each broker and closes it when
+//! done, so that the probe holds no broker connection between rounds (an
+//! idle Sluice keeps none, and the connections that client traffic holds
+//! are all there is to see on the brokers). Its connections are marked
+//! [`probe`](BrokerConnectOptions::probe): not counted in the broker
+//! connection metrics. Each broker has a slot that outlives rounds and
+//! remembers what the broker's listener is: the first round asks
+//! SaslHandshake to find out, later rounds only ApiVersions on a SASL
+//! listener (it accepts nothing else before authentication) and ApiVersions
+//! then Metadata on one without.
 
 use std::collections::HashMap;
 
@@ -17,7 +21,6 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use tokio::time::Instant;
-use tracing::debug;
 
 use super::{BrokerProbe, BrokerState, PROBE_TIMEOUT, ProbeTargets, Round};
 use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
@@ -77,10 +80,8 @@ impl Prober {
 /// One broker across rounds.
 struct Slot {
     address: BrokerAddress,
-    /// The kept connection of a broker without SASL.
-    conn: Option<BrokerConnection>,
-    /// Its listener requires SASL.
-    sasl: bool,
+    /// Whether its listener requires SASL, once known.
+    sasl: Option<bool>,
     /// The Metadata version to ask, from its ApiVersions.
     metadata_version: i16,
 }
@@ -89,36 +90,30 @@ impl Slot {
     fn new(address: BrokerAddress) -> Self {
         Self {
             address,
-            conn: None,
-            sasl: false,
+            sasl: None,
             metadata_version: METADATA_VERSION_MAX,
         }
     }
 
-    /// Probes the broker, within the connect timeout and two requests.
+    /// Probes the broker, within the connect timeout and three requests.
     async fn probe(&mut self, options: Result<BrokerConnectOptions, BrokerError>) -> BrokerState {
-        let options = match options {
+        let mut options = match options {
             Ok(options) => options,
             Err(e) => return BrokerState::Unreachable(e.to_string()),
         };
+        options.probe = true;
         let budget = options.connect_timeout + PROBE_TIMEOUT * 3;
         match tokio::time::timeout(budget, self.run(&options)).await {
             Ok(state) => state,
             Err(_) => {
-                self.conn = None;
                 BrokerState::Unreachable(format!("no answer within {}ms", budget.as_millis()))
             }
         }
     }
 
+    /// One connection: ApiVersions, SaslHandshake while the listener is not
+    /// known, Metadata without SASL. Dropped (closed) at the end.
     async fn run(&mut self, options: &BrokerConnectOptions) -> BrokerState {
-        if let Some(conn) = self.conn.as_ref().filter(|c| !c.is_closed()) {
-            match metadata(conn, self.metadata_version).await {
-                Ok(brokers) => return BrokerState::Metadata { brokers },
-                Err(e) => debug!("readiness probe: {e}; connecting again"),
-            }
-        }
-        self.conn = None;
         let conn = match BrokerConnection::connect(self.address.clone(), options).await {
             Ok(conn) => conn,
             Err(e) => return BrokerState::Unreachable(e.to_string()),
@@ -127,23 +122,24 @@ impl Slot {
             Ok(version) => self.metadata_version = version,
             Err(e) => return BrokerState::Unreachable(e),
         }
-        if self.sasl {
+        let sasl = match self.sasl {
+            Some(known) => known,
+            None => match requires_sasl(&conn).await {
+                Ok(sasl) => sasl,
+                Err(e) => return BrokerState::NoMetadata(e),
+            },
+        };
+        self.sasl = Some(sasl);
+        if sasl {
             return BrokerState::AuthenticationRequired;
         }
-        match requires_sasl(&conn).await {
-            Ok(true) => {
-                self.sasl = true;
-                return BrokerState::AuthenticationRequired;
-            }
-            Ok(false) => {}
-            Err(e) => return BrokerState::NoMetadata(e),
-        }
         match metadata(&conn, self.metadata_version).await {
-            Ok(brokers) => {
-                self.conn = Some(conn);
-                BrokerState::Metadata { brokers }
+            Ok(brokers) => BrokerState::Metadata { brokers },
+            Err(e) => {
+                // Ask again next round: the listener may have changed.
+                self.sasl = None;
+                BrokerState::NoMetadata(e)
             }
-            Err(e) => BrokerState::NoMetadata(e),
         }
     }
 }

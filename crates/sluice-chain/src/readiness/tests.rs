@@ -144,34 +144,49 @@ async fn handshake(conn: &mut FakeConn, sasl_error: i16) {
 }
 
 #[tokio::test]
-async fn a_broker_without_sasl_keeps_its_connection_and_answers_metadata() {
+async fn a_broker_without_sasl_answers_metadata_on_a_fresh_connection_each_round() {
     let broker = FakeBroker::start().await;
     let targets = One(broker.address());
     let mut prober = Prober::default();
     let serve = async {
-        let mut conn = broker.accept().await;
-        handshake(&mut conn, ILLEGAL_SASL_STATE_FOR_TESTS).await;
-        for brokers in [3, 2] {
-            let request = conn.read_request().await;
-            assert_eq!(request.api_key(), ApiKey::Metadata);
-            assert_eq!(request.api_version(), 9, "the broker's newest, up to 12");
-            conn.respond(&request, &metadata(brokers)).await;
-        }
-        conn
+        let mut first = broker.accept().await;
+        handshake(&mut first, ILLEGAL_SASL_STATE_FOR_TESTS).await;
+        let request = first.read_request().await;
+        assert_eq!(request.api_key(), ApiKey::Metadata);
+        assert_eq!(request.api_version(), 9, "the broker's newest, up to 12");
+        first.respond(&request, &metadata(3)).await;
+        // The next round: a new connection, no SaslHandshake (known now).
+        let mut second = broker.accept().await;
+        let request = second.read_request().await;
+        assert_eq!(request.api_key(), ApiKey::ApiVersions);
+        second.respond(&request, &versions()).await;
+        let request = second.read_request().await;
+        assert_eq!(request.api_key(), ApiKey::Metadata);
+        second.respond(&request, &metadata(2)).await;
+        (first, second)
     };
     let probes = async {
         let first = prober.round(&targets).await;
         let second = prober.round(&targets).await;
         (first, second)
     };
-    let (_conn, (first, second)) = tokio::join!(serve, probes);
+    let (mut conns, (first, second)) = tokio::join!(serve, probes);
     assert_eq!(first.brokers.len(), 1, "candidates are deduplicated");
     assert_eq!(first.brokers[0].state, BrokerState::Metadata { brokers: 3 });
     assert_eq!(
         second.brokers[0].state,
-        BrokerState::Metadata { brokers: 2 },
-        "the second round asks Metadata on the same connection"
+        BrokerState::Metadata { brokers: 2 }
     );
+    // Each round closed its connection.
+    for conn in [&mut conns.0, &mut conns.1] {
+        let mut byte = [0u8; 1];
+        let read = crate::test_support::within(
+            "the probe to close its connection",
+            tokio::io::AsyncReadExt::read(&mut conn.stream, &mut byte),
+        )
+        .await;
+        assert!(matches!(read, Ok(0)), "{read:?}");
+    }
 }
 
 #[tokio::test]

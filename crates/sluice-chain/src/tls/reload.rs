@@ -65,8 +65,11 @@ pub enum ReloadError {
     /// The new certificate has already expired.
     #[error("{}: the certificate expired {secs_ago} s ago (notAfter {not_after} s since the epoch)", path.display())]
     Expired {
+        /// The certificate file.
         path: PathBuf,
+        /// Its `notAfter`, in seconds since the epoch.
         not_after: i64,
+        /// How long ago that was.
         secs_ago: i64,
     },
 }
