@@ -50,7 +50,7 @@ pub struct Check {
     /// 200 when true, 503 when false.
     pub ok: bool,
     /// One line: what holds, or why not.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 impl Check {

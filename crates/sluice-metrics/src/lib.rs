@@ -6,10 +6,12 @@
 //! for the tests that check `docs/metrics.md` and the Grafana dashboard).
 //! Code records through the `metrics` facade
 //! (`metrics::counter!(names::REQUESTS, "api" => ...)`); [`install_prometheus`]
-//! installs the Prometheus recorder and serves [`endpoint`]: `/metrics`,
+//! installs the Prometheus recorder and serves its endpoint: `/metrics`,
 //! `/health` and `/ready`.
 
-pub mod endpoint;
+#![deny(missing_docs)]
+
+mod endpoint;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
