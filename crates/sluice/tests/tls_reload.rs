@@ -30,7 +30,7 @@ use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTop
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::cluster::{Cluster, TRIO};
-use sluice_testkit::delivery::{self, Produced, ProducerRun, disconnects};
+use sluice_testkit::delivery::{self, Produced, ProducerRun, ToolProcess, disconnects};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{fronted, unique, wait};
@@ -108,6 +108,72 @@ fn ssl_properties(files: &Files, ca: &Ca) -> Vec<String> {
     ]
 }
 
+/// A producer and a consumer through the TLS listener, started before a
+/// reload and checked after it.
+struct Traffic {
+    topic: String,
+    producer: ToolProcess,
+    consumer: ToolProcess,
+}
+
+impl Traffic {
+    /// Starts both over `ssl` and waits until the producer has 300 acks.
+    fn start(cluster: &Cluster, listen: &str, ssl: &[String]) -> Self {
+        let topic = unique("tls-reload");
+        fronted::create_spread_topic(cluster, &topic, PARTITIONS);
+        let ssl_refs: Vec<&str> = ssl.iter().map(String::as_str).collect();
+        let group = unique("g");
+        let mut consumer =
+            delivery::start_consumer_configured(cluster, listen, &topic, &group, &ssl_refs, &[]);
+        delivery::wait_assigned(&mut consumer, PARTITIONS as usize, Duration::from_secs(60));
+        let mut run = ProducerRun::idempotent(3_000, 150);
+        run.config.extend(ssl.iter().cloned());
+        let mut producer = run.start(cluster, listen, &topic);
+        delivery::wait_acked(&mut producer, 300, Duration::from_secs(60));
+        Self {
+            topic,
+            producer,
+            consumer,
+        }
+    }
+
+    fn acked(&self) -> usize {
+        Produced::from_events(&self.producer.events()).acked.len()
+    }
+
+    /// Waits for the producer to finish and the consumer to read every
+    /// record: no failed send, none lost, the producer went on after
+    /// `acked_at_reload`, and neither client lost its connection.
+    fn finish(mut self, acked_at_reload: usize) {
+        let out = self.producer.wait_exit(Duration::from_secs(120));
+        out.assert_success("VerifiableProducer");
+        let produced = Produced::from_events(&delivery::events(&out.stdout));
+        let consumed = delivery::wait_consumed(
+            &mut self.consumer,
+            &self.topic,
+            &produced.acked,
+            Duration::from_secs(90),
+        );
+        let consumer_out = self.consumer.terminate(Duration::from_secs(60));
+        assert!(
+            produced.errors.is_empty(),
+            "no failed send: {:?}",
+            produced.errors
+        );
+        assert_eq!(produced.acked.len(), 3_000, "every record acknowledged");
+        assert!(
+            produced.acked.len() > acked_at_reload,
+            "the producer went on producing after the reload (acked {acked_at_reload} before)"
+        );
+        assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+        assert_eq!(
+            (disconnects(&out.stderr), disconnects(&consumer_out.stderr)),
+            (Vec::new(), Vec::new()),
+            "the clients kept their connections"
+        );
+    }
+}
+
 #[test]
 fn listener_certificate_reloads_on_sighup_under_live_traffic_without_a_client_error() {
     let cluster = Cluster::get(TRIO);
@@ -116,8 +182,6 @@ fn listener_certificate_reloads_on_sighup_under_live_traffic_without_a_client_er
     let files = Files::new();
     files.write_leaf("server", &old);
     let (sluice, listen) = start(&cluster, "PLAINTEXT", &listener_tls(&files), "");
-    let ssl = ssl_properties(&files, &ca);
-    let ssl_refs: Vec<&str> = ssl.iter().map(String::as_str).collect();
     // The start's own wait for the port is a plain TCP connect: one.
     let failed_handshakes = || {
         sluice.metric(
@@ -126,30 +190,15 @@ fn listener_certificate_reloads_on_sighup_under_live_traffic_without_a_client_er
         )
     };
     let failed_at_start = failed_handshakes();
-
-    let topic = unique("tls-reload");
-    fronted::create_spread_topic(&cluster, &topic, PARTITIONS);
-    let mut consumer = delivery::start_consumer_configured(
-        &cluster,
-        &listen,
-        &topic,
-        &unique("g"),
-        &ssl_refs,
-        &[],
-    );
-    delivery::wait_assigned(&mut consumer, PARTITIONS as usize, Duration::from_secs(60));
-    let mut run = ProducerRun::idempotent(3_000, 150);
-    run.config.extend(ssl.iter().cloned());
-    let mut producer = run.start(&cluster, &listen, &topic);
     let mut before = TlsClient::connect(&listen, &ca.pem).expect("TLS handshake before the reload");
     assert_eq!(before.server_certificate(), old.der());
     assert_eq!(before.api_versions(), 0);
-    delivery::wait_acked(&mut producer, 300, Duration::from_secs(60));
+    let traffic = Traffic::start(&cluster, &listen, &ssl_properties(&files, &ca));
 
     files.write_leaf("server", &new);
     sluice.send_sighup();
     wait_reloads(&sluice, "client", "ok", 1.0);
-    let acked_at_reload = Produced::from_events(&producer.events()).acked.len();
+    let acked_at_reload = traffic.acked();
     assert_eq!(
         presented(&listen, &ca),
         new.der(),
@@ -168,32 +217,7 @@ fn listener_certificate_reloads_on_sighup_under_live_traffic_without_a_client_er
         "and keeps its session"
     );
 
-    let out = producer.wait_exit(Duration::from_secs(120));
-    out.assert_success("VerifiableProducer");
-    let produced = Produced::from_events(&delivery::events(&out.stdout));
-    let consumed = delivery::wait_consumed(
-        &mut consumer,
-        &topic,
-        &produced.acked,
-        Duration::from_secs(90),
-    );
-    let consumer_out = consumer.terminate(Duration::from_secs(60));
-    assert!(
-        produced.errors.is_empty(),
-        "no failed send: {:?}",
-        produced.errors
-    );
-    assert_eq!(produced.acked.len(), 3_000, "every record acknowledged");
-    assert!(
-        produced.acked.len() > acked_at_reload,
-        "the producer went on producing after the reload (acked {acked_at_reload} before)"
-    );
-    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
-    assert_eq!(
-        (disconnects(&out.stderr), disconnects(&consumer_out.stderr)),
-        (Vec::new(), Vec::new()),
-        "the clients kept their connections"
-    );
+    traffic.finish(acked_at_reload);
     assert_eq!(
         sluice.metric("sluice_client_connections_closed_on_error_total", &[]),
         0.0
