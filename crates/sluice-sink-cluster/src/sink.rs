@@ -38,6 +38,7 @@
 //! an error once every earlier answer has gone out.
 
 mod auth;
+mod down;
 mod error;
 mod failures;
 mod fetch;
@@ -118,6 +119,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Option<TokenTaskHandle>,
     /// When each broker's failed requests were last logged at WARN.
     failures: failures::FailureLog,
+    /// Brokers marked down after a failed connect (see `sink/down.rs`).
+    pub(crate) down: down::DownBrokers,
 }
 
 impl std::fmt::Debug for Shared {
@@ -371,6 +374,7 @@ impl KafkaSinkClusterBuilder {
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 tokens,
                 failures: failures::FailureLog::default(),
+                down: down::DownBrokers::default(),
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
             peers_started: Once::new(),

@@ -71,6 +71,14 @@ pub enum BrokerError {
     /// Sluice closed the connection (the owner dropped it).
     #[error("{broker}: connection closed by sluice")]
     Shutdown { broker: BrokerAddress },
+    /// A connect to the broker failed moments ago: it is marked down and
+    /// not tried again until the backoff window ends. The request was not
+    /// sent.
+    #[error("{broker}: marked down after a failed connect; next attempt in {}ms", retry_in.as_millis())]
+    Down {
+        broker: BrokerAddress,
+        retry_in: Duration,
+    },
     /// The broker stopped answering and left the cluster's metadata (the
     /// controller fenced it): a request still owed there is answered as
     /// failed, so that the client retries where its partitions moved.
@@ -117,6 +125,7 @@ impl BrokerError {
             BrokerError::Encode { .. } => "encode",
             BrokerError::Shutdown { .. } => "shutdown",
             BrokerError::LeftCluster { .. } => "left_cluster",
+            BrokerError::Down { .. } => "down",
             BrokerError::NotSent { cause, .. } => cause.kind(),
         }
     }
@@ -133,7 +142,8 @@ impl BrokerError {
             | BrokerError::Protocol { broker, .. }
             | BrokerError::Encode { broker, .. }
             | BrokerError::Shutdown { broker }
-            | BrokerError::LeftCluster { broker } => broker,
+            | BrokerError::LeftCluster { broker }
+            | BrokerError::Down { broker, .. } => broker,
             BrokerError::NotSent { cause, .. } => cause.broker(),
         }
     }
@@ -145,6 +155,7 @@ impl BrokerError {
         !matches!(
             self,
             BrokerError::NotSent { .. }
+                | BrokerError::Down { .. }
                 | BrokerError::Encode { .. }
                 | BrokerError::Connect { .. }
                 | BrokerError::ConnectTimeout { .. }
@@ -232,7 +243,8 @@ impl ErrorClass for BrokerError {
             | BrokerError::Io { .. }
             | BrokerError::ReadTimeout { .. }
             | BrokerError::Shutdown { .. }
-            | BrokerError::LeftCluster { .. } => true,
+            | BrokerError::LeftCluster { .. }
+            | BrokerError::Down { .. } => true,
             BrokerError::TlsHandshake { .. }
             | BrokerError::Protocol { .. }
             | BrokerError::Encode { .. } => false,

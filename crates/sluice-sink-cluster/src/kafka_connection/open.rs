@@ -59,7 +59,9 @@ pub(crate) async fn open_with(
     login.authenticate(conn, Instant::now()).await
 }
 
-/// Opens a connection to `addr` and nothing else: for the auth connection,
+/// Opens a connection to `addr` and nothing else (at once refused while the
+/// broker is marked down after a failed connect: `sink/down.rs`): for the
+/// auth connection,
 /// which carries only the client's requests (a broker's SASL listener
 /// accepts a single ApiVersions before SaslHandshake, and it is the
 /// client's).
@@ -67,8 +69,11 @@ pub(crate) async fn connect(
     shared: &Shared,
     addr: BrokerAddress,
 ) -> Result<BrokerConnection, BrokerError> {
+    shared.down.check(&addr, Instant::now())?;
     let options = shared.options_for(&addr)?;
-    BrokerConnection::connect(addr, &options).await
+    let result = BrokerConnection::connect(addr.clone(), &options).await;
+    shared.down.record(&addr, result.is_ok(), Instant::now());
+    result
 }
 
 /// Opens a connection to `addr` and, the first time Sluice talks to that
