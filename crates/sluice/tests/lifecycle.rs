@@ -919,3 +919,49 @@ fn ready_turns_false_when_every_broker_is_down_and_true_when_they_return() {
     let got = sluice_testkit::clients::java_round_trip(&cluster, &listen, &topic, &records, None);
     assert_eq!(got.len(), 10, "served again: {got:?}");
 }
+
+/// SCRAM over mTLS: the first client of a fresh Sluice makes it create its
+/// user's delegation token right after a broker was killed, while the
+/// controller still lists that broker (until `broker.session.timeout.ms`).
+/// The token is created through a broker that answers and waited for only
+/// on the brokers that answer (`sluice-auth/src/token/kafka.rs`): the
+/// creation does not fail, and the client is served.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn a_token_is_created_while_a_listed_broker_is_down() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let front = Front::scram_over_mtls(&cluster);
+    let sluice = &front.sluice;
+    let topic = unique("lifecycle-token-down");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let killed = cluster.kill_node(VICTIM);
+    let out = front
+        .producer(300, 100, None)
+        .start(&cluster, &front.listen, &topic)
+        .wait_exit(Duration::from_secs(120));
+    out.assert_success("VerifiableProducer right after the kill");
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    killed.restart();
+
+    assert!(
+        sluice.metric("sluice_delegation_token_creations_total", &[]) >= 1.0,
+        "the client went through a token created after the kill"
+    );
+    assert_eq!(
+        sluice.metric("sluice_delegation_token_failures_total", &[]),
+        0.0,
+        "no token creation failed on the broker that was down"
+    );
+    assert!(
+        produced.errors.is_empty(),
+        "no send failed: {:?}",
+        produced.errors
+    );
+    assert_eq!(produced.acked.len(), 300, "every record acknowledged");
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+}

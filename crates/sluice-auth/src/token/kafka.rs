@@ -8,9 +8,15 @@
 //! 2. Metadata, to learn every broker's address on this listener;
 //! 3. CreateDelegationToken v3 with owner `User:<username>` (KIP-373), no
 //!    renewers, `max_lifetime_ms` from the config;
-//! 4. DescribeDelegationToken (owner `User:<username>`) on every broker until
-//!    each lists the token: each broker answers from its own cache, and a
-//!    token used before a broker knows it fails authentication there.
+//! 4. DescribeDelegationToken (owner `User:<username>`) on every broker, all
+//!    at once, until each lists the token: each broker answers from its own
+//!    cache, and a token used before a broker knows it fails authentication
+//!    there. Only the brokers that answer are waited for: one that cannot be
+//!    reached, or does not answer within the propagation timeout (down,
+//!    hung, cut off), is logged and skipped, since it learns the token from
+//!    the metadata log before it serves again. A broker that answers without
+//!    listing the token by then fails the creation (retried by the token
+//!    task), as does a creation no broker confirmed.
 //!
 //! These connections are private to the token task and closed after each
 //! creation; no client request ever goes over them. Creations are rare (one
@@ -31,7 +37,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, ResponseKind};
 use sluice_config::AuthorizeScramOverMtlsConfig;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::{CreatedToken, TokenCreator};
 use crate::AuthError;
@@ -148,6 +154,21 @@ impl MtlsTokenCreator {
     }
 }
 
+/// How one broker took a new token.
+#[derive(Debug)]
+enum Propagation {
+    /// It lists the token.
+    Known,
+    /// It answered, but never listed the token by the deadline.
+    NotKnown,
+    /// It could not be reached, or did not answer by the deadline: it is
+    /// down, hung or cut off, and learns the token from the metadata log
+    /// when it is back (a broker serves only once it has caught up).
+    Unreachable(String),
+    /// It answered with an error.
+    Failed(AuthError),
+}
+
 #[async_trait]
 impl TokenCreator for MtlsTokenCreator {
     async fn create(&self, username: &str) -> Result<CreatedToken, AuthError> {
@@ -155,24 +176,54 @@ impl TokenCreator for MtlsTokenCreator {
         let brokers = brokers(&conn).await?;
         let token = create_token(&conn, username, self.max_lifetime_ms).await?;
         let deadline = Instant::now() + self.timeouts.propagation;
-        let mut missing = Vec::new();
-        for broker in &brokers {
+        // Every broker at once, each bounded by the deadline: a broker that
+        // is down or hung costs the deadline once, not a timeout in turn.
+        let checks = brokers.iter().map(|broker| {
             let same = broker.host == conn.address().host && broker.port == conn.address().port;
-            let found = if same {
-                await_token(&conn, username, &token.token_id, deadline, &self.timeouts).await?
-            } else {
-                let other = self.connect(broker).await?;
-                await_token(&other, username, &token.token_id, deadline, &self.timeouts).await?
-            };
-            if !found {
-                missing.push(broker.to_string());
+            let (token_id, conn) = (&token.token_id, &conn);
+            async move {
+                let check = async {
+                    if same {
+                        return await_token(conn, username, token_id, deadline, &self.timeouts)
+                            .await;
+                    }
+                    let other = self.connect(broker).await?;
+                    await_token(&other, username, token_id, deadline, &self.timeouts).await
+                };
+                let outcome = match tokio::time::timeout_at(deadline, check).await {
+                    Ok(Ok(true)) => Propagation::Known,
+                    Ok(Ok(false)) => Propagation::NotKnown,
+                    Ok(Err(e @ AuthError::Broker(_))) => Propagation::Unreachable(e.to_string()),
+                    Ok(Err(e)) => Propagation::Failed(e),
+                    Err(_) => Propagation::Unreachable("no answer before the deadline".into()),
+                };
+                (broker, outcome)
+            }
+        });
+        let outcomes = futures::future::join_all(checks).await;
+        let mut missing = Vec::new();
+        let mut unreachable = Vec::new();
+        for (broker, outcome) in outcomes {
+            match outcome {
+                Propagation::Failed(e) => return Err(e),
+                Propagation::Known => {}
+                Propagation::NotKnown => missing.push(broker.to_string()),
+                Propagation::Unreachable(reason) => {
+                    warn!(user = username, token_id = token.token_id, broker = %broker,
+                        "cannot confirm a new delegation token on an unreachable broker; it learns it when it is back: {reason}");
+                    unreachable.push(broker.to_string());
+                }
             }
         }
-        if !missing.is_empty() {
+        if !missing.is_empty() || unreachable.len() == brokers.len() {
             return Err(AuthError::NotPropagated {
                 user: username.to_owned(),
                 token_id: token.token_id,
-                missing: missing.join(", "),
+                missing: missing
+                    .into_iter()
+                    .chain(unreachable)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 timeout: self.timeouts.propagation,
             });
         }
@@ -180,7 +231,8 @@ impl TokenCreator for MtlsTokenCreator {
             user = username,
             token_id = token.token_id,
             brokers = brokers.len(),
-            "delegation token known to every broker"
+            unreachable = unreachable.len(),
+            "delegation token known to every broker that answers"
         );
         Ok(token)
     }
