@@ -135,7 +135,7 @@ pub fn java_program(cluster: &Cluster, source: &str, args: &[&str]) -> Command {
 }
 
 /// Kafka's console producer class.
-pub const CONSOLE_PRODUCER: &str = "org.apache.kafka.tools.ConsoleProducer";
+pub(crate) const CONSOLE_PRODUCER: &str = "org.apache.kafka.tools.ConsoleProducer";
 /// Kafka's console consumer class.
 pub const CONSOLE_CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
 /// Kafka's topics tool class.
@@ -257,7 +257,7 @@ pub fn java_consume(
 
 /// The Python interpreter with `confluent-kafka` installed (`SLUICE_PYTHON`,
 /// set by the test command).
-pub fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     std::env::var_os("SLUICE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

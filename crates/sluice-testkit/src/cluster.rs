@@ -58,7 +58,7 @@ impl Cluster {
     }
 
     /// The pid of node `id`'s broker process (from its pid file).
-    pub fn broker_pid(&self, id: usize) -> u32 {
+    pub(crate) fn broker_pid(&self, id: usize) -> u32 {
         let file = self.info["nodes"][id - 1]["pid_file"]
             .as_str()
             .unwrap_or_else(|| panic!("no pid file for node {id} in cluster.json"));
@@ -90,7 +90,7 @@ impl Cluster {
     }
 
     /// The `server.log` of node `id` (1-based).
-    pub fn node_log(&self, id: usize) -> PathBuf {
+    pub(crate) fn node_log(&self, id: usize) -> PathBuf {
         let log = self.info["nodes"][id - 1]["log"].as_str();
         PathBuf::from(log.unwrap_or_else(|| panic!("cluster {} node {id} has no log", self.name)))
     }

@@ -42,11 +42,11 @@ pub struct Reading {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Break {
     /// The partition.
-    pub partition: i32,
+    pub(crate) partition: i32,
     /// The last offset of the previous poll.
-    pub previous: i64,
+    pub(crate) previous: i64,
     /// The first offset of this poll (`previous + 1` was due).
-    pub next: i64,
+    pub(crate) next: i64,
 }
 
 /// The `{topic, partition}` entries of an event's `partitions` naming `topic`.
@@ -135,7 +135,8 @@ impl Reading {
     }
 
     /// How many assignments of `partition` the consumer had.
-    pub fn assignments_of(&self, partition: i32) -> usize {
+    #[cfg(test)]
+    pub(crate) fn assignments_of(&self, partition: i32) -> usize {
         self.assignments.get(&partition).map_or(0, Vec::len)
     }
 }

@@ -39,13 +39,13 @@ use crate::clients::ClientOutput;
 use crate::cluster::Cluster;
 
 /// Kafka's verifiable producer class.
-pub const VERIFIABLE_PRODUCER: &str = "org.apache.kafka.tools.VerifiableProducer";
+pub(crate) const VERIFIABLE_PRODUCER: &str = "org.apache.kafka.tools.VerifiableProducer";
 /// Kafka's verifiable consumer class.
-pub const VERIFIABLE_CONSUMER: &str = "org.apache.kafka.tools.VerifiableConsumer";
+pub(crate) const VERIFIABLE_CONSUMER: &str = "org.apache.kafka.tools.VerifiableConsumer";
 
 /// Producer exceptions a Java client may surface for a broker that failed
 /// or moved: retriable, so no data is known lost and a retry may succeed.
-pub const RETRIABLE_PRODUCER_EXCEPTIONS: &[&str] = &[
+pub(crate) const RETRIABLE_PRODUCER_EXCEPTIONS: &[&str] = &[
     "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
     "org.apache.kafka.common.errors.NetworkException",
     "org.apache.kafka.common.errors.TimeoutException",
@@ -92,7 +92,7 @@ impl ToolProcess {
     }
 
     /// Standard output so far.
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         self.stdout
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -220,7 +220,7 @@ pub fn events(stdout: &str) -> Vec<Value> {
 
 /// A command running Java tool `class` with the cluster's jars and the
 /// clients' `NetworkClient` logger at INFO (on stderr).
-pub fn java_with_network_log(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
+pub(crate) fn java_with_network_log(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
     let mut command = Command::new("java");
     command
         .arg("-Xmx512m")
@@ -240,9 +240,9 @@ pub fn java_with_network_log(cluster: &Cluster, class: &str, args: &[&str]) -> C
 #[derive(Debug, Clone)]
 pub struct ProducerRun {
     /// Records to send (`--max-messages`).
-    pub max_messages: u64,
+    pub(crate) max_messages: u64,
     /// Records per second (`--throughput`).
-    pub throughput: u64,
+    pub(crate) throughput: u64,
     /// Keys cycle over this many values (`--repeating-keys`), so that the
     /// records spread over every partition.
     pub repeating_keys: u32,
@@ -399,9 +399,9 @@ pub struct Acked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendError {
     /// The exception class.
-    pub exception: String,
+    pub(crate) exception: String,
     /// Its message.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl SendError {
@@ -527,7 +527,7 @@ impl Consumed {
     }
 
     /// The acknowledged sends that were not consumed.
-    pub fn missing<'a>(&self, acked: impl IntoIterator<Item = &'a Acked>) -> Vec<Acked> {
+    pub(crate) fn missing<'a>(&self, acked: impl IntoIterator<Item = &'a Acked>) -> Vec<Acked> {
         acked
             .into_iter()
             .filter(|a| !self.contains(a.partition, a.offset))
@@ -615,7 +615,7 @@ pub fn wait_consumed(
 }
 
 /// How many partitions the consumer's latest `partitions_assigned` event names.
-pub fn assigned_partitions(events: &[Value]) -> Option<usize> {
+pub(crate) fn assigned_partitions(events: &[Value]) -> Option<usize> {
     events
         .iter()
         .rev()

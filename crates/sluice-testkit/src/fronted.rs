@@ -32,7 +32,7 @@ pub fn topology(cluster: &Cluster, nodes: &[String], local: usize, peer_check_ms
 
 /// Like [`topology`], with node `i` in `racks[i]` (the brokers of the test
 /// clusters sit in racks `az-1`, `az-2`, ...; `rack0` matches none).
-pub fn topology_in_racks(
+pub(crate) fn topology_in_racks(
     cluster: &Cluster,
     nodes: &[String],
     racks: &[&str],
@@ -118,7 +118,7 @@ pub fn start_one_in_rack(binary: &Path, cluster: &Cluster, rack: &str) -> (Sluic
 }
 
 /// `host:port` of every broker a Metadata request to `addr` lists, in order.
-pub fn listed_brokers(addr: &str) -> Vec<String> {
+pub(crate) fn listed_brokers(addr: &str) -> Vec<String> {
     let m = metadata(
         addr,
         MetadataRequest::default().with_topics(Some(Vec::new())),
@@ -153,7 +153,7 @@ pub fn topic_replicas(addr: &str, topic: &str) -> Option<BTreeMap<i32, (i32, Vec
 }
 
 /// A Metadata v12 answer of `addr`.
-pub fn metadata(
+pub(crate) fn metadata(
     addr: &str,
     request: MetadataRequest,
 ) -> sluice_codec::kafka_protocol::messages::MetadataResponse {
@@ -251,7 +251,7 @@ pub const REASSIGN_PARTITIONS: &str = "org.apache.kafka.tools.reassign.ReassignP
 /// Reassigns `topic`'s partitions to `replicas` directly on `cluster` (real
 /// broker ids, which clients of Sluice never see) and waits until the
 /// reassignment is complete.
-pub fn reassign_directly(cluster: &Cluster, topic: &str, replicas: &[Vec<i32>]) {
+pub(crate) fn reassign_directly(cluster: &Cluster, topic: &str, replicas: &[Vec<i32>]) {
     let file = temp_file(&reassignment_json(topic, replicas));
     let path = file.path().display().to_string();
     let direct = cluster.bootstrap("PLAINTEXT");
@@ -368,7 +368,7 @@ pub fn move_leaders(cluster: &Cluster, listen: &str, topic: &str, replicas: &[Ve
 
 /// A preferred leader election of partitions `0..partitions` of `topic`
 /// through `bootstrap` (ElectLeaders names no broker: Sluice forwards it).
-pub fn elect_preferred(
+pub(crate) fn elect_preferred(
     cluster: &Cluster,
     bootstrap: &str,
     topic: &str,

@@ -27,6 +27,7 @@
 //! - [`wait`]: bounded polling.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![deny(missing_docs)]
 
 pub mod clients;
 pub mod cluster;

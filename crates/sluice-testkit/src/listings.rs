@@ -19,12 +19,12 @@ use crate::cluster::Cluster;
 use crate::raw::RawClient;
 
 /// Kafka's consumer groups tool class.
-pub const CONSUMER_GROUP_COMMAND: &str =
+pub(crate) const CONSUMER_GROUP_COMMAND: &str =
     "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
 /// Kafka's transactions tool class.
-pub const TRANSACTIONS_COMMAND: &str = "org.apache.kafka.tools.TransactionsCommand";
+pub(crate) const TRANSACTIONS_COMMAND: &str = "org.apache.kafka.tools.TransactionsCommand";
 /// Kafka's log dirs tool class.
-pub const LOG_DIRS_COMMAND: &str = "org.apache.kafka.tools.LogDirsCommand";
+pub(crate) const LOG_DIRS_COMMAND: &str = "org.apache.kafka.tools.LogDirsCommand";
 
 /// Creates consumer groups `groups` directly on `cluster`: each commits the
 /// earliest offsets of every partition of `topic` (one tool run for all).
@@ -150,7 +150,7 @@ pub struct LogDirPartition {
     /// Whether it is a future log (a move between dirs in progress).
     pub is_future: bool,
     /// The log dir.
-    pub log_dir: String,
+    pub(crate) log_dir: String,
 }
 
 /// Every partition log of `topics` that `kafka-log-dirs.sh --describe`

@@ -21,7 +21,7 @@ use crate::cluster::Cluster;
 use crate::raw::RawClient;
 
 /// Kafka's leader election tool.
-pub const LEADER_ELECTION_COMMAND: &str = "org.apache.kafka.tools.LeaderElectionCommand";
+pub(crate) const LEADER_ELECTION_COMMAND: &str = "org.apache.kafka.tools.LeaderElectionCommand";
 
 /// A broker killed with SIGKILL. [`KilledNode::restart`] starts it again and
 /// waits until it serves; dropping it unrestarted does the same (errors are
@@ -34,11 +34,6 @@ pub struct KilledNode {
 }
 
 impl KilledNode {
-    /// The node's id (1-based).
-    pub fn id(&self) -> usize {
-        self.id
-    }
-
     /// Starts the node again and waits until it serves (`cluster.sh
     /// start-node`, bounded by its own start timeout). Panics if it fails.
     pub fn restart(mut self) {
@@ -83,11 +78,6 @@ pub struct StoppedNode {
 }
 
 impl StoppedNode {
-    /// The node's id (1-based).
-    pub fn id(&self) -> usize {
-        self.id
-    }
-
     /// Sends SIGCONT. Panics if it cannot be sent.
     pub fn resume(mut self) {
         self.resumed = true;
@@ -173,7 +163,7 @@ impl Cluster {
     }
 
     /// The PLAINTEXT address of every node that accepts connections now.
-    pub fn live_brokers(&self) -> Vec<String> {
+    pub(crate) fn live_brokers(&self) -> Vec<String> {
         (1..=self.node_count())
             .map(|id| format!("127.0.0.1:{}", self.port(id, "PLAINTEXT")))
             .filter(|addr| {

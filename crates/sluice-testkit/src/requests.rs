@@ -53,7 +53,7 @@ pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// The Kafka error codes a client retries after a broker failure (refresh
 /// metadata or find the coordinator again, then retry).
-pub const RETRIABLE_BROKER_LOSS_CODES: &[i16] = &[
+pub(crate) const RETRIABLE_BROKER_LOSS_CODES: &[i16] = &[
     3,  // UNKNOWN_TOPIC_OR_PARTITION
     5,  // LEADER_NOT_AVAILABLE
     6,  // NOT_LEADER_OR_FOLLOWER
@@ -180,7 +180,7 @@ pub fn partition_errors(response: &ResponseKind) -> Vec<(i32, i16)> {
 
 /// `(partition, base offset)` of every partition in a Produce answer,
 /// sorted by partition.
-pub fn base_offsets(response: &ResponseKind) -> Vec<(i32, i64)> {
+pub(crate) fn base_offsets(response: &ResponseKind) -> Vec<(i32, i64)> {
     let ResponseKind::Produce(p) = response else {
         panic!("not a Produce answer: {response:?}");
     };
@@ -227,18 +227,6 @@ pub fn produce_until_accepted(
             Err(format!("{errors:?}"))
         },
     )
-}
-
-/// The high watermark of `partition` in a Fetch answer.
-pub fn high_watermark(response: &ResponseKind, partition: i32) -> Option<i64> {
-    let ResponseKind::Fetch(f) = response else {
-        return None;
-    };
-    f.responses
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
-        .map(|p| p.high_watermark)
 }
 
 /// A DescribeTopicPartitions request for `topics` (Kafka's default page size).

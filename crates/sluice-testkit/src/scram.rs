@@ -38,7 +38,7 @@ pub const NEW_CONNECTION: &str = "listening to new connection from";
 
 /// One Sluice node on `listen` in front of `cluster`'s SASL listeners, with
 /// SCRAM over mTLS and tokens of `token_lifetime_secs`.
-pub fn topology(
+pub(crate) fn topology(
     cluster: &Cluster,
     listen: &str,
     token_lifetime_secs: u64,

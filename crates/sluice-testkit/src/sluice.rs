@@ -21,7 +21,7 @@ pub struct SluiceProcess {
     child: Option<Child>,
     dir: TempDir,
     /// Address of the Prometheus endpoint.
-    pub metrics_addr: String,
+    pub(crate) metrics_addr: String,
 }
 
 impl SluiceProcess {
@@ -90,7 +90,7 @@ impl SluiceProcess {
     }
 
     /// Path of the log file.
-    pub fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.dir.path().join("sluice.log")
     }
 
