@@ -9,14 +9,14 @@
 //! connected directly.
 //!
 //! - [`scram`]: the SCRAM client (SHA-256/SHA-512, extensions).
-//! - [`sasl`]: SaslHandshake/SaslAuthenticate on a fresh broker connection.
+//! - `sasl`: SaslHandshake/SaslAuthenticate on a fresh broker connection.
 //! - [`token`]: the per-sink delegation-token task.
 //! - [`error`]: the crate's error, [`AuthError`].
-//! - [`names`]: the metrics this crate records.
+//! - `names`: the metrics this crate records.
 
 pub mod error;
 mod request;
-pub mod sasl;
+mod sasl;
 pub mod scram;
 pub mod token;
 

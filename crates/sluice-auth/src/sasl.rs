@@ -28,9 +28,9 @@ use crate::scram::{ScramClient, ScramMechanism};
 use crate::token::DelegationToken;
 
 /// SaslHandshake version sent: v1 means SaslAuthenticate requests follow.
-pub const SASL_HANDSHAKE_VERSION: i16 = 1;
+pub(crate) const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// SaslAuthenticate version sent: v1+ carries `session_lifetime_ms`.
-pub const SASL_AUTHENTICATE_VERSION: i16 = 2;
+pub(crate) const SASL_AUTHENTICATE_VERSION: i16 = 2;
 /// Kafka's `UNSUPPORTED_SASL_MECHANISM`.
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 
@@ -57,9 +57,9 @@ impl SaslSession {
 #[derive(Debug, Clone)]
 pub struct SaslReply {
     /// The mechanism's bytes (e.g. a SCRAM server message).
-    pub auth_bytes: Bytes,
+    pub(crate) auth_bytes: Bytes,
     /// `session_lifetime_ms` from the response.
-    pub session_lifetime_ms: i64,
+    pub(crate) session_lifetime_ms: i64,
 }
 
 /// Sends SaslHandshake v1 for `mechanism`. Fails with

@@ -34,11 +34,11 @@ mod tests;
 
 /// The fewest PBKDF2 iterations accepted from a server. Kafka's minimum for
 /// SCRAM-SHA-256 and SCRAM-SHA-512 (and what it uses for delegation tokens).
-pub const MIN_ITERATIONS: u32 = 4096;
+pub(crate) const MIN_ITERATIONS: u32 = 4096;
 /// The most PBKDF2 iterations accepted: far above what Kafka uses (at most
 /// 16384), low enough that a hostile server cannot make Sluice burn seconds of
 /// CPU per connection.
-pub const MAX_ITERATIONS: u32 = 100_000;
+pub(crate) const MAX_ITERATIONS: u32 = 100_000;
 
 /// Length of the random client nonce, in alphanumeric characters.
 const NONCE_LEN: usize = 32;
@@ -61,14 +61,6 @@ pub enum ScramMechanism {
 impl ScramMechanism {
     /// Both mechanisms.
     pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
-
-    /// The mechanism for a SASL mechanism name (`SCRAM-SHA-256`,
-    /// `SCRAM-SHA-512`), case-insensitively.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(name))
-    }
 
     /// The SASL mechanism name, as sent in SaslHandshake.
     pub fn name(self) -> &'static str {
@@ -306,12 +298,12 @@ impl ScramClient {
     }
 
     /// The mechanism this exchange uses.
-    pub fn mechanism(&self) -> ScramMechanism {
+    pub(crate) fn mechanism(&self) -> ScramMechanism {
         self.mechanism
     }
 
     /// The username (unescaped).
-    pub fn username(&self) -> &str {
+    pub(crate) fn username(&self) -> &str {
         &self.username
     }
 
@@ -321,7 +313,7 @@ impl ScramClient {
     }
 
     /// The client-first-message: `n,,n=<user>,r=<nonce>[,ext=value...]`.
-    pub fn client_first(&self) -> Vec<u8> {
+    pub(crate) fn client_first(&self) -> Vec<u8> {
         format!("{GS2_HEADER}{}", self.client_first_bare).into_bytes()
     }
 

@@ -4,7 +4,7 @@
 //! A client authenticates to Sluice with SCRAM as some user. Sluice then
 //! authenticates its own broker connections for that client with a Kafka
 //! delegation token owned by the user, which it creates over a private
-//! super-user mTLS connection (see [`kafka`]). This module keeps those tokens:
+//! super-user mTLS connection (see `kafka`). This module keeps those tokens:
 //!
 //! - **One token per user.** [`TokenTaskHandle::token_for`] creates the
 //!   user's token on the first request; later calls, and concurrent first
@@ -27,7 +27,7 @@
 //! `tokio::time`, so the rotation logic is tested with a fake creator and
 //! paused time.
 
-pub mod kafka;
+pub(crate) mod kafka;
 
 #[cfg(test)]
 mod tests;
@@ -82,12 +82,15 @@ impl fmt::Debug for DelegationToken {
 
 impl DelegationToken {
     /// The SCRAM password: base64 of the HMAC.
-    pub fn password(&self) -> String {
+    pub(crate) fn password(&self) -> String {
         BASE64.encode(&self.hmac)
     }
 
     /// A SCRAM client authenticating with this token (`tokenauth=true`).
-    pub fn scram_client(&self, mechanism: ScramMechanism) -> Result<ScramClient, ScramError> {
+    pub(crate) fn scram_client(
+        &self,
+        mechanism: ScramMechanism,
+    ) -> Result<ScramClient, ScramError> {
         ScramClient::new(
             mechanism,
             &self.token_id,
@@ -111,12 +114,12 @@ impl DelegationToken {
 #[derive(Clone)]
 pub struct CreatedToken {
     /// The token id.
-    pub token_id: String,
+    pub(crate) token_id: String,
     /// The token's HMAC. Secret.
-    pub hmac: Vec<u8>,
+    pub(crate) hmac: Vec<u8>,
     /// How long the token is valid from its issue: the broker's
     /// `expiry_timestamp_ms - issue_timestamp_ms`.
-    pub lifetime: Duration,
+    pub(crate) lifetime: Duration,
 }
 
 impl fmt::Debug for CreatedToken {
@@ -141,11 +144,11 @@ pub trait TokenCreator: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct TokenSettings {
     /// The longest one creation (connect, create, wait for every broker) may take.
-    pub creation_timeout: Duration,
+    pub(crate) creation_timeout: Duration,
     /// First wait before retrying a failed rotation.
-    pub retry_initial: Duration,
+    pub(crate) retry_initial: Duration,
     /// Longest wait between rotation retries.
-    pub retry_max: Duration,
+    pub(crate) retry_max: Duration,
 }
 
 impl Default for TokenSettings {
@@ -196,7 +199,7 @@ impl TokenTask {
     }
 
     /// A token task with any creator (tests use a fake one).
-    pub fn spawn_with(
+    pub(crate) fn spawn_with(
         creator: Arc<dyn TokenCreator>,
         settings: TokenSettings,
         shutdown: CancellationToken,

@@ -98,15 +98,6 @@ fn sha512_with_tokenauth_extension_from_python() {
 
 #[test]
 fn mechanism_names() {
-    assert_eq!(
-        ScramMechanism::from_name("SCRAM-SHA-512"),
-        Some(ScramMechanism::Sha512)
-    );
-    assert_eq!(
-        ScramMechanism::from_name("scram-sha-256"),
-        Some(ScramMechanism::Sha256)
-    );
-    assert_eq!(ScramMechanism::from_name("PLAIN"), None);
     assert_eq!(ScramMechanism::Sha256.name(), "SCRAM-SHA-256");
     assert_eq!(ScramMechanism::Sha512.to_string(), "SCRAM-SHA-512");
 }

@@ -54,15 +54,15 @@ const USER: &str = "User";
 
 /// How a [`MtlsTokenCreator`] connects and waits.
 #[derive(Debug, Clone)]
-pub struct MtlsTimeouts {
+pub(crate) struct MtlsTimeouts {
     /// TCP connect plus TLS handshake.
-    pub connect: Duration,
+    pub(crate) connect: Duration,
     /// Waiting for one response.
-    pub read: Duration,
+    pub(crate) read: Duration,
     /// Waiting for every broker to know a new token.
-    pub propagation: Duration,
+    pub(crate) propagation: Duration,
     /// Pause between DescribeDelegationToken polls of one broker.
-    pub poll_interval: Duration,
+    pub(crate) poll_interval: Duration,
 }
 
 impl Default for MtlsTimeouts {
@@ -77,7 +77,7 @@ impl Default for MtlsTimeouts {
 }
 
 /// Creates tokens over mTLS (see the module docs).
-pub struct MtlsTokenCreator {
+pub(crate) struct MtlsTokenCreator {
     contact_points: Vec<BrokerAddress>,
     /// Reloadable: each connection takes the connector current then.
     connector: SharedConnector,
@@ -98,7 +98,7 @@ impl std::fmt::Debug for MtlsTokenCreator {
 impl MtlsTokenCreator {
     /// Parses the contact points; connects with `connector` (built from
     /// `cfg.tls`, see [`tls::reloadable_connector`]).
-    pub fn new(
+    pub(crate) fn new(
         cfg: &AuthorizeScramOverMtlsConfig,
         connector: SharedConnector,
     ) -> Result<Self, AuthError> {
@@ -120,12 +120,6 @@ impl MtlsTokenCreator {
             max_lifetime_ms,
             timeouts: MtlsTimeouts::default(),
         })
-    }
-
-    /// Replaces the timeouts.
-    pub fn with_timeouts(mut self, timeouts: MtlsTimeouts) -> Self {
-        self.timeouts = timeouts;
-        self
     }
 
     /// An mTLS connection to `addr`.
