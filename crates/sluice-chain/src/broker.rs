@@ -33,7 +33,7 @@ mod writer;
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -45,7 +45,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{Instrument, debug};
 
 pub use address::{AddressParseError, BrokerAddress};
 pub use error::{BrokerError, UnsentRequest};
@@ -146,15 +146,30 @@ impl BrokerConnection {
             metrics::counter!(names::BROKER_CONNECTIONS_OPENED, "broker" => addr.metric_label())
                 .increment(1);
         }
-        debug!(broker = %addr, "broker connection opened");
+        // Everything its two tasks log carries this span (a child of the
+        // client connection's, when a client opened it). ERROR-level so that
+        // it is there whatever the log level; `broker_id` is filled in when a
+        // bootstrap connection learns which broker it reached.
+        let span = tracing::error_span!(
+            "broker",
+            broker = %addr,
+            broker_id = tracing::field::Empty,
+        );
+        if let Some(id) = addr.id {
+            span.record("broker_id", id);
+        }
+        span.in_scope(|| debug!("broker connection opened"));
 
         let cancel = CancellationToken::new();
         let shared = Arc::new(Shared {
+            span: span.clone(),
             opened_as: addr,
             probe: opts.probe,
             identified: OnceLock::new(),
             closed: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
+            opened_at: tokio::time::Instant::now(),
+            last_answer_nanos: AtomicU64::new(0),
             failure: Mutex::new(None),
             cancel: cancel.clone(),
         });
@@ -168,8 +183,8 @@ impl BrokerConnection {
             in_flight_rx,
             opts.read_timeout,
         );
-        tokio::spawn(writer.run());
-        tokio::spawn(reader.run());
+        tokio::spawn(writer.run().instrument(span.clone()));
+        tokio::spawn(reader.run().instrument(span));
         Ok(BrokerConnection {
             shared,
             requests: requests_tx,
@@ -220,6 +235,13 @@ impl BrokerConnection {
         self.shared.recorded_failure()
     }
 
+    /// How long the broker has gone without answering anything (since the
+    /// connection opened, if it never has), as of `now`.
+    pub fn quiet_for(&self, now: tokio::time::Instant) -> Duration {
+        let last = Duration::from_nanos(self.shared.last_answer_nanos.load(Ordering::Acquire));
+        now.saturating_duration_since(self.shared.opened_at + last)
+    }
+
     /// Requests sent on this connection that are still owed a response.
     pub fn outstanding(&self) -> usize {
         self.shared.outstanding.load(Ordering::Acquire)
@@ -241,9 +263,10 @@ impl BrokerConnection {
         if let Some(known) = shared.broker().id {
             return known == id;
         }
-        let named = shared
-            .identified
-            .get_or_init(|| shared.opened_as.clone().with_id(id));
+        let named = shared.identified.get_or_init(|| {
+            shared.span.record("broker_id", id);
+            shared.opened_as.clone().with_id(id)
+        });
         named.id == Some(id)
     }
 }
@@ -287,6 +310,8 @@ async fn open(
 
 /// State shared by the handle and both tasks.
 struct Shared {
+    /// The span of the connection's tasks.
+    span: tracing::Span,
     /// The address the connection was opened to.
     opened_as: BrokerAddress,
     /// Opened by the readiness probe (see [`BrokerConnectOptions::probe`]).
@@ -296,6 +321,12 @@ struct Shared {
     closed: AtomicBool,
     /// Requests whose [`Reply`] has not been completed yet.
     outstanding: AtomicUsize,
+    /// When the connection opened: the base of `last_answer_nanos`.
+    opened_at: tokio::time::Instant,
+    /// When the broker last answered, in nanoseconds after `opened_at`: a
+    /// connection that owes answers and has not answered for a while is
+    /// stalled, one whose answers flow is only busy.
+    last_answer_nanos: AtomicU64,
     /// The first error that ended the connection.
     failure: Mutex<Option<BrokerError>>,
     /// Ends both tasks.
@@ -303,6 +334,13 @@ struct Shared {
 }
 
 impl Shared {
+    /// Records that the broker answered a request now.
+    fn answered(&self) {
+        let nanos = self.opened_at.elapsed().as_nanos();
+        self.last_answer_nanos
+            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
     /// The broker, with its id when known: for logs, errors and metrics.
     fn broker(&self) -> &BrokerAddress {
         self.identified.get().unwrap_or(&self.opened_as)

@@ -75,9 +75,6 @@ pub(crate) struct Connections {
     /// Shared because the client connections of one sink must agree on the
     /// cluster, and learn each broker's versions once for all of them.
     shared: Arc<Shared>,
-    /// The client connection's id, for logs only: it ties every broker
-    /// connection event to the client connection it serves.
-    connection_id: u64,
     /// The live connection of each target: at most one per broker, one
     /// bootstrap connection before its broker is known, and the auth
     /// connection until the client's authentication is decided. One per
@@ -119,10 +116,9 @@ fn login_kind(login: &Login) -> &'static str {
 
 impl Connections {
     /// No connection yet.
-    pub(crate) fn new(shared: Arc<Shared>, connection_id: u64) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
-            connection_id,
             slots: HashMap::new(),
             draining: Draining::default(),
             login: None,
@@ -236,7 +232,7 @@ impl Connections {
             match self.ensure(target).await {
                 Ok(()) => return Ok(target),
                 Err(ConnError::Broker(e)) => {
-                    debug!(connection = self.connection_id, broker = %e.broker(), "cannot renew a connection for a request any broker serves: {e}");
+                    debug!(broker = %e.broker(), "cannot renew a connection for a request any broker serves: {e}");
                 }
                 Err(fatal) => return Err(fatal),
             }
@@ -249,7 +245,7 @@ impl Connections {
             match self.ensure(Target::Broker(id)).await {
                 Ok(()) => return Ok(Target::Broker(id)),
                 Err(ConnError::Broker(e)) => {
-                    debug!(connection = self.connection_id, broker = %e.broker(), "cannot reach broker for a request any broker serves: {e}");
+                    debug!(broker = %e.broker(), "cannot reach broker for a request any broker serves: {e}");
                     last_error = Some(e);
                 }
                 Err(fatal) => return Err(fatal),
@@ -386,7 +382,7 @@ impl Connections {
         };
         if self.closed.remove(&target) {
             count_recreation("closed");
-            debug!(connection = self.connection_id, broker = %conn.link().address(), "reopened a closed broker connection");
+            debug!(broker = %conn.link().address(), "reopened a closed broker connection");
         }
         self.slots.insert(target, conn);
         Ok(())
@@ -412,7 +408,6 @@ impl Connections {
         count_recreation(reason);
         match generation {
             Some(generation) => info!(
-                connection = self.connection_id,
                 broker = %addr,
                 broker_id = addr.id,
                 token_generation = generation,
@@ -420,7 +415,6 @@ impl Connections {
                 "replaced a broker connection before its delegation token expires"
             ),
             None => debug!(
-                connection = self.connection_id,
                 broker = %addr,
                 draining = self.draining.len(),
                 "replaced a broker connection before its sasl session expires"
@@ -439,7 +433,7 @@ impl Connections {
             return Ok(());
         }
         let broker = conn.link().address();
-        warn!(connection = self.connection_id, broker = %broker, "a broker connection does not belong to the client's login; closing the client");
+        warn!(broker = %broker, "a broker connection does not belong to the client's login; closing the client");
         Err(ConnError::Fatal(
             Invariant::ConnectionOfAnotherLogin(broker.clone()).into(),
         ))
@@ -472,7 +466,6 @@ impl Connections {
         }
         let link = conn.link();
         debug!(
-            connection = self.connection_id,
             broker = %link.address(),
             reason = %link.failure().map(|e| e.to_string()).unwrap_or_default(),
             "dropping a closed broker connection; it is reopened on next use"

@@ -116,6 +116,23 @@ impl Part {
         }
     }
 
+    /// Stores the part's result if it has already arrived, without
+    /// waiting: an answer can sit in its channel while the client is slow
+    /// to take what is ahead of it, and such a part is not stalled.
+    pub fn settle_if_answered(&mut self) {
+        let PartState::Waiting(receiver) = &mut self.state else {
+            return;
+        };
+        let result = match receiver.try_recv() {
+            Ok(result) => result,
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => return,
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err(BrokerError::Shutdown {
+                broker: self.broker.clone(),
+            }),
+        };
+        self.state = PartState::Done(result);
+    }
+
     /// Gives up waiting: the part fails with `error` (a late answer is
     /// dropped by the connection). Nothing happens to a part already done.
     pub(crate) fn abandon(&mut self, error: BrokerError) {
@@ -297,6 +314,29 @@ mod tests {
             .expect("the answer is there");
         let result = part.take_result().expect("done");
         assert_eq!(result.unwrap().correlation_id(), 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waiting_in_its_channel_is_not_a_stall() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
+        let at = Instant::now();
+        let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(at);
+        part.settle_if_answered();
+        assert_eq!(
+            part.stall_check_at(),
+            Some(at),
+            "nothing arrived: still due"
+        );
+        tx.send(Ok(response())).unwrap();
+        assert_eq!(
+            part.stall_check_at(),
+            Some(at),
+            "arrived, not yet looked at"
+        );
+        part.settle_if_answered();
+        assert_eq!(part.stall_check_at(), None, "settled: nothing to check");
+        assert_eq!(part.take_result().unwrap().unwrap().correlation_id(), 7);
     }
 
     #[tokio::test]

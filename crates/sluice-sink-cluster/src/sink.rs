@@ -437,7 +437,7 @@ impl KafkaSinkClusterBuilder {
         KafkaSinkCluster {
             shared: self.shared.clone(),
             connection_id: ctx.connection_id,
-            connections: Connections::new(self.shared.clone(), ctx.connection_id),
+            connections: Connections::new(self.shared.clone()),
             pending: VecDeque::new(),
             auth: ClientAuth::new(self.shared.tokens.is_some()),
             sasl_in_flight: 0,

@@ -152,12 +152,8 @@ impl Client {
                 )
                 .increment(1);
                 info!(
-                    source = %ctx.source_name,
-                    conn = ctx.connection_id,
-                    client = %ctx.client_addr,
                     "client {} (conn {}): {e}",
-                    ctx.client_addr,
-                    ctx.connection_id
+                    ctx.client_addr, ctx.connection_id
                 );
             }
         }
@@ -169,13 +165,8 @@ impl Client {
     {
         let chain = self.chain.build(&self.ctx);
         debug!(
-            source = %self.ctx.source_name,
-            conn = self.ctx.connection_id,
-            client = %self.ctx.client_addr,
             principal = self.ctx.tls_principal.as_deref(),
-            "client {} (conn {}): connected",
-            self.ctx.client_addr,
-            self.ctx.connection_id
+            "client {} (conn {}): connected", self.ctx.client_addr, self.ctx.connection_id
         );
         let mut conn = Connection::new(stream, self.ctx, chain, self.settings, self.shutdown);
         if let Some(pre_auth) = self.pre_auth.take() {
@@ -328,11 +319,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 .codec
                 .set_max_frame_bytes(self.settings.max_frame_bytes);
             debug!(
-                conn = self.ctx.connection_id,
-                client = %self.ctx.client_addr,
                 "client {} (conn {}): authenticated; before-authentication limits lifted",
-                self.ctx.client_addr,
-                self.ctx.connection_id
+                self.ctx.client_addr, self.ctx.connection_id
             );
         }
     }
@@ -522,8 +510,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             counter!(names::CLIENT_READS_PAUSED, "source" => self.settings.source_name.to_string(), "budget" => budget)
                 .increment(1);
             debug!(
-                conn = self.ctx.connection_id,
-                client = %self.ctx.client_addr,
                 "client {} (conn {}): holds {} bytes; reading paused until the {budget} memory budget has room",
                 self.ctx.client_addr,
                 self.ctx.connection_id,
@@ -537,13 +523,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         counter!(names::FETCH_MAX_BYTES_CLAMPED, "source" => self.settings.source_name.to_string())
             .increment(1);
         debug!(
-            conn = self.ctx.connection_id,
-            client = %self.ctx.client_addr,
             "client {} (conn {}): fetch max_bytes {} lowered to {} to fit the memory budget",
-            self.ctx.client_addr,
-            self.ctx.connection_id,
-            fetch.asked,
-            fetch.carried
+            self.ctx.client_addr, self.ctx.connection_id, fetch.asked, fetch.carried
         );
     }
 
@@ -562,8 +543,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 self.io.open_for_reading = false;
                 if !self.io.read_buf.is_empty() {
                     debug!(
-                        conn = self.ctx.connection_id,
-                        client = %self.ctx.client_addr,
                         "client {} (conn {}): closed in the middle of a frame ({} bytes unread)",
                         self.ctx.client_addr,
                         self.ctx.connection_id,

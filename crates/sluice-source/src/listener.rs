@@ -35,7 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, error, info, warn};
+use tracing::{Instrument, debug, error, info, warn};
 
 use crate::connection::{self, ConnectionSettings, PreAuth};
 use crate::tls;
@@ -221,14 +221,27 @@ impl KafkaSource {
                 shutdown: self.shutdown.clone(),
                 pre_auth,
             };
-            tracker.spawn(async move {
-                let (addr, id) = (client.ctx.client_addr, client.ctx.connection_id);
-                let source = Arc::clone(&client.settings.source_name);
-                if let Err(panic) = AssertUnwindSafe(client.run(tcp)).catch_unwind().await {
-                    report_panic(&source, addr, id, panic.as_ref());
+            // Everything logged for this client, by the source, the chain and
+            // the broker connections it opens, carries this span's fields. An
+            // ERROR-level span is enabled whatever the log level, so even a
+            // WARN names its client.
+            let span = tracing::error_span!(
+                "client",
+                source = %client.settings.source_name,
+                conn = client.ctx.connection_id,
+                client = %client.ctx.client_addr,
+            );
+            tracker.spawn(
+                async move {
+                    let (addr, id) = (client.ctx.client_addr, client.ctx.connection_id);
+                    let source = Arc::clone(&client.settings.source_name);
+                    if let Err(panic) = AssertUnwindSafe(client.run(tcp)).catch_unwind().await {
+                        report_panic(&source, addr, id, panic.as_ref());
+                    }
+                    drop(permit);
                 }
-                drop(permit);
-            });
+                .instrument(span),
+            );
         }
         drop(self.listener);
         tracker.close();
@@ -387,9 +400,6 @@ fn report_panic(source: &str, client: SocketAddr, id: u64, panic: &(dyn Any + Se
     counter!(names::CLIENT_CONNECTION_PANICS, "source" => source.to_owned()).increment(1);
     counter!(names::ERRORS, "side" => "internal", "retriable" => "false").increment(1);
     error!(
-        source,
-        conn = id,
-        %client,
         "client {client} (conn {id}): the connection task panicked ({what}); that connection is closed, the others are unaffected"
     );
 }

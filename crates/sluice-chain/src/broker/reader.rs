@@ -99,7 +99,10 @@ impl Reader {
     fn report(&self, error: &BrokerError) {
         let broker = self.shared.broker();
         if matches!(error, BrokerError::Shutdown { .. }) {
-            debug!(broker = %broker, in_flight = self.in_flight.len(), "broker connection closed by sluice");
+            debug!(
+                in_flight = self.in_flight.len(),
+                "broker connection closed by sluice"
+            );
             return;
         }
         // Includes requests still queued in the writer.
@@ -108,7 +111,7 @@ impl Reader {
             .outstanding
             .load(std::sync::atomic::Ordering::Acquire);
         if self.shared.probe {
-            debug!(broker = %broker, outstanding, "readiness probe connection ended: {error}");
+            debug!(outstanding, "readiness probe connection ended: {error}");
             return;
         }
         let counter = if outstanding > 0 {
@@ -124,13 +127,11 @@ impl Reader {
         .increment(1);
         if outstanding > 0 {
             warn!(
-                broker = %broker,
                 in_flight = self.in_flight.len(),
-                outstanding,
-                "broker connection failed, failing its requests: {error}"
+                outstanding, "broker connection failed, failing its requests: {error}"
             );
         } else {
-            debug!(broker = %broker, "idle broker connection ended: {error}");
+            debug!("idle broker connection ended: {error}");
         }
     }
 
@@ -284,6 +285,7 @@ impl Reader {
             Ok(mut response) => {
                 response.set_correlation_id(entry.client_correlation_id);
                 entry.reply.complete(Ok(response));
+                self.shared.answered();
                 Ok(())
             }
             Err(e) => {

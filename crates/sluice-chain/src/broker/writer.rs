@@ -98,7 +98,6 @@ impl Writer {
             // acks=0 requests have no response to carry the error; the
             // failure itself is logged once, by the reader.
             debug!(
-                broker = %self.shared.broker(),
                 count = unanswerable,
                 "dropped queued acks=0 produce requests: {cause}"
             );
@@ -148,7 +147,7 @@ impl Writer {
             match reply {
                 Some(reply) => reply.complete(Err(error)),
                 None => {
-                    warn!(broker = %self.shared.broker(), "dropped an acks=0 produce request: {error}")
+                    warn!("dropped an acks=0 produce request: {error}")
                 }
             }
             return Ok(());

@@ -30,15 +30,12 @@ impl KafkaSinkCluster {
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let admit = self.auth.admit(&mut request).inspect_err(|e| {
-            warn!(connection = self.connection_id, api = ?request.api_key(), "closing the client: {e}");
+            warn!(api = ?request.api_key(), "closing the client: {e}");
         })?;
         match admit {
             Admit::Route => self.route(request).await,
             Admit::RouteWithoutAuth => {
-                debug!(
-                    connection = self.connection_id,
-                    "the client does not authenticate"
-                );
+                debug!("the client does not authenticate");
                 self.connections.decide(Login::None, None);
                 self.route(request).await
             }
@@ -55,7 +52,6 @@ impl KafkaSinkCluster {
             Admit::Answer(body) => Ok(Some(ready(&request, *body))),
             Admit::Drop => {
                 debug!(
-                    connection = self.connection_id,
                     api = ?request.api_key(),
                     reason = %self.auth.closing().map(ToString::to_string).unwrap_or_default(),
                     "dropping a request: the client is being closed"
@@ -86,10 +82,7 @@ impl KafkaSinkCluster {
                     api: entry.api_key,
                     timeout,
                 };
-                warn!(
-                    connection = self.connection_id,
-                    "closing the client: {reason}"
-                );
+                warn!("closing the client: {reason}");
                 return Err(reason.into());
             }
             let result = entry.parts.first_mut().and_then(|p| p.take_result());
@@ -138,10 +131,7 @@ impl KafkaSinkCluster {
         } = outcome
         else {
             if let (Outcome::Failed, Some(reason)) = (&outcome, self.auth.closing()) {
-                info!(
-                    connection = self.connection_id,
-                    "client authentication failed; closing after the answer: {reason}"
-                );
+                info!("client authentication failed; closing after the answer: {reason}");
             }
             return;
         };
@@ -152,12 +142,7 @@ impl KafkaSinkCluster {
         };
         match Login::for_identity(identity, self.shared.tokens.as_ref()) {
             Some(login) => {
-                info!(
-                    connection = self.connection_id,
-                    user = username,
-                    mechanism = kind,
-                    "client authenticated"
-                );
+                info!(user = username, mechanism = kind, "client authenticated");
                 self.connections.decide(login, session_lifetime);
             }
             None => self.auth.fail(Invariant::ScramWithoutTokenTask),

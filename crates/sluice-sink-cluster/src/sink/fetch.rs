@@ -72,7 +72,6 @@ impl KafkaSinkCluster {
             Ok(applied) => applied,
             Err(code) => {
                 debug!(
-                    connection = self.connection_id,
                     session_id = asked.0,
                     epoch = asked.1,
                     "answering a fetch in a session sluice does not have with error {code}"
@@ -268,7 +267,7 @@ impl KafkaSinkCluster {
             Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer),
             Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
             Err(e) => {
-                warn!(connection = self.connection_id, broker = %part.broker, "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
+                warn!(broker = %part.broker, "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
                 count_synthesized(ApiKey::Fetch);
                 Outcome::Failed(NOT_LEADER_OR_FOLLOWER)
             }

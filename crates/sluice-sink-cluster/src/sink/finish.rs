@@ -110,13 +110,12 @@ impl KafkaSinkCluster {
             Ok(found) => found,
             Err(ConnError::Broker(e)) => return Ok(Part::failed(target, e)),
             Err(ConnError::Fatal(e)) => {
-                warn!(connection = self.connection_id, api = ?api, "closing the client: {e}");
+                warn!(api = ?api, "closing the client: {e}");
                 return Err(e);
             }
         };
         let broker = conn.address().clone();
         debug!(
-            connection = self.connection_id,
             broker = %broker,
             api = ?api,
             "sending again a request its failed broker connection never wrote"
@@ -279,7 +278,7 @@ impl KafkaSinkCluster {
                 Some(Ok(response)) => match response.into_body() {
                     Ok(body) => PartResult::Response(body),
                     Err(e) => {
-                        warn!(connection = self.connection_id, broker = %part.broker, "undecodable {api:?} answer, answering its part with error {code}: {e}");
+                        warn!(broker = %part.broker, "undecodable {api:?} answer, answering its part with error {code}: {e}");
                         count_synthesized(api);
                         PartResult::Failed { error_code: code }
                     }
@@ -334,7 +333,7 @@ impl KafkaSinkCluster {
             results.push(match outcome {
                 Ok(result) => result,
                 Err((reason, result)) => {
-                    debug!(connection = self.connection_id, broker = %part.broker, "{api:?} part failed: {reason}");
+                    debug!(broker = %part.broker, "{api:?} part failed: {reason}");
                     count_synthesized(api);
                     result
                 }
@@ -371,13 +370,11 @@ impl KafkaSinkCluster {
     /// at DEBUG (see `sink/failures.rs`).
     fn log_failure(&self, broker: &BrokerAddress, api: ApiKey, what: &str, e: &BrokerError) {
         let verdict = self.shared.failures.record(broker, Instant::now());
-        let connection = self.connection_id;
         match verdict {
             Verdict::Warn { quieted: 0 } => {
-                warn!(connection, broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+                warn!(broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
             }
             Verdict::Warn { quieted } => warn!(
-                connection,
                 broker = %broker,
                 broker_id = broker.id,
                 api = ?api,
@@ -385,7 +382,7 @@ impl KafkaSinkCluster {
                 "{what}: {e} ({quieted} more failed request(s) to this broker since its last warning, logged at debug)"
             ),
             Verdict::Quiet => {
-                debug!(connection, broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+                debug!(broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
             }
         }
     }
@@ -495,7 +492,7 @@ impl KafkaSinkCluster {
                     .into_iter()
                     .any(|code| staleness(code) == Some(Staleness::Coordinator));
                 if moved {
-                    debug!(connection = self.connection_id, key = %key, "the coordinator moved");
+                    debug!(key = %key, "the coordinator moved");
                     self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
                 }
                 Ok(())
@@ -570,10 +567,7 @@ impl KafkaSinkCluster {
         }
         let forgotten = route::forget(&mut self.shared.view.write(), stale);
         if forgotten > 0 {
-            debug!(
-                connection = self.connection_id,
-                forgotten, "forgot stale routing entries"
-            );
+            debug!(forgotten, "forgot stale routing entries");
         }
     }
 }

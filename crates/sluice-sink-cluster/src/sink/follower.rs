@@ -48,7 +48,6 @@ impl KafkaSinkCluster {
             }
         }
         debug!(
-            connection = self.connection_id,
             broker = answered_by.0,
             partitions = errors.len(),
             "a follower answered fetched partitions with errors; their fetches go to the leader for now"

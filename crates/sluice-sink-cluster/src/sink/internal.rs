@@ -107,10 +107,7 @@ impl KafkaSinkCluster {
         let (version, body) = match result {
             Ok(answer) => answer,
             Err(e) => {
-                warn!(
-                    connection = self.connection_id,
-                    "metadata refresh failed: {e}"
-                );
+                warn!("metadata refresh failed: {e}");
                 return Err(e);
             }
         };
@@ -118,7 +115,6 @@ impl KafkaSinkCluster {
             let applied = self.shared.view.write().apply_metadata(version, &metadata);
             self.connections.on_metadata(&applied);
             debug!(
-                connection = self.connection_id,
                 topics = metadata.topics.len(),
                 brokers = metadata.brokers.len(),
                 "metadata refreshed"
@@ -154,10 +150,7 @@ impl KafkaSinkCluster {
             let (version, body) = match result {
                 Ok(answer) => answer,
                 Err(e) => {
-                    warn!(
-                        connection = self.connection_id,
-                        "coordinator lookup failed: {e}"
-                    );
+                    warn!("coordinator lookup failed: {e}");
                     return Err(e);
                 }
             };

@@ -66,10 +66,7 @@ impl KafkaSinkCluster {
                 let Some(body) = route::admin::not_for_clients(api, version) else {
                     return Err(CloseError::NotForClients { api }.into());
                 };
-                debug!(
-                    connection = self.connection_id,
-                    "answering {api:?} v{version}, an api clients may not send, with an error"
-                );
+                debug!("answering {api:?} v{version}, an api clients may not send, with an error");
                 Ok(Some(ready(&request, body)))
             }
             Family::Meta(meta) => self.send_meta(request, meta, Dest::Any).await,
@@ -125,11 +122,11 @@ impl KafkaSinkCluster {
         let (target, conn) = match connection {
             Ok(found) => found,
             Err(ConnError::Broker(e)) => {
-                debug!(connection = self.connection_id, broker = %e.broker(), "cannot send {:?}: {e}", request.api_key());
+                debug!(broker = %e.broker(), "cannot send {:?}: {e}", request.api_key());
                 return Ok(expects_response.then(|| Part::failed(fallback, e)));
             }
             Err(ConnError::Fatal(e)) => {
-                warn!(connection = self.connection_id, api = ?request.api_key(), "closing the client: {e}");
+                warn!(api = ?request.api_key(), "closing the client: {e}");
                 return Err(e);
             }
         };
@@ -242,7 +239,7 @@ impl KafkaSinkCluster {
             match self.connections.learn_api_versions(id).await {
                 Ok(()) => {}
                 Err(ConnError::Broker(e)) => {
-                    debug!(connection = self.connection_id, broker = %e.broker(), "cannot learn api versions: {e}");
+                    debug!(broker = %e.broker(), "cannot learn api versions: {e}");
                 }
                 Err(ConnError::Fatal(e)) => return Err(e),
             }
@@ -309,8 +306,8 @@ impl KafkaSinkCluster {
         let dest = real.map_or(Dest::Any, Dest::Broker);
         if let Some(real) = real {
             debug!(
-                connection = self.connection_id,
-                "{api:?}: a sluice node's broker resources go to broker {}", real.0
+                "{api:?}: a sluice node's broker resources go to broker {}",
+                real.0
             );
         }
         let Some(part) = self.send_part(dest, part).await? else {

@@ -82,19 +82,32 @@ impl KafkaSinkCluster {
         let now = Instant::now();
         let mut stalled: BTreeSet<(i32, String)> = BTreeSet::new();
         let mut addresses: Vec<BrokerAddress> = Vec::new();
+        let connections = &self.connections;
         for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
-            if part.stall_check_at().is_some_and(|at| at <= now) {
-                part.stalls_at = Some(now + RECHECK_EVERY);
+            // Answered, but behind an answer the client has not taken yet.
+            part.settle_if_answered();
+            if part.stall_check_at().is_none_or(|at| at > now) {
+                continue;
+            }
+            part.stalls_at = Some(now + RECHECK_EVERY);
+            // A broker working through a long queue answers as it goes:
+            // only one that has answered nothing lately is stalled.
+            let quiet = connections
+                .get(part.target)
+                .is_some_and(|c| c.quiet_for(now) >= STALL_AFTER);
+            if quiet {
                 let key = (part.broker.id.unwrap_or(-1), part.broker.to_string());
                 if stalled.insert(key) {
                     addresses.push(part.broker.clone());
                 }
             }
         }
+        if addresses.is_empty() {
+            return;
+        }
         for broker in &addresses {
             if let Verdict::Warn { quieted } = self.shared.failures.record(broker, now) {
                 warn!(
-                    connection = self.connection_id,
                     broker = %broker,
                     quieted,
                     "a broker has not answered a request within its wait; checking whether it left the cluster"

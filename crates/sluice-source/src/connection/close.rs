@@ -94,17 +94,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let source = &*ctx.source_name;
         match close {
             Close::ClientClosed => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed by the client");
+                debug!("client {addr} (conn {id}): closed by the client");
             }
             Close::Idle(idle) => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): idle for {idle:?}, closing");
+                debug!("client {addr} (conn {id}): idle for {idle:?}, closing");
             }
             Close::Drained => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): closed for shutdown, every response written");
+                debug!("client {addr} (conn {id}): closed for shutdown, every response written");
             }
             Close::DrainTimedOut => {
                 warn!(
-                    source, conn = id, client = %addr, abandoned = owed,
+                    abandoned = owed,
                     "client {addr} (conn {id}): shutdown drain timeout of {:?} passed with {owed} request(s) unanswered; closing",
                     self.settings.drain_timeout
                 );
@@ -115,13 +115,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 counter!(names::CLIENT_CONNECTIONS_CLOSED_ON_ERROR, "source" => source.to_owned(), "side" => side)
                     .increment(1);
                 counter!(names::ERRORS, "side" => side, "retriable" => retriable).increment(1);
-                warn!(source, conn = id, client = %addr, side, retriable = e.retriable(), "client {addr} (conn {id}): {e}{unanswered}");
+                warn!(
+                    side,
+                    retriable = e.retriable(),
+                    "client {addr} (conn {id}): {e}{unanswered}"
+                );
             }
             Close::ReadFailed(e) | Close::WriteFailed(e) if owed > 0 => {
-                info!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}{unanswered}");
+                info!("client {addr} (conn {id}): connection lost: {e}{unanswered}");
             }
             Close::ReadFailed(e) | Close::WriteFailed(e) => {
-                debug!(source, conn = id, client = %addr, "client {addr} (conn {id}): connection lost: {e}");
+                debug!("client {addr} (conn {id}): connection lost: {e}");
             }
         }
     }

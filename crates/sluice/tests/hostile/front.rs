@@ -181,20 +181,15 @@ impl Front {
 
 /// The lines of `log` about the close of the connection from `addr`: the
 /// connection's report (target `sluice_source::connection::close`) and any
-/// line at INFO or above naming it (`client <addr> (conn <id>)`, or the
-/// sink's `connection=<id>`). Debug details (a fetch clamped, a frame cut
+/// line at INFO or above naming it (`client <addr> (conn <id>)` in its text,
+/// or its client span `client{... client=<addr>}`, which everything logged
+/// for that connection carries). Debug details (a fetch clamped, a frame cut
 /// short) are not counted.
 pub(crate) fn close_lines(log: &str, addr: &str) -> Vec<String> {
     let named = format!("client {addr} (conn ");
-    let ids: Vec<String> = log
-        .lines()
-        .filter_map(|l| {
-            let rest = &l[l.find(&named)? + named.len()..];
-            Some(format!("connection={} ", &rest[..rest.find(')')?]))
-        })
-        .collect();
+    let in_span = format!("client={addr}}}");
     log.lines()
-        .filter(|l| l.contains(&named) || ids.iter().any(|id| l.contains(id.as_str())))
+        .filter(|l| l.contains(&named) || l.contains(&in_span))
         .filter(|l| {
             l.contains("sluice_source::connection::close:")
                 || [" INFO ", " WARN ", " ERROR "]
