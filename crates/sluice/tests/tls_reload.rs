@@ -182,14 +182,22 @@ fn listener_certificate_reloads_on_sighup_under_live_traffic_without_a_client_er
     let files = Files::new();
     files.write_leaf("server", &old);
     let (sluice, listen) = start(&cluster, "PLAINTEXT", &listener_tls(&files), "");
-    // The start's own wait for the port is a plain TCP connect: one.
+    // The start's own wait for the port is a plain TCP connect: one failed
+    // handshake, counted once Sluice sees the socket close.
     let failed_handshakes = || {
         sluice.metric(
             "sluice_client_connections_rejected_total",
             &["reason=\"tls\""],
         )
     };
-    let failed_at_start = failed_handshakes();
+    let failed_at_start = wait::until(
+        Duration::from_secs(10),
+        "the start's port check to count as a failed handshake",
+        || match failed_handshakes() {
+            n if n >= 1.0 => Ok(n),
+            n => Err(format!("{n}")),
+        },
+    );
     let mut before = TlsClient::connect(&listen, &ca.pem).expect("TLS handshake before the reload");
     assert_eq!(before.server_certificate(), old.der());
     assert_eq!(before.api_versions(), 0);
