@@ -74,13 +74,8 @@ impl MemoryBudget {
         })
     }
 
-    /// The limit, in bytes.
-    pub fn limit_bytes(&self) -> usize {
-        self.limit
-    }
-
     /// Bytes held now, by every connection together.
-    pub fn used_bytes(&self) -> usize {
+    pub(crate) fn used_bytes(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
 

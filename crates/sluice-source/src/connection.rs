@@ -55,13 +55,13 @@ mod close;
 mod counters;
 mod drain;
 
-pub use close::{Close, ConnectionError};
+pub(crate) use close::{Close, ConnectionError};
 use counters::{ConnectionCounters, OpenGuard};
 use drain::Drain;
 
 /// At most this many requests may await a response; beyond it the connection
 /// stops reading, which pushes back on the client through TCP.
-pub const MAX_IN_FLIGHT: usize = 1024;
+pub(crate) const MAX_IN_FLIGHT: usize = 1024;
 
 /// Responses are written once this many bytes are encoded, even if more are ready.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;

@@ -6,19 +6,21 @@
 //! connection. That task frames requests, hands them to the connection's
 //! [`sluice_chain::Chain`] and writes the chain's responses back, in order.
 //!
-//! - [`listener`]: [`KafkaSource`], the accept loop and the connection limit;
+//! - `listener`: [`KafkaSource`], the accept loop and the connection limit;
 //! - [`tls`]: the rustls server configuration and the bounded handshake;
-//! - [`connection`]: the client connection task;
+//! - `connection`: the client connection task;
 //! - `principal`: the subject CN of a client certificate;
 //! - `write`: the write deadline (a client must keep reading what it is owed);
 //! - `budget`: [`MemoryBudget`], the bytes connections may hold, and each
 //!   connection's share of it;
-//! - [`error`]: [`SourceError`], why a source cannot start.
+//! - `error`: [`SourceError`], why a source cannot start.
+
+#![deny(missing_docs)]
 
 mod budget;
-pub mod connection;
-pub mod error;
-pub mod listener;
+mod connection;
+mod error;
+mod listener;
 mod principal;
 pub mod tls;
 mod write;

@@ -42,7 +42,7 @@ use crate::tls;
 use crate::{MemoryBudget, SourceError};
 
 /// Default `connection_limit`.
-pub const DEFAULT_CONNECTION_LIMIT: usize = 512;
+pub(crate) const DEFAULT_CONNECTION_LIMIT: usize = 512;
 
 /// How long the accept loop pauses after `accept()` fails (e.g. out of file
 /// descriptors) before trying again.

@@ -4,10 +4,10 @@
 //! `certificate_authority_path`, every client must present a certificate that
 //! CA signed (mTLS), and the certificate's subject CN becomes the connection's
 //! `tls_principal`. The handshake runs inside the client's connection task,
-//! bounded by [`HANDSHAKE_TIMEOUT`], so a slow or silent client never holds up
+//! bounded by `HANDSHAKE_TIMEOUT`, so a slow or silent client never holds up
 //! the accept loop.
 //!
-//! [`reloadable_acceptor`] wraps the acceptor so that the files can be
+//! `reloadable_acceptor` wraps the acceptor so that the files can be
 //! reloaded while the listener runs (SIGHUP, or a file changed; see
 //! [`sluice_chain::tls::reload`]): each new client's handshake uses the
 //! acceptor current when it connected; open connections keep theirs.
@@ -32,7 +32,7 @@ use crate::SourceError;
 use crate::principal::subject_common_name;
 
 /// How long a client has to complete the TLS handshake after connecting.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds the acceptor for a listener's TLS settings.
 pub fn acceptor(cfg: &TlsAcceptorConfig) -> Result<TlsAcceptor, SourceError> {
@@ -40,11 +40,11 @@ pub fn acceptor(cfg: &TlsAcceptorConfig) -> Result<TlsAcceptor, SourceError> {
 }
 
 /// A listener's acceptor that can be reloaded from its files.
-pub type SharedAcceptor = Arc<Reloadable<TlsAcceptor>>;
+pub(crate) type SharedAcceptor = Arc<Reloadable<TlsAcceptor>>;
 
 /// Builds the acceptor of source `source_name` so that it can be reloaded
 /// from the certificate, key and CA files of `cfg`.
-pub fn reloadable_acceptor(
+pub(crate) fn reloadable_acceptor(
     source_name: &str,
     cfg: &TlsAcceptorConfig,
 ) -> Result<SharedAcceptor, SourceError> {
@@ -65,7 +65,7 @@ pub fn reloadable_acceptor(
 }
 
 /// Builds the rustls server configuration, using the `ring` provider.
-pub fn server_config(cfg: &TlsAcceptorConfig) -> Result<ServerConfig, SourceError> {
+pub(crate) fn server_config(cfg: &TlsAcceptorConfig) -> Result<ServerConfig, SourceError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = load_certs("certificate", &cfg.certificate_path)?;
     let key = load_key(&cfg.private_key_path)?;
@@ -158,8 +158,8 @@ fn read(what: &'static str, path: &str) -> Result<Vec<u8>, SourceError> {
 
 /// Why a client's TLS handshake failed.
 #[derive(Debug, thiserror::Error)]
-pub enum HandshakeError {
-    /// The client did not finish within [`HANDSHAKE_TIMEOUT`].
+pub(crate) enum HandshakeError {
+    /// The client did not finish within `HANDSHAKE_TIMEOUT`.
     #[error("tls handshake did not complete within {0:?}")]
     Timeout(Duration),
     /// The handshake failed (no certificate, unknown CA, not TLS, ...).
@@ -169,7 +169,7 @@ pub enum HandshakeError {
 
 /// Runs the server side of the handshake within `timeout`; on success returns
 /// the stream and the client certificate's CN, if it presented one.
-pub async fn handshake<S>(
+pub(crate) async fn handshake<S>(
     acceptor: &TlsAcceptor,
     stream: S,
     timeout: Duration,

@@ -14,7 +14,7 @@ use super::Connection;
 
 /// An error that makes Sluice close a client connection.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectionError {
+pub(crate) enum ConnectionError {
     /// The client sent bytes that are not a Kafka request Sluice can handle.
     #[error("{0}")]
     Frame(CodecError),
@@ -63,7 +63,7 @@ impl ErrorClass for ConnectionError {
 
 /// Why a connection ended.
 #[derive(Debug)]
-pub enum Close {
+pub(crate) enum Close {
     /// The client closed its side and nothing was owed.
     ClientClosed,
     /// Nothing happened for the idle timeout.
