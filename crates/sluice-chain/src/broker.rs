@@ -74,11 +74,11 @@ pub struct BrokerConnectOptions {
     /// TLS, with the name to verify the broker's certificate against.
     pub tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Largest response frame accepted from the broker.
-    pub max_frame_bytes: usize,
+    pub(crate) max_frame_bytes: usize,
     /// A connection of Sluice's own checks (the readiness probe): not
     /// counted in the broker connection metrics, and its end is logged at
     /// DEBUG only (the probe reports what it found itself).
-    pub probe: bool,
+    pub(crate) probe: bool,
 }
 
 impl BrokerConnectOptions {

@@ -13,7 +13,7 @@ use tracing::{Level, debug, trace};
 
 use crate::{ChainError, ConnectionContext, Transform, TransformBuilder};
 
-/// Builds a [`DebugPrinter`] for each client connection.
+/// Builds a `DebugPrinter` for each client connection.
 #[derive(Debug, Clone, Default)]
 pub struct DebugPrinterBuilder;
 
@@ -32,7 +32,7 @@ impl TransformBuilder for DebugPrinterBuilder {
 
 /// Logs each request and response; changes nothing.
 #[derive(Debug)]
-pub struct DebugPrinter;
+pub(crate) struct DebugPrinter;
 
 impl Transform for DebugPrinter {
     fn name(&self) -> &str {

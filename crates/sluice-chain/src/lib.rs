@@ -5,23 +5,25 @@
 //! order), ending in one [`Sink`] that talks to Kafka. Transforms are
 //! synchronous rewrites; the sink is where I/O happens.
 //!
-//! - [`context`]: what a chain knows about its client connection.
-//! - [`transform`]: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
-//! - [`error`]: error classification shared by the whole proxy.
+//! - `context`: what a chain knows about its client connection.
+//! - `transform`: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
+//! - `error`: error classification shared by the whole proxy.
 //! - [`broker`]: one connection to one broker, with correlation-id mapping.
 //! - [`tls`]: TLS connector from config, and reloading TLS files.
 //! - [`readiness`]: each sink's readiness probe and the rule `/ready` applies.
 //! - [`debug_printer`]: the `DebugPrinter` transform.
 //! - [`sink_single`]: the `KafkaSinkSingle` sink.
 
+#![deny(missing_docs)]
+
 pub mod broker;
-pub mod context;
+mod context;
 pub mod debug_printer;
-pub mod error;
+mod error;
 pub mod readiness;
 pub mod sink_single;
 pub mod tls;
-pub mod transform;
+mod transform;
 
 #[cfg(test)]
 mod test_support;

@@ -5,7 +5,7 @@
 //! clients (a load balancer sends none until the probe passes). Each sink
 //! therefore runs its own probe every [`PROBE_INTERVAL`]: every broker it
 //! knows (its view of the cluster, else its contact points or destination)
-//! at once, each bounded by the connect timeout and [`PROBE_TIMEOUT`] per
+//! at once, each bounded by the connect timeout and `PROBE_TIMEOUT` per
 //! request (`probe.rs`):
 //!
 //! - connect (and the TLS handshake, with the sink's current TLS), then
@@ -18,8 +18,8 @@
 //! Each round's connections are closed at its end and are not counted in
 //! the broker connection metrics.
 //!
-//! The rule ([`assess`]): a sink is ready when its latest round (at most
-//! [`STALE_AFTER`] old) reached at least one broker, and metadata is loaded:
+//! The rule (`assess`): a sink is ready when its latest round (at most
+//! `STALE_AFTER` old) reached at least one broker, and metadata is loaded:
 //! a probe's Metadata listed brokers, or the sink's own view holds brokers
 //! (loaded by clients), or the brokers require SASL, where Sluice has no
 //! credentials of its own and reaching them is all it can prove (clients'
@@ -48,9 +48,9 @@ use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 /// How often each sink probes its brokers.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 /// How long each request of a probe may wait for its answer.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A round older than this makes the sink not ready: its probe is stuck.
-pub const STALE_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(60);
 /// Brokers named in a not-ready reason, at most.
 const REASONS_SHOWN: usize = 3;
 
@@ -70,7 +70,7 @@ pub trait ProbeTargets: Send + Sync {
 
 /// What one broker showed in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BrokerState {
+pub(crate) enum BrokerState {
     /// It answered Metadata, listing this many brokers.
     Metadata {
         /// Brokers in the answer.
@@ -86,25 +86,25 @@ pub enum BrokerState {
 
 /// One broker's result in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerProbe {
+pub(crate) struct BrokerProbe {
     /// `host:port`.
-    pub address: String,
+    pub(crate) address: String,
     /// What it showed.
-    pub state: BrokerState,
+    pub(crate) state: BrokerState,
 }
 
 /// One probe round.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Round {
+pub(crate) struct Round {
     /// When it ended.
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// Every broker probed.
-    pub brokers: Vec<BrokerProbe>,
+    pub(crate) brokers: Vec<BrokerProbe>,
 }
 
 impl Round {
     /// Brokers that answered (whatever they answered).
-    pub fn reachable(&self) -> usize {
+    pub(crate) fn reachable(&self) -> usize {
         self.brokers
             .iter()
             .filter(|b| !matches!(b.state, BrokerState::Unreachable(_)))
@@ -139,7 +139,7 @@ impl Verdict {
 
 /// The readiness rule (see the module docs): the latest `round`, the
 /// brokers in the sink's own view, and the time now.
-pub fn assess(round: Option<&Round>, known_brokers: usize, now: Instant) -> Verdict {
+pub(crate) fn assess(round: Option<&Round>, known_brokers: usize, now: Instant) -> Verdict {
     let Some(round) = round else {
         return Verdict::not_ready("no readiness probe has completed yet".to_owned());
     };

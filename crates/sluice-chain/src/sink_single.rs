@@ -6,7 +6,7 @@
 //! correlation id is patched by the connection); responses come back in
 //! request order through a FIFO of response receivers. Metadata,
 //! FindCoordinator and DescribeCluster responses are rewritten (see
-//! [`rewrite`]) so that the client keeps connecting through Sluice.
+//! `rewrite`) so that the client keeps connecting through Sluice.
 //!
 //! When the broker connection fails, every request owed a response resolves
 //! to the [`BrokerError`], which [`Sink::recv`] returns as
@@ -17,7 +17,7 @@
 //! broker connection takes the connector current then), and its readiness
 //! probe asks the one broker (see [`crate::readiness`]).
 
-pub mod rewrite;
+pub(crate) mod rewrite;
 
 #[cfg(test)]
 mod tests;
@@ -64,7 +64,7 @@ pub enum SinkSingleError {
     Tls(#[from] TlsError),
 }
 
-/// Builds a [`KafkaSinkSingle`] for each client connection.
+/// Builds a `KafkaSinkSingle` for each client connection.
 #[derive(Debug, Clone)]
 pub struct KafkaSinkSingleBuilder {
     name: Arc<str>,
@@ -137,14 +137,9 @@ impl KafkaSinkSingleBuilder {
         })
     }
 
-    /// Sets the largest response frame accepted from the broker.
-    pub fn with_max_frame_bytes(mut self, max_frame_bytes: usize) -> Self {
-        Arc::make_mut(&mut self.target).options.max_frame_bytes = max_frame_bytes;
-        self
-    }
-
     /// The broker every connection goes to.
-    pub fn destination(&self) -> &BrokerAddress {
+    #[cfg(test)]
+    pub(crate) fn destination(&self) -> &BrokerAddress {
         &self.target.destination
     }
 }
@@ -179,7 +174,7 @@ impl SinkBuilder for KafkaSinkSingleBuilder {
 
 /// One client connection's sink: one broker connection and a FIFO of the
 /// responses it is owed.
-pub struct KafkaSinkSingle {
+pub(crate) struct KafkaSinkSingle {
     name: Arc<str>,
     target: Arc<Target>,
     connection: Option<BrokerConnection>,

@@ -35,26 +35,47 @@ pub enum TlsError {
     /// A file could not be read.
     #[error("{}: cannot read file: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// A file is not valid PEM.
     #[error("{}: invalid pem: {reason}", path.display())]
-    Pem { path: PathBuf, reason: String },
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM parser said.
+        reason: String,
+    },
     /// A certificate file holds no certificate.
     #[error("{}: no certificate found", path.display())]
-    NoCertificates { path: PathBuf },
+    NoCertificates {
+        /// The file.
+        path: PathBuf,
+    },
     /// A key file holds no private key.
     #[error("{}: no private key found", path.display())]
-    NoPrivateKey { path: PathBuf },
+    NoPrivateKey {
+        /// The file.
+        path: PathBuf,
+    },
     /// A CA certificate could not be used as a trust anchor.
     #[error("{}: invalid certificate authority: {reason}", path.display())]
-    CertificateAuthority { path: PathBuf, reason: String },
+    CertificateAuthority {
+        /// The CA file.
+        path: PathBuf,
+        /// What rustls said.
+        reason: String,
+    },
     /// The client certificate and key do not work together.
     #[error("{} and {}: invalid client certificate or key: {reason}", cert.display(), key.display())]
     ClientAuth {
+        /// The client certificate file.
         cert: PathBuf,
+        /// The client key file.
         key: PathBuf,
+        /// What rustls said.
         reason: String,
     },
     /// Only one of `certificate_path` and `private_key_path` was set.
@@ -62,10 +83,16 @@ pub enum TlsError {
     IncompleteClientAuth,
     /// A broker host is not a valid TLS server name.
     #[error("tls: invalid server name `{name}`")]
-    ServerName { name: String },
+    ServerName {
+        /// The host.
+        name: String,
+    },
     /// rustls refused the configuration.
     #[error("tls: {reason}")]
-    Config { reason: String },
+    Config {
+        /// What rustls said.
+        reason: String,
+    },
 }
 
 impl ErrorClass for TlsError {
@@ -79,7 +106,7 @@ impl ErrorClass for TlsError {
 }
 
 /// Builds a connector for broker connections from `cfg`.
-pub fn connector(cfg: &TlsConnectorConfig) -> Result<TlsConnector, TlsError> {
+pub(crate) fn connector(cfg: &TlsConnectorConfig) -> Result<TlsConnector, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = Arc::new(load_roots(Path::new(&cfg.certificate_authority_path))?);
     let builder = ClientConfig::builder_with_provider(provider.clone())

@@ -23,7 +23,7 @@ pub struct BrokerAddress {
 #[error("invalid broker address `{input}`: expected host:port")]
 pub struct AddressParseError {
     /// The text that was given.
-    pub input: String,
+    pub(crate) input: String,
 }
 
 impl BrokerAddress {

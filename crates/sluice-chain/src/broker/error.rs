@@ -22,72 +22,98 @@ pub enum BrokerError {
     /// Resolving or connecting failed.
     #[error("{broker}: cannot connect: {reason}")]
     Connect {
+        /// The broker.
         broker: BrokerAddress,
+        /// What went wrong.
         reason: String,
     },
     /// Connecting (TCP and TLS handshake) took longer than the connect timeout.
     #[error("{broker}: connect timed out after {}ms", timeout.as_millis())]
     ConnectTimeout {
+        /// The broker.
         broker: BrokerAddress,
+        /// The connect timeout that passed.
         timeout: Duration,
     },
     /// The TLS handshake was refused (certificate, protocol version, ...).
     #[error("{broker}: tls handshake failed: {reason}")]
     TlsHandshake {
+        /// The broker.
         broker: BrokerAddress,
+        /// What went wrong.
         reason: String,
     },
     /// The broker closed the connection.
     #[error("{broker}: connection closed by the broker")]
-    ClosedByBroker { broker: BrokerAddress },
+    ClosedByBroker {
+        /// The broker.
+        broker: BrokerAddress,
+    },
     /// Reading from or writing to the socket failed.
     #[error("{broker}: {op} failed: {reason}")]
     Io {
+        /// The broker.
         broker: BrokerAddress,
         /// `receive` or `send`.
         op: &'static str,
         /// A short label for metrics: `reset`, `eof`, `tls` or `io`.
         kind: &'static str,
+        /// What went wrong.
         reason: String,
     },
     /// The oldest request in flight waited longer than the read timeout.
     #[error("{broker}: no response within {}ms", timeout.as_millis())]
     ReadTimeout {
+        /// The broker.
         broker: BrokerAddress,
+        /// The read timeout that passed.
         timeout: Duration,
     },
     /// The broker sent bytes that break the protocol.
     #[error("{broker}: protocol error: {reason}")]
     Protocol {
+        /// The broker.
         broker: BrokerAddress,
+        /// What went wrong.
         reason: String,
     },
     /// Sluice could not encode a request it had rewritten.
     #[error("{broker}: cannot encode request: {reason}")]
     Encode {
+        /// The broker.
         broker: BrokerAddress,
+        /// What went wrong.
         reason: String,
     },
     /// Sluice closed the connection (the owner dropped it).
     #[error("{broker}: connection closed by sluice")]
-    Shutdown { broker: BrokerAddress },
+    Shutdown {
+        /// The broker.
+        broker: BrokerAddress,
+    },
     /// A connect to the broker failed moments ago: it is marked down and
     /// not tried again until the backoff window ends. The request was not
     /// sent.
     #[error("{broker}: marked down after a failed connect; next attempt in {}ms", retry_in.as_millis())]
     Down {
+        /// The broker.
         broker: BrokerAddress,
+        /// How long until the next connect attempt.
         retry_in: Duration,
     },
     /// The broker stopped answering and left the cluster's metadata (the
     /// controller fenced it): a request still owed there is answered as
     /// failed, so that the client retries where its partitions moved.
     #[error("{broker}: the broker stopped answering and left the cluster metadata")]
-    LeftCluster { broker: BrokerAddress },
+    LeftCluster {
+        /// The broker.
+        broker: BrokerAddress,
+    },
     /// The connection had failed before this request was written, so the
     /// broker never saw it: retrying it cannot apply it twice.
     #[error("{cause}; the request was not sent")]
     NotSent {
+        /// Why the connection had failed.
         cause: Box<BrokerError>,
         /// The request, handed back when the connection still had it, so
         /// that the owner can send it again (see [`BrokerError::unsent_request`]).
@@ -113,7 +139,7 @@ impl fmt::Debug for UnsentRequest {
 
 impl BrokerError {
     /// A short label for the `kind` metric label.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             BrokerError::Connect { .. } => "connect",
             BrokerError::ConnectTimeout { .. } => "connect_timeout",

@@ -16,17 +16,17 @@ use sluice_codec::{ApiKey, CodecError, Response, ResponseKind};
 
 /// Where clients must connect: Sluice's own address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdvertisedAddress {
+pub(crate) struct AdvertisedAddress {
     /// Host as written into responses (an IP literal, without brackets).
-    pub host: StrBytes,
+    pub(crate) host: StrBytes,
     /// Port as written into responses.
-    pub port: i32,
+    pub(crate) port: i32,
 }
 
 impl AdvertisedAddress {
     /// The address a client connected to. IPv4-mapped IPv6 addresses are
     /// written as plain IPv4.
-    pub fn from_socket_addr(addr: SocketAddr) -> Self {
+    pub(crate) fn from_socket_addr(addr: SocketAddr) -> Self {
         Self {
             host: StrBytes::from_string(addr.ip().to_canonical().to_string()),
             port: i32::from(addr.port()),
@@ -37,7 +37,7 @@ impl AdvertisedAddress {
 /// Rewrites the broker addresses in `response` if it is one that carries
 /// them; leaves every other response undecoded. Returns whether the
 /// response was decoded for rewriting.
-pub fn rewrite_response(
+pub(crate) fn rewrite_response(
     response: &mut Response,
     to: &AdvertisedAddress,
 ) -> Result<bool, CodecError> {
@@ -58,7 +58,7 @@ pub fn rewrite_response(
 }
 
 /// Every broker in a Metadata response.
-pub fn rewrite_metadata(body: &mut MetadataResponse, to: &AdvertisedAddress) {
+pub(crate) fn rewrite_metadata(body: &mut MetadataResponse, to: &AdvertisedAddress) {
     for broker in &mut body.brokers {
         broker.host = to.host.clone();
         broker.port = to.port;
@@ -69,7 +69,7 @@ pub fn rewrite_metadata(body: &mut MetadataResponse, to: &AdvertisedAddress) {
 /// `host`/`port` of v0-3, or each entry of the `coordinators` list of v4+
 /// (fields of the other versions must stay unset to encode). A coordinator
 /// that was not found (node id -1) is left as the broker sent it.
-pub fn rewrite_find_coordinator(
+pub(crate) fn rewrite_find_coordinator(
     body: &mut FindCoordinatorResponse,
     version: i16,
     to: &AdvertisedAddress,
@@ -90,7 +90,7 @@ pub fn rewrite_find_coordinator(
 }
 
 /// Every broker in a DescribeCluster response.
-pub fn rewrite_describe_cluster(body: &mut DescribeClusterResponse, to: &AdvertisedAddress) {
+pub(crate) fn rewrite_describe_cluster(body: &mut DescribeClusterResponse, to: &AdvertisedAddress) {
     for broker in &mut body.brokers {
         broker.host = to.host.clone();
         broker.port = to.port;

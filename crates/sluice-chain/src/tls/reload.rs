@@ -48,7 +48,7 @@ pub enum TlsSide {
 
 impl TlsSide {
     /// The label value.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             TlsSide::Client => "client",
             TlsSide::Broker => "broker",
@@ -313,7 +313,7 @@ impl TlsReloader {
     }
 
     /// Reloads the targets whose files changed and have settled.
-    pub fn reload_changed(&self) -> ReloadCounts {
+    pub(crate) fn reload_changed(&self) -> ReloadCounts {
         let mut counts = ReloadCounts::default();
         for target in &self.targets {
             if target.settled_change() {

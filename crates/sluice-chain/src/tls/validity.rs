@@ -20,7 +20,7 @@ const UTC_TIME: u8 = 0x17;
 const GENERALIZED_TIME: u8 = 0x18;
 
 /// The certificate's `notAfter`, in seconds since the Unix epoch.
-pub fn not_after_unix_secs(cert_der: &[u8]) -> Option<i64> {
+pub(crate) fn not_after_unix_secs(cert_der: &[u8]) -> Option<i64> {
     let (certificate, _) = expect(cert_der, SEQUENCE)?;
     let (tbs, _) = expect(certificate, SEQUENCE)?;
     let mut rest = tbs;
