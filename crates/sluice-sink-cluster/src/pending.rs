@@ -119,7 +119,7 @@ impl Part {
     /// Stores the part's result if it has already arrived, without
     /// waiting: an answer can sit in its channel while the client is slow
     /// to take what is ahead of it, and such a part is not stalled.
-    pub fn settle_if_answered(&mut self) {
+    pub(crate) fn settle_if_answered(&mut self) {
         let PartState::Waiting(receiver) = &mut self.state else {
             return;
         };
