@@ -12,6 +12,7 @@
 //!   when their files change; [`reloadable_connector`] is a sink's;
 //! - `validity`: a certificate's expiry, read from its DER.
 
+pub mod der;
 pub mod reload;
 mod validity;
 

@@ -2,20 +2,12 @@
 //!
 //! mTLS clients are identified by their certificate's CN, the way Kafka's
 //! `ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/` does it. Only the
-//! subject is needed, so instead of a full X.509 parser this is a small DER
-//! walk: `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version
-//! OPTIONAL, serialNumber, signature, issuer, validity, subject, .. }, .. }`.
-//! It runs on a certificate that rustls has already verified, and every step is
-//! bounds-checked: bad input yields `None`, never a panic.
+//! subject is needed: the DER walk is `sluice_chain::tls::der`'s. It runs on
+//! a certificate that rustls has already verified; bad input yields `None`,
+//! never a panic.
 
-/// DER tag of SEQUENCE.
-const SEQUENCE: u8 = 0x30;
-/// DER tag of SET.
-const SET: u8 = 0x31;
-/// DER tag of OBJECT IDENTIFIER.
-const OID: u8 = 0x06;
-/// DER tag of the explicit `[0]` version field.
-const VERSION: u8 = 0xa0;
+use sluice_chain::tls::der::{OID, SEQUENCE, SET, TbsField, expect, tbs_field, tlv};
+
 /// The encoded OID 2.5.4.3 (id-at-commonName).
 const COMMON_NAME_OID: &[u8] = &[0x55, 0x04, 0x03];
 
@@ -25,18 +17,9 @@ const COMMON_NAME_OID: &[u8] = &[0x55, 0x04, 0x03];
 /// which is the first one in the RFC 2253 string that Kafka's principal
 /// mapping rules match against.
 pub(crate) fn subject_common_name(cert_der: &[u8]) -> Option<String> {
-    let (certificate, _) = expect(cert_der, SEQUENCE)?;
-    let (tbs, _) = expect(certificate, SEQUENCE)?;
-    let mut rest = tbs;
-    if let Some((VERSION, _, after)) = tlv(rest) {
-        rest = after;
-    }
-    // serialNumber, signature, issuer, validity: skipped without looking.
-    for _ in 0..4 {
-        let (_, _, after) = tlv(rest)?;
-        rest = after;
-    }
-    let (subject, _) = expect(rest, SEQUENCE)?;
+    let (SEQUENCE, subject) = tbs_field(cert_der, TbsField::Subject)? else {
+        return None;
+    };
     common_name_in(subject)
 }
 
@@ -90,39 +73,6 @@ fn decode_string(tag: u8, content: &[u8]) -> Option<String> {
         }
         _ => None,
     }
-}
-
-/// Reads one element that must have `tag`; returns its content and the rest.
-fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    match tlv(input)? {
-        (t, content, rest) if t == tag => Some((content, rest)),
-        _ => None,
-    }
-}
-
-/// Reads one DER element: `(tag, content, rest)`. Only single-byte tags and
-/// definite lengths of at most four bytes, which is all a certificate needs.
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, input) = input.split_first()?;
-    if tag & 0x1f == 0x1f {
-        return None;
-    }
-    let (&first, mut input) = input.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let (bytes, after) = (input.get(..n)?, input.get(n..)?);
-        input = after;
-        bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b))
-    };
-    let content = input.get(..len)?;
-    Some((tag, content, input.get(len..)?))
 }
 
 #[cfg(test)]

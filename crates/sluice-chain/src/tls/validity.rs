@@ -2,18 +2,13 @@
 //!
 //! A reload refuses a certificate that has already expired, and the expiry
 //! of each certificate in use is exported as a gauge so that operators can
-//! alert before it comes. Only this one field is needed, so instead of a
-//! full X.509 parser this is a small DER walk: `Certificate ::= SEQUENCE {
-//! tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber, signature,
-//! issuer, validity SEQUENCE { notBefore, notAfter }, .. }, .. }`, where a
-//! time is a UTCTime (`YYMMDDHHMMSSZ`) or a GeneralizedTime
-//! (`YYYYMMDDHHMMSSZ`). Every step is bounds-checked: bad input yields
-//! `None`, never a panic.
+//! alert before it comes. Only this one field is needed: the DER walk is
+//! [`super::der`]'s, and a time is a UTCTime (`YYMMDDHHMMSSZ`) or a
+//! GeneralizedTime (`YYYYMMDDHHMMSSZ`). Bad input yields `None`, never a
+//! panic.
 
-/// DER tag of SEQUENCE.
-const SEQUENCE: u8 = 0x30;
-/// DER tag of the explicit `[0]` version field.
-const VERSION: u8 = 0xa0;
+use super::der::{SEQUENCE, TbsField, tbs_field, tlv};
+
 /// DER tag of UTCTime.
 const UTC_TIME: u8 = 0x17;
 /// DER tag of GeneralizedTime.
@@ -21,18 +16,9 @@ const GENERALIZED_TIME: u8 = 0x18;
 
 /// The certificate's `notAfter`, in seconds since the Unix epoch.
 pub(crate) fn not_after_unix_secs(cert_der: &[u8]) -> Option<i64> {
-    let (certificate, _) = expect(cert_der, SEQUENCE)?;
-    let (tbs, _) = expect(certificate, SEQUENCE)?;
-    let mut rest = tbs;
-    if let Some((VERSION, _, after)) = tlv(rest) {
-        rest = after;
-    }
-    // serialNumber, signature, issuer: skipped without looking.
-    for _ in 0..3 {
-        let (_, _, after) = tlv(rest)?;
-        rest = after;
-    }
-    let (validity, _) = expect(rest, SEQUENCE)?;
+    let (SEQUENCE, validity) = tbs_field(cert_der, TbsField::Validity)? else {
+        return None;
+    };
     let (_, _, after_not_before) = tlv(validity)?;
     let (tag, value, _) = tlv(after_not_before)?;
     let text = std::str::from_utf8(value).ok()?;
@@ -80,36 +66,6 @@ fn digits(text: &str, from: usize, to: usize) -> Option<i64> {
         return None;
     }
     part.parse().ok()
-}
-
-/// The value of a TLV that must have tag `tag`, and what follows it.
-fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8])> {
-    let (t, value, rest) = tlv(input)?;
-    (t == tag).then_some((value, rest))
-}
-
-/// Splits one DER TLV off `input`: (tag, value, rest).
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let (bytes, after) = rest.split_at(n);
-        rest = after;
-        bytes
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
-    };
-    if rest.len() < len {
-        return None;
-    }
-    let (value, rest) = rest.split_at(len);
-    Some((tag, value, rest))
 }
 
 #[cfg(test)]
