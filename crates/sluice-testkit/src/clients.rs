@@ -59,7 +59,7 @@ pub fn run(
         .stderr(Stdio::piped());
     let mut child = command
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+        .unwrap_or_else(|e| panic!("spawn {what} ({:?}): {e}", command.get_program()));
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().expect("stdin pipe");
         pipe.write_all(input.as_bytes()).expect("write stdin");
