@@ -8,6 +8,9 @@
 //!   disconnect, and traffic flows through the broker again once restarted.
 //!   The same again through a Sluice with SCRAM over mTLS (clients log in
 //!   with SCRAM-SHA-512; every broker connection is token-authenticated).
+//! - SCRAM over mTLS with tokens of 30 s while a broker stays down for 60
+//!   s under load: the token rotates through the outage, and the clients
+//!   see no error, lose nothing and keep their connections.
 //! - A reset (RST) of idle broker connections: the client's next requests
 //!   succeed at the first try and Sluice logs nothing at WARN or above.
 //! - A broker killed while a Fetch waits on it: the Fetch is answered at
@@ -62,6 +65,7 @@ const IDLE_CLOSED: &str = "sluice_broker_connections_idle_closed_total";
 const SYNTHESIZED: &str = "sluice_synthesized_error_responses_total";
 const CLOSED_ON_ERROR: &str = "sluice_client_connections_closed_on_error_total";
 const OPEN_CLIENTS: &str = "sluice_client_connections_open";
+const TOKENS_CREATED: &str = "sluice_delegation_token_creations_total";
 
 /// One test at a time, whatever `--test-threads` says.
 fn serial() -> MutexGuard<'static, ()> {
@@ -184,7 +188,12 @@ impl Front {
     /// Sluice with SCRAM over mTLS (tokens of an hour: no rotation during
     /// the test), and clients logging in with SCRAM-SHA-512 as `admin`.
     fn scram_over_mtls(cluster: &Cluster) -> Self {
-        let (sluice, listen) = scram::start(sluice_bin(), cluster, 3600, 10);
+        Self::scram_over_mtls_with_tokens_of(cluster, 3600)
+    }
+
+    /// The same with delegation tokens of `lifetime_secs`.
+    fn scram_over_mtls_with_tokens_of(cluster: &Cluster, lifetime_secs: u64) -> Self {
+        let (sluice, listen) = scram::start(sluice_bin(), cluster, lifetime_secs, 10);
         Self {
             sluice,
             listen,
@@ -246,6 +255,92 @@ fn broker_killed_under_load_with_scram_over_mtls_loses_no_acked_record_and_close
     assert!(
         sluice.metric("sluice_delegation_token_creations_total", &[]) >= 1.0,
         "the clients went through token connections"
+    );
+}
+
+/// SCRAM over mTLS with tokens of 30 s while broker 2 stays down for 60 s
+/// under an idempotent VerifiableProducer and a VerifiableConsumer: the
+/// token is replaced at least three times while the broker is away (each
+/// created through a broker that answers, awaited only on those), and the
+/// returning broker is served with the current token. The clients see no
+/// failed send, no failed commit and no disconnect; every acknowledged
+/// record is consumed; Sluice closes no client connection and no token
+/// creation fails.
+#[test]
+#[ignore = "kills brokers; run in the serial phase of scripts/test"]
+fn thirty_second_tokens_outlast_a_broker_down_for_sixty_seconds() {
+    const LIFETIME_SECS: u64 = 30;
+    const DOWN: Duration = Duration::from_secs(60);
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let front = Front::scram_over_mtls_with_tokens_of(&cluster, LIFETIME_SECS);
+    let sluice = &front.sluice;
+    let topic = unique("lifecycle-token-outage");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let mut consumer = front.consumer(&cluster, &topic);
+    wait_assigned(&mut consumer);
+    // 100 records/s for 100 s: 10 s before the kill, 60 s down, the rest after.
+    let mut producer = front
+        .producer(10_000, 100, None)
+        .start(&cluster, &front.listen, &topic);
+    delivery::wait_acked(&mut producer, 1_000, Duration::from_secs(60));
+    let created_at_kill = sluice.metric(TOKENS_CREATED, &[]);
+    let killed = cluster.kill_node(VICTIM);
+    let down_since = Instant::now();
+    // The outage is the fault itself, timed; meanwhile the producer must
+    // keep being acknowledged on the partitions that moved.
+    let acked_at_kill = acked_so_far(&producer);
+    let every: BTreeSet<i32> = (0..PARTITIONS as i32).collect();
+    wait_acks_on(&mut producer, acked_at_kill, &every, "the kill");
+    while down_since.elapsed() < DOWN {
+        assert!(
+            !producer.exited(),
+            "the producer ended while broker {VICTIM} was down; stderr:\n{}",
+            producer.stderr()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let rotated = sluice.metric(TOKENS_CREATED, &[]) - created_at_kill;
+    killed.restart();
+
+    let out = producer.wait_exit(Duration::from_secs(120));
+    out.assert_success("VerifiableProducer");
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    let producer_disconnects = disconnects(&out.stderr);
+    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
+    let out = consumer.terminate(Duration::from_secs(60));
+    let events = delivery::events(&out.stdout);
+    eprintln!(
+        "{} records acked; {rotated} tokens created while broker {VICTIM} was down",
+        produced.acked.len()
+    );
+
+    assert!(
+        rotated >= 3.0,
+        "tokens of {LIFETIME_SECS} s were replaced while broker {VICTIM} was down ({rotated} created)"
+    );
+    assert_eq!(
+        sluice.metric("sluice_delegation_token_failures_total", &[]),
+        0.0,
+        "no token creation failed while a broker was down"
+    );
+    assert!(
+        produced.errors.is_empty(),
+        "no send failed: {:?}",
+        produced.errors
+    );
+    assert_eq!(produced.acked.len(), 10_000, "every record acknowledged");
+    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+    assert_eq!(delivery::failed_commits(&events), Vec::<String>::new());
+    assert_eq!(
+        (producer_disconnects, disconnects(&out.stderr)),
+        (Vec::new(), Vec::new()),
+        "clients of Sluice never see a broker disconnect"
+    );
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
     );
 }
 
