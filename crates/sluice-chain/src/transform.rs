@@ -46,6 +46,13 @@ pub trait Sink: Send {
     async fn recv(&mut self, ctx: &ConnectionContext) -> Result<Response, ChainError>;
     /// How many responses are still owed.
     fn pending(&self) -> usize;
+    /// Bytes the sink keeps for the client beyond the responses it owes
+    /// (answers that came for requests already answered, kept to serve the
+    /// next ones): the source counts them against the connection's memory
+    /// budget. Sinks that keep nothing leave the default, 0.
+    fn kept_bytes(&self) -> usize {
+        0
+    }
     /// Whether the client has authenticated, or is known to need no
     /// authentication. Until then the source holds it to its
     /// before-authentication limits (frame size, deadline, connection cap).
@@ -168,6 +175,11 @@ impl Chain {
     /// How many responses the client is still owed.
     pub fn pending(&self) -> usize {
         self.sink.pending()
+    }
+
+    /// What the sink keeps for the client (see [`Sink::kept_bytes`]).
+    pub fn kept_bytes(&self) -> usize {
+        self.sink.kept_bytes()
     }
 
     /// Whether the client has authenticated (see [`Sink::authenticated`]).

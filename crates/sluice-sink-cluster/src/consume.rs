@@ -76,6 +76,7 @@ use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_by
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
+mod kept;
 mod session;
 mod upstream;
 
@@ -141,6 +142,9 @@ pub(crate) struct PartMeta {
     learned: bool,
     /// When it was sent.
     sent_at: Instant,
+    /// What its answer may bring (see [`kept`]): counted against the
+    /// client's memory budget while it is parked.
+    may_bring_bytes: usize,
 }
 
 /// One client connection's fetch state between fetches: parked parts, their
@@ -684,6 +688,7 @@ impl FetchCombine {
                                     sent_in: None,
                                     learned: false,
                                     sent_at: Instant::now(),
+                                    may_bring_bytes: 0,
                                 },
                                 slots: Vec::new(),
                             },
@@ -704,6 +709,9 @@ impl FetchCombine {
                 new.claim.meta.asked.insert(key, plan.request.fetch_offset);
                 new.claim.slots.push((t, p));
             }
+        }
+        for new in &mut fresh {
+            new.claim.meta.may_bring_bytes = kept::may_bring_bytes(&new.request);
         }
         fresh
     }

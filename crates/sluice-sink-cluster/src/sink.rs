@@ -541,6 +541,12 @@ impl Sink for KafkaSinkCluster {
         self.pending.len() + usize::from(self.auth.closing().is_some())
     }
 
+    /// The consume path's parked parts and stashed answers
+    /// (`consume/kept.rs`).
+    fn kept_bytes(&self) -> usize {
+        self.fetch.kept_bytes()
+    }
+
     /// With `authorize_scram_over_mtls`: authenticated (the gate closes a
     /// client that tries anything else). Without it: at once (see
     /// `authenticates_clients`).

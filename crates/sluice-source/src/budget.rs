@@ -13,7 +13,11 @@
 //! - for each request the chain still owes, the response it will bring: a
 //!   Fetch's `max_bytes`, anything else [`RESPONSE_ESTIMATE_BYTES`], replaced
 //!   by the response's real size once it is in hand;
-//! - encoded responses not yet written to the client.
+//! - encoded responses not yet written to the client;
+//! - what the chain keeps for the client beyond the responses it owes
+//!   ([`sluice_chain::transform::Sink::kept_bytes`]: the consume path's
+//!   parked fetch parts and stashed answers), as it reports after each
+//!   request and response.
 //!
 //! At a limit the connection stops reading, as a broker mutes a channel, and
 //! TCP pushes back on the client; requests already read wait in its buffer.
@@ -25,7 +29,9 @@
 //! (only its read buffer holds bytes) may always forward one request it has
 //! read: a full process then serves each connection one request at a time,
 //! as Kafka does, and read frames never wait on each other. Usage can
-//! therefore exceed a limit by what one admission brings, never more.
+//! therefore exceed a limit by what one admission brings, never more. What
+//! the chain keeps is released by the client's next fetch, so a connection
+//! that owes nothing but keeps something may always read its next request.
 //!
 //! A Fetch is clamped to fit: its `max_bytes` is lowered to the room left
 //! under both limits (never below [`MIN_FETCH_MAX_BYTES`]), in the frame
@@ -129,6 +135,9 @@ pub(crate) struct ConnectionBudget {
     /// request order (the chain answers in that order): its frame plus the
     /// response it will bring.
     owed: VecDeque<usize>,
+    /// What the chain keeps for the client beyond what it owes, as last
+    /// reported ([`ConnectionBudget::set_kept`]).
+    kept: usize,
 }
 
 impl ConnectionBudget {
@@ -139,6 +148,7 @@ impl ConnectionBudget {
             held: 0,
             reading: 0,
             owed: VecDeque::new(),
+            kept: 0,
         }
     }
 
@@ -158,6 +168,11 @@ impl ConnectionBudget {
     /// bytes were reserved when its length was read.)
     pub(crate) fn full_for_reading(&self) -> Option<Full> {
         let committed = self.committed();
+        // What the chain keeps waits for the client's next request to be
+        // taken or dropped: never stop that request.
+        if self.kept > 0 && committed == self.kept {
+            return None;
+        }
         if committed > 0 && committed >= self.limit {
             return Some(Full::Connection);
         }
@@ -173,7 +188,7 @@ impl ConnectionBudget {
     /// connection one request at a time, as Kafka does, and frames that are
     /// read can never wait on each other.
     pub(crate) fn full_for_forwarding(&self) -> Option<Full> {
-        match self.committed() {
+        match self.committed().saturating_sub(self.kept) {
             0 => None,
             _ => self.full_for_reading(),
         }
@@ -231,6 +246,13 @@ impl ConnectionBudget {
     pub(crate) fn answered(&mut self, encoded_bytes: usize) {
         let reserved = self.owed.pop_front().unwrap_or(0);
         self.adjust(reserved, encoded_bytes);
+    }
+
+    /// The chain now keeps `bytes` for the client beyond what it owes.
+    pub(crate) fn set_kept(&mut self, bytes: usize) {
+        let before = self.kept;
+        self.kept = bytes;
+        self.adjust(before, bytes);
     }
 
     /// `bytes` of encoded responses were written to the client.
@@ -319,6 +341,30 @@ mod tests {
             None,
             "one frame above the budget still passes"
         );
+    }
+
+    #[test]
+    fn what_the_chain_keeps_counts_but_never_stops_the_next_request() {
+        let process = MemoryBudget::new(4 * MIB);
+        let mut keeper = ConnectionBudget::new(MIB, Arc::clone(&process));
+        let other = ConnectionBudget::new(MIB, Arc::clone(&process));
+        keeper.set_kept(4 * MIB);
+        assert_eq!((keeper.held(), process.used_bytes()), (4 * MIB, 4 * MIB));
+        assert_eq!(other.full_for_reading(), Some(Full::Process), "it counts");
+        assert_eq!(keeper.full_for_reading(), None, "its next request is read");
+        keeper.set_reading(100);
+        assert_eq!(keeper.full_for_forwarding(), None, "and forwarded");
+        keeper.set_reading(0);
+        keeper.forwarded(100, Some(1000));
+        assert_eq!(
+            keeper.full_for_reading(),
+            Some(Full::Connection),
+            "owing a response on top, it waits"
+        );
+        keeper.set_kept(0);
+        assert_eq!(process.used_bytes(), 1100, "released by the next fetch");
+        drop(keeper);
+        assert_eq!(process.used_bytes(), 0);
     }
 
     #[test]

@@ -480,6 +480,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let owes = self.chain.pending() > owed_before;
         self.budget
             .forwarded(frame_bytes, owes.then_some(response_bytes));
+        self.budget.set_kept(self.chain.kept_bytes());
         match sent {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(Close::Error(e.into())),
@@ -619,6 +620,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             .encode_into(&mut self.io.out)
             .map_err(ConnectionError::Encode);
         self.budget.answered(self.io.out.len() - before);
+        self.budget.set_kept(self.chain.kept_bytes());
         encoded?;
         self.counters.response(response.api_key());
         Ok(())

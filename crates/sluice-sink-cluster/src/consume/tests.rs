@@ -30,6 +30,9 @@ fn key(partition: i32) -> PartitionKey {
     (TopicRef::Name(topic()), partition)
 }
 
+/// The `partition_max_bytes` of every partition [`fetch`] asks for.
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+
 /// A fetch of `partitions` (index, offset) of topic `t`.
 fn fetch(partitions: &[(i32, i64)], min_bytes: i32) -> FetchRequest {
     let partitions = partitions
@@ -38,6 +41,7 @@ fn fetch(partitions: &[(i32, i64)], min_bytes: i32) -> FetchRequest {
             FetchPartition::default()
                 .with_partition(p)
                 .with_fetch_offset(offset)
+                .with_partition_max_bytes(PARTITION_MAX_BYTES)
         })
         .collect();
     FetchRequest::default()
@@ -399,6 +403,11 @@ async fn a_parked_part_at_other_offsets_is_asked_again_once_it_answers() {
 async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
     let mut state = FetchState::default();
     let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    assert_eq!(
+        state.kept_bytes(),
+        2 << 20,
+        "two parked parts, each may bring its one partition's max"
+    );
     for (_, _, tx) in out.drain(..) {
         // Partition 1 (broker 2) and 2 (broker 3) answer between fetches.
         tx.send(Ok(answer(vec![data(1, 40, 22), data(2, 50, 33)])))
@@ -414,12 +423,22 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
         };
         state.absorb(&parked.meta, answer);
     }
+    let stashed = state.kept_bytes();
+    assert!(
+        (90..2048).contains(&stashed),
+        "the stash counts its records: {stashed}"
+    );
     // The client asks partition 1 where the stash has it, partition 2 elsewhere.
     let request = fetch(&[(0, 12), (1, 20), (2, 31)], 1);
     let planned = plan(&mut state, &request, Instant::now());
     assert!(
         state.stash.is_empty(),
         "every stashed answer is used or dropped"
+    );
+    assert_eq!(
+        state.kept_bytes(),
+        0,
+        "nothing kept once the next fetch planned"
     );
     let (combine, mut parts, replies) = send(planned);
     let asked: Vec<(i32, i32, i64)> = replies

@@ -43,6 +43,11 @@ impl LazyFetchState {
         self.0.as_ref().is_none_or(|state| state.is_idle())
     }
 
+    /// What is kept for the client (see [`FetchState::kept_bytes`]).
+    pub(super) fn kept_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |state| state.kept_bytes())
+    }
+
     /// The parked parts, taken out (none before the first fetch).
     fn take_parked(&mut self) -> Vec<Parked> {
         self.0

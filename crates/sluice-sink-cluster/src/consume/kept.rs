@@ -1,0 +1,93 @@
+//! What the consume path keeps for a client between its fetches, in bytes,
+//! for the client connection's memory budget.
+//!
+//! The source counts each request the chain owes a response for, and the
+//! response once it is in hand (`sluice-source/src/budget.rs`). A parked
+//! part is owed to no request: its fetch was answered early. What it brings
+//! is held all the same, first in the broker connection's buffer and then
+//! in the stash, until the client's next fetch takes or drops it. A client
+//! that lets fetches be answered early and never sends the next would
+//! otherwise make every broker it reads from hold one part's answer for it,
+//! uncounted, for as long as the connection lives.
+//!
+//! So the sink reports [`FetchState::kept_bytes`] after each request and
+//! response, and the source counts it against the connection's and the
+//! process's budgets:
+//! - a parked part counts what its answer may bring: its `max_bytes`, or
+//!   less when its partitions' `partition_max_bytes` add up to less (a
+//!   broker returns at least one record batch even above both, which the
+//!   estimate, like Kafka's own fetch sizing, leaves out);
+//! - a stashed partition counts its records.
+
+use bytes::Bytes;
+use sluice_codec::kafka_protocol::messages::FetchRequest;
+
+use super::FetchState;
+
+/// What a stashed partition answer costs besides its records: the struct,
+/// its box and its map entry, roughly.
+const STASHED_OVERHEAD_BYTES: usize = 256;
+
+/// What the answer to the part `request` may bring.
+pub(super) fn may_bring_bytes(request: &FetchRequest) -> usize {
+    let partitions: usize = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| usize::try_from(p.partition_max_bytes).unwrap_or(0))
+        .fold(0, usize::saturating_add);
+    usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(partitions)
+}
+
+impl FetchState {
+    /// The bytes kept for the client beyond the responses it is owed: the
+    /// parked parts' possible answers and the stashed partitions.
+    pub(crate) fn kept_bytes(&self) -> usize {
+        let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
+        let stashed: usize = self
+            .stash
+            .values()
+            .map(|s| s.data.records.as_ref().map_or(0, Bytes::len) + STASHED_OVERHEAD_BYTES)
+            .sum();
+        parked + stashed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+
+    use super::*;
+
+    fn request(max_bytes: i32, partition_max: &[i32]) -> FetchRequest {
+        let partitions = partition_max
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| {
+                FetchPartition::default()
+                    .with_partition(i32::try_from(i).unwrap_or(0))
+                    .with_partition_max_bytes(m)
+            })
+            .collect();
+        FetchRequest::default()
+            .with_max_bytes(max_bytes)
+            .with_topics(vec![FetchTopic::default().with_partitions(partitions)])
+    }
+
+    #[test]
+    fn a_part_may_bring_its_max_bytes_or_its_partitions_sum_if_less() {
+        assert_eq!(
+            may_bring_bytes(&request(50 << 20, &[1 << 20, 1 << 20])),
+            2 << 20
+        );
+        assert_eq!(may_bring_bytes(&request(1000, &[1 << 20, 1 << 20])), 1000);
+        assert_eq!(
+            may_bring_bytes(&request(-1, &[1 << 20])),
+            0,
+            "nonsense counts 0"
+        );
+        assert_eq!(may_bring_bytes(&request(1 << 20, &[-5, 100])), 100);
+    }
+}
