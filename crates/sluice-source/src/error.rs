@@ -28,7 +28,6 @@ pub enum SourceError {
         /// The configured `listen_addr`.
         addr: String,
         /// The operating system's error.
-        #[source]
         error: io::Error,
     },
     /// A TLS file could not be read.
@@ -39,7 +38,6 @@ pub enum SourceError {
         /// The path from the configuration.
         path: String,
         /// The operating system's error.
-        #[source]
         error: io::Error,
     },
     /// A TLS file was read but holds no usable PEM item.
