@@ -164,7 +164,8 @@ pub(crate) enum Admit {
     /// the client (a request in the middle of a re-authentication).
     Refuse(i16),
     /// The client's session ended and it sent something other than a
-    /// re-authentication: the client is closed (logged once, by the caller).
+    /// re-authentication: the client is closed (logged once at INFO, by the
+    /// source when it closes the client: a routine close).
     Expired,
     /// The client is being closed: drop it.
     Drop,

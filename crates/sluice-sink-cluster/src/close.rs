@@ -288,6 +288,11 @@ impl ErrorClass for CloseError {
             _ => false,
         }
     }
+
+    /// A session that ended is closed by brokers in normal operation.
+    fn routine_close(&self) -> bool {
+        matches!(self, CloseError::SessionExpired { .. })
+    }
 }
 
 impl CloseError {

@@ -76,12 +76,9 @@ impl KafkaSinkCluster {
                     .and_then(|body| route::error_response(api, body, version, code));
                 Ok(body.map(|body| ready(&request, body)))
             }
-            Admit::Expired => {
-                if let Some(reason) = self.auth.closing() {
-                    info!("closing the client: {reason}");
-                }
-                Ok(None)
-            }
+            // Logged once, at INFO, when the source closes the client
+            // (`routine_close`).
+            Admit::Expired => Ok(None),
             Admit::Drop => {
                 debug!(
                     api = ?request.api_key(),

@@ -15,6 +15,7 @@ use super::super::tests::{
 };
 use super::*;
 use crate::auth::SaslStep;
+use sluice_chain::ErrorClass;
 
 const LIFETIME_MS: i64 = 10_000;
 
@@ -70,6 +71,10 @@ async fn a_session_ends_after_its_lifetime_and_then_closes_the_client() {
         auth.admit(&mut metadata()).unwrap(),
         Admit::Expired
     ));
+    assert!(
+        auth.closing().unwrap().routine_close(),
+        "logged at INFO, as brokers close it"
+    );
     let reason = auth.closing().unwrap().to_string();
     assert!(
         reason.contains("expired") && reason.contains("alice"),
@@ -311,7 +316,6 @@ async fn reauthentication_needs_a_versioned_first_authentication_and_a_second_be
 
 #[tokio::test(start_paused = true)]
 async fn an_unchecked_reauthentication_is_answered_with_a_retriable_error() {
-    use sluice_chain::ErrorClass;
     use sluice_chain::broker::{BrokerAddress, BrokerError};
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
