@@ -30,7 +30,8 @@
 //!   every client's re-authentication failed or never came) waits: no new
 //!   token is minted until a client authenticates as the user again, or
 //!   until nobody holds the token and the user is dropped. The current token
-//!   stays published meanwhile and ends at its own expiry. A user never
+//!   stays published meanwhile and ends at its own expiry; a client that
+//!   logs in after it expired waits in `token_for` for its successor. A user never
 //!   vouched for, or vouched for by a session without end (the brokers set no
 //!   `connections.max.reauth.ms`), is rotated as before.
 //!
@@ -173,7 +174,7 @@ impl Default for TokenSettings {
 }
 
 /// How often a rotation waiting for a user to be vouched for checks again
-/// whether anyone still holds the token.
+/// whether anyone still holds the token (a vouching wakes it at once).
 const VOUCH_RECHECK: Duration = Duration::from_secs(1);
 
 /// Until when a broker has vouched for a user's credentials.
@@ -235,6 +236,7 @@ impl TokenTask {
                 shutdown,
                 users: Mutex::new(HashMap::new()),
                 vouched: Mutex::new(HashMap::new()),
+                vouched_changed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -276,6 +278,8 @@ struct Inner {
     users: Mutex<HashMap<String, Slot>>,
     /// Until when each user is vouched for (see the module doc).
     vouched: Mutex<HashMap<String, Vouched>>,
+    /// Wakes the rotations waiting for their user to be vouched for.
+    vouched_changed: tokio::sync::Notify,
 }
 
 impl Inner {
@@ -304,18 +308,22 @@ impl TokenTaskHandle {
         if self.inner.shutdown.is_cancelled() {
             return Err(AuthError::Shutdown);
         }
-        let mut pending = {
+        let found = {
             let mut users = self.inner.users();
             match users.get(username) {
-                Some(Slot::Ready(rx)) => return Ok(rx.clone()),
-                Some(Slot::Creating(rx)) => rx.clone(),
+                Some(Slot::Ready(rx)) => Ok(rx.clone()),
+                Some(Slot::Creating(rx)) => Err(rx.clone()),
                 None => {
                     let (tx, rx) = watch::channel(None);
                     users.insert(username.to_owned(), Slot::Creating(rx.clone()));
                     tokio::spawn(user_task(self.inner.clone(), username.to_owned(), tx));
-                    rx
+                    Err(rx)
                 }
             }
+        };
+        let mut pending = match found {
+            Ok(ready) => return self.unexpired(username, ready).await,
+            Err(pending) => pending,
         };
         let result = pending
             .wait_for(Option::is_some)
@@ -329,6 +337,29 @@ impl TokenTaskHandle {
         }
     }
 
+    /// `rx` once its token has not expired: a rotation that waited for a
+    /// broker to vouch for the user may have let it expire (see the module
+    /// doc); the caller has just been vouched for, so its successor follows.
+    async fn unexpired(
+        &self,
+        username: &str,
+        mut rx: TokenReceiver,
+    ) -> Result<TokenReceiver, AuthError> {
+        if rx.borrow_and_update().expiry > Instant::now() {
+            return Ok(rx);
+        }
+        self.inner.vouched_changed.notify_waiters();
+        let timeout = self.inner.settings.creation_timeout;
+        match tokio::time::timeout(timeout, rx.changed()).await {
+            Ok(Ok(())) => Ok(rx),
+            Ok(Err(_)) => Err(AuthError::Shutdown),
+            Err(_) => Err(AuthError::Timeout {
+                what: format!("renewing the expired delegation token of user {username}"),
+                timeout,
+            }),
+        }
+    }
+
     /// Records that a broker has just accepted a client's credentials for
     /// `username` (an authentication or a re-authentication), for a session
     /// that ends at `until` (`None`: never). Rotations of the user's token
@@ -338,6 +369,8 @@ impl TokenTaskHandle {
         let mut vouched = self.inner.vouched();
         let entry = vouched.entry(username.to_owned()).or_insert(new);
         *entry = (*entry).max(new);
+        drop(vouched);
+        self.inner.vouched_changed.notify_waiters();
     }
 
     /// How many users have a token now.
@@ -434,6 +467,7 @@ async fn wait_vouched(inner: &Inner, user: &str, tx: &watch::Sender<Arc<Delegati
         }
         tokio::select! {
             _ = inner.shutdown.cancelled() => return false,
+            _ = inner.vouched_changed.notified() => {}
             _ = tokio::time::sleep(VOUCH_RECHECK) => {}
         }
         let mut users = inner.users();

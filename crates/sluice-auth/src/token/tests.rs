@@ -331,3 +331,23 @@ async fn a_session_without_end_vouches_for_good() {
     f.next_call().await;
     assert_eq!(changed(&mut rx).await.generation, 2, "rotated at half life");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_login_after_an_unvouched_token_expired_waits_for_its_successor() {
+    let mut f = Fixture::new();
+    f.handle
+        .vouch("carol", Some(Instant::now() + Duration::from_secs(10)));
+    let held = f.handle.token_for("carol").await.unwrap();
+    f.next_call().await;
+    // Unvouched at the rotation (50 s); the token expires (100 s) while held.
+    tokio::time::sleep(Duration::from_secs(150)).await;
+    assert!(f.drain_calls().is_empty());
+    assert!(held.borrow().expiry <= Instant::now());
+    // A client logs in again: vouched, and its token is not the expired one.
+    f.handle
+        .vouch("carol", Some(Instant::now() + Duration::from_secs(10)));
+    let rx = f.handle.token_for("carol").await.unwrap();
+    let token = rx.borrow().clone();
+    assert_eq!(token.generation, 2);
+    assert!(token.expiry > Instant::now());
+}
