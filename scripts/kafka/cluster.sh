@@ -4,6 +4,7 @@
 #
 # Usage:
 #   cluster.sh start      --name NAME --nodes N --base-port B [--state-dir DIR]
+#                         [--reauth-ms MS]
 #   cluster.sh stop       --name NAME [--state-dir DIR] [--purge]
 #   cluster.sh status     --name NAME [--state-dir DIR]
 #   cluster.sh kill-node  --name NAME --node ID [--state-dir DIR]
@@ -27,6 +28,11 @@
 #   SLUICE_KAFKA_JMX_BASE_PORT  opt-in remote JMX: node i listens on this port + i
 #                               (127.0.0.1 only, no authentication, no TLS; for
 #                               scripts/bench). Unset (the default): no JMX port.
+#
+# --reauth-ms MS sets connections.max.reauth.ms (KIP-368) on every node: SASL
+# sessions last MS, clients re-authenticate before then. It cannot be changed
+# on a running cluster (Kafka 4.1 refuses it as a dynamic config, and the
+# per-listener form is accepted but has no effect).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -43,7 +49,7 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
 
 usage() {
-  sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 now() { date +%s.%N; }
@@ -54,7 +60,7 @@ elapsed_since() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.1f", e - s }'; 
 CMD="${1:-}"
 [[ -n "$CMD" ]] || { usage >&2; exit 2; }
 shift
-NAME="" NODES="" BASE_PORT="" NODE_ARG="" STATE_DIR="" NO_WAIT=0 PURGE=0
+NAME="" NODES="" BASE_PORT="" NODE_ARG="" STATE_DIR="" NO_WAIT=0 PURGE=0 REAUTH_MS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) NAME="${2:?--name needs a value}"; shift 2 ;;
@@ -64,6 +70,7 @@ while [[ $# -gt 0 ]]; do
     --state-dir) STATE_DIR="${2:?--state-dir needs a value}"; shift 2 ;;
     --no-wait) NO_WAIT=1; shift ;;
     --purge) PURGE=1; shift ;;
+    --reauth-ms) REAUTH_MS="${2:?--reauth-ms needs a value}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -82,6 +89,7 @@ CLUSTERS_DIR="$STATE_DIR/clusters"
 CLUSTER_DIR="$CLUSTERS_DIR/$NAME"
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+[[ -z "$REAUTH_MS" ]] || is_uint "$REAUTH_MS" || die "--reauth-ms must be a number of milliseconds"
 
 # ---------------------------------------------------------------- helpers
 
@@ -277,6 +285,10 @@ num.partitions=3
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 EOF
+  if [[ -n "$REAUTH_MS" ]]; then
+    printf '\n# KIP-368: SASL sessions end after this; clients re-authenticate.\nconnections.max.reauth.ms=%s\n' \
+      "$REAUTH_MS" >> "$dir/node.properties"
+  fi
 }
 
 write_client_configs() {

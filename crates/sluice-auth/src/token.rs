@@ -22,6 +22,18 @@
 //! - **Idle users are dropped.** When a rotation falls due and no connection
 //!   holds the user's receiver any more, the user is forgotten instead of
 //!   rotated; a later `token_for` creates a fresh token.
+//! - **Only for a user a broker vouches for.** Each client authentication
+//!   and re-authentication (KIP-368) as the user, which a broker checked,
+//!   vouches for the user until that client's session ends
+//!   ([`TokenTaskHandle::vouch`]). A rotation that falls due when no session
+//!   vouches any more (the password changed, or the user was deleted, and
+//!   every client's re-authentication failed or never came) waits: no new
+//!   token is minted until a client authenticates as the user again, or
+//!   until nobody holds the token and the user is dropped. The current token
+//!   stays published meanwhile and ends at its own expiry; a client that
+//!   logs in after it expired waits in `token_for` for its successor. A user never
+//!   vouched for, or vouched for by a session without end (the brokers set no
+//!   `connections.max.reauth.ms`), is rotated as before.
 //!
 //! Token creation sits behind the [`TokenCreator`] trait and every timer is
 //! `tokio::time`, so the rotation logic is tested with a fake creator and
@@ -161,6 +173,19 @@ impl Default for TokenSettings {
     }
 }
 
+/// How often a rotation waiting for a user to be vouched for checks again
+/// whether anyone still holds the token (a vouching wakes it at once).
+const VOUCH_RECHECK: Duration = Duration::from_secs(1);
+
+/// Until when a broker has vouched for a user's credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Vouched {
+    /// Until this instant (the end of the latest client session).
+    Until(Instant),
+    /// For good: a session without end.
+    Always,
+}
+
 /// Never rotate sooner than this after a creation, whatever the broker says
 /// about the lifetime: a broken lifetime must not become a busy loop.
 const MIN_ROTATION_DELAY: Duration = Duration::from_secs(1);
@@ -210,6 +235,8 @@ impl TokenTask {
                 settings,
                 shutdown,
                 users: Mutex::new(HashMap::new()),
+                vouched: Mutex::new(HashMap::new()),
+                vouched_changed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -249,11 +276,27 @@ struct Inner {
     settings: TokenSettings,
     shutdown: CancellationToken,
     users: Mutex<HashMap<String, Slot>>,
+    /// Until when each user is vouched for (see the module doc).
+    vouched: Mutex<HashMap<String, Vouched>>,
+    /// Wakes the rotations waiting for their user to be vouched for.
+    vouched_changed: tokio::sync::Notify,
 }
 
 impl Inner {
     fn users(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         self.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn vouched(&self) -> MutexGuard<'_, HashMap<String, Vouched>> {
+        self.vouched.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `user` may get a new token at `now`.
+    fn vouched_at(&self, user: &str, now: Instant) -> bool {
+        match self.vouched().get(user) {
+            None | Some(Vouched::Always) => true,
+            Some(Vouched::Until(until)) => *until >= now,
+        }
     }
 }
 
@@ -265,18 +308,22 @@ impl TokenTaskHandle {
         if self.inner.shutdown.is_cancelled() {
             return Err(AuthError::Shutdown);
         }
-        let mut pending = {
+        let found = {
             let mut users = self.inner.users();
             match users.get(username) {
-                Some(Slot::Ready(rx)) => return Ok(rx.clone()),
-                Some(Slot::Creating(rx)) => rx.clone(),
+                Some(Slot::Ready(rx)) => Ok(rx.clone()),
+                Some(Slot::Creating(rx)) => Err(rx.clone()),
                 None => {
                     let (tx, rx) = watch::channel(None);
                     users.insert(username.to_owned(), Slot::Creating(rx.clone()));
                     tokio::spawn(user_task(self.inner.clone(), username.to_owned(), tx));
-                    rx
+                    Err(rx)
                 }
             }
+        };
+        let mut pending = match found {
+            Ok(ready) => return self.unexpired(username, ready).await,
+            Err(pending) => pending,
         };
         let result = pending
             .wait_for(Option::is_some)
@@ -288,6 +335,42 @@ impl TokenTaskHandle {
                 "token creation ended without a result".into(),
             )),
         }
+    }
+
+    /// `rx` once its token has not expired: a rotation that waited for a
+    /// broker to vouch for the user may have let it expire (see the module
+    /// doc); the caller has just been vouched for, so its successor follows.
+    async fn unexpired(
+        &self,
+        username: &str,
+        mut rx: TokenReceiver,
+    ) -> Result<TokenReceiver, AuthError> {
+        if rx.borrow_and_update().expiry > Instant::now() {
+            return Ok(rx);
+        }
+        self.inner.vouched_changed.notify_waiters();
+        let timeout = self.inner.settings.creation_timeout;
+        match tokio::time::timeout(timeout, rx.changed()).await {
+            Ok(Ok(())) => Ok(rx),
+            Ok(Err(_)) => Err(AuthError::Shutdown),
+            Err(_) => Err(AuthError::Timeout {
+                what: format!("renewing the expired delegation token of user {username}"),
+                timeout,
+            }),
+        }
+    }
+
+    /// Records that a broker has just accepted a client's credentials for
+    /// `username` (an authentication or a re-authentication), for a session
+    /// that ends at `until` (`None`: never). Rotations of the user's token
+    /// go on while some such session lasts.
+    pub fn vouch(&self, username: &str, until: Option<Instant>) {
+        let new = until.map_or(Vouched::Always, Vouched::Until);
+        let mut vouched = self.inner.vouched();
+        let entry = vouched.entry(username.to_owned()).or_insert(new);
+        *entry = (*entry).max(new);
+        drop(vouched);
+        self.inner.vouched_changed.notify_waiters();
     }
 
     /// How many users have a token now.
@@ -343,12 +426,16 @@ async fn rotate(inner: &Inner, user: &str, tx: watch::Sender<Arc<DelegationToken
             let mut users = inner.users();
             if tx.receiver_count() <= 1 {
                 users.remove(user);
+                inner.vouched().remove(user);
                 debug!(
                     user,
                     "no connection uses the delegation token any more: dropped"
                 );
                 return;
             }
+        }
+        if !wait_vouched(inner, user, &tx).await {
+            return;
         }
         let Some(token) = create_with_retry(inner, user, &current).await else {
             return;
@@ -361,6 +448,46 @@ async fn rotate(inner: &Inner, user: &str, tx: watch::Sender<Arc<DelegationToken
         );
         tx.send_replace(Arc::new(token));
     }
+}
+
+/// Waits until `user` is vouched for (see the module doc). `false`: stop
+/// rotating (shutdown, or nobody holds the token any more: the user is
+/// dropped).
+async fn wait_vouched(inner: &Inner, user: &str, tx: &watch::Sender<Arc<DelegationToken>>) -> bool {
+    let mut logged = false;
+    while !inner.vouched_at(user, Instant::now()) {
+        if !logged {
+            info!(
+                user,
+                "no client session of the user is vouched for by a broker any more \
+                 (re-authentication failed or did not come): the delegation token is not \
+                 renewed until a client authenticates again"
+            );
+            logged = true;
+        }
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return false,
+            _ = inner.vouched_changed.notified() => {}
+            _ = tokio::time::sleep(VOUCH_RECHECK) => {}
+        }
+        let mut users = inner.users();
+        if tx.receiver_count() <= 1 {
+            users.remove(user);
+            inner.vouched().remove(user);
+            debug!(
+                user,
+                "no connection uses the unvouched delegation token any more: dropped"
+            );
+            return false;
+        }
+    }
+    if logged {
+        info!(
+            user,
+            "a client authenticated again: the delegation token is renewed"
+        );
+    }
+    true
 }
 
 /// Creates the successor of `current`, retrying with backoff; `None` on shutdown.

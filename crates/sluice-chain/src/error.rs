@@ -35,6 +35,12 @@ pub trait ErrorClass {
     fn side(&self) -> ErrorSide;
     /// Whether the same request may succeed if retried.
     fn retriable(&self) -> bool;
+    /// Whether closing a client for this is routine, as a broker closes a
+    /// client for it in normal operation (e.g. its SASL session ended): the
+    /// close is then logged at INFO, not WARN.
+    fn routine_close(&self) -> bool {
+        false
+    }
 }
 
 /// An error of one sink or transform, in its own type: what it is and where
@@ -87,6 +93,13 @@ impl ErrorClass for ChainError {
         match self {
             ChainError::Broker(e) => e.retriable(),
             ChainError::Sink(e) => e.retriable(),
+            _ => false,
+        }
+    }
+
+    fn routine_close(&self) -> bool {
+        match self {
+            ChainError::Sink(e) => e.routine_close(),
             _ => false,
         }
     }

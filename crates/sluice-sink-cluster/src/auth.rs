@@ -37,18 +37,27 @@
 //! [`ClientAuth::on_answer`]) before it admits the next request, so the state
 //! seen by [`ClientAuth::admit`] is never behind the broker.
 //!
-//! Re-authentication (KIP-368) by the client is not supported: Sluice zeroes
-//! `session_lifetime_ms` in the answer it gives the client (so clients do not
-//! try), and renews its own broker connections before their sessions end.
+//! # Sessions and re-authentication (KIP-368)
+//!
+//! The broker's `session_lifetime_ms` (its `connections.max.reauth.ms`) in
+//! the final SaslAuthenticate answer reaches the client unchanged, and
+//! starts the client's session with Sluice. The client re-authenticates
+//! mid-connection before it ends; how that is checked against a broker
+//! again, what a client whose session ended gets, and what happens when no
+//! broker answers: [`reauth`]. Sluice's own broker connections are renewed
+//! before their own sessions end (see [`crate::kafka_connection`]).
 
 pub(crate) mod login;
 pub(crate) mod messages;
+pub(crate) mod reauth;
 
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use sluice_auth::scram::ScramMechanism;
 use sluice_chain::ChainError;
@@ -59,6 +68,7 @@ use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseK
 use crate::close::{ClaimError, CloseError, Invariant, SaslMisuse};
 
 pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
+use reauth::Session;
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
 pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
@@ -84,7 +94,7 @@ impl Mechanism {
     }
 
     /// Rounds of SaslAuthenticate until the exchange is complete.
-    fn rounds(self) -> u8 {
+    pub(crate) fn rounds(self) -> u8 {
         match self {
             Mechanism::Plain => 1,
             Mechanism::Scram(_) => 2,
@@ -123,6 +133,9 @@ pub(crate) enum SaslStep {
     Handshake,
     /// SaslAuthenticate: success or failure decides the client's fate.
     Authenticate,
+    /// SaslAuthenticate of a re-authentication, on a fresh connection that
+    /// Sluice opened and sent its own SaslHandshake on.
+    Reauthenticate,
 }
 
 /// What to do with a client request.
@@ -136,8 +149,24 @@ pub(crate) enum Admit {
     /// Send it on the client's auth connection. `Some`: a SASL request whose
     /// answer must go through [`ClientAuth::on_answer`].
     AuthConnection(Option<SaslStep>),
-    /// Answer it with this body; the client is closed after the answer.
+    /// Answer it with this body (then close the client if it is closing).
     Answer(Box<ResponseKind>),
+    /// A re-authentication round: send it on a re-authentication connection
+    /// for `mechanism`, opened fresh (with Sluice's own SaslHandshake) when
+    /// `first_round`, else the one the first round went on.
+    Reauthenticate {
+        /// The session's mechanism.
+        mechanism: Mechanism,
+        /// The exchange's first SaslAuthenticate.
+        first_round: bool,
+    },
+    /// Answer it with its API's error answer carrying this code, then close
+    /// the client (a request in the middle of a re-authentication).
+    Refuse(i16),
+    /// The client's session ended and it sent something other than a
+    /// re-authentication: the client is closed (logged once at INFO, by the
+    /// source when it closes the client: a routine close).
+    Expired,
     /// The client is being closed: drop it.
     Drop,
 }
@@ -154,6 +183,13 @@ pub(crate) enum Outcome {
         /// The broker's `session_lifetime_ms` for the auth connection.
         session_lifetime: Option<Duration>,
     },
+    /// The client re-authenticated as the same user.
+    Reauthenticated {
+        /// Who it is (for PLAIN: with the password it gave this time).
+        identity: Identity,
+        /// The broker's `session_lifetime_ms` for the re-authentication.
+        session_lifetime: Option<Duration>,
+    },
     /// Authentication failed: the answer goes to the client, then it is closed.
     Failed,
 }
@@ -168,6 +204,17 @@ enum State {
     /// The mechanism was accepted; `answered` SaslAuthenticate rounds went well.
     Exchange {
         mechanism: Mechanism,
+        answered: u8,
+        pending: Option<Pending>,
+        /// A SaslAuthenticate of v1 or later was seen (the client can learn
+        /// its session lifetime, so it may re-authenticate).
+        versioned: bool,
+    },
+    /// Re-authenticating (the first authentication's [`Session`] stands
+    /// meanwhile); `answered` SaslAuthenticate rounds went well.
+    Reauth {
+        /// The mechanism the client asked for in its new SaslHandshake.
+        requested: Mechanism,
         answered: u8,
         pending: Option<Pending>,
     },
@@ -193,6 +240,12 @@ pub(crate) struct ClientAuth {
     /// authentication is required.
     scram_over_mtls: bool,
     state: State,
+    /// The session of an authenticated client: set by the first successful
+    /// authentication, renewed by each re-authentication.
+    session: Option<Session>,
+    /// The mechanisms the client was offered (the broker's, filtered), for
+    /// the answer to a re-authentication's SaslHandshake.
+    offered: Vec<StrBytes>,
 }
 
 impl ClientAuth {
@@ -201,13 +254,16 @@ impl ClientAuth {
         Self {
             scram_over_mtls,
             state: State::Start,
+            session: None,
+            offered: Vec::new(),
         }
     }
 
-    /// Whether the client is past the gate: authenticated, or using no
-    /// authentication. Before that, only its auth connection exists.
+    /// Whether the client is past the gate: authenticated (also while it
+    /// re-authenticates), or using no authentication. Before that, only its
+    /// auth connection exists.
     pub(crate) fn decided(&self) -> bool {
-        matches!(self.state, State::Authenticated | State::WithoutAuth)
+        matches!(self.state, State::Authenticated | State::WithoutAuth) || self.session.is_some()
     }
 
     /// The reason the client is being closed, if it is.
@@ -242,6 +298,13 @@ impl ClientAuth {
         if matches!(self.state, State::Closing(_)) {
             return Ok(Admit::Drop);
         }
+        let now = Instant::now();
+        if matches!(self.state, State::Authenticated) {
+            return self.admit_authenticated(request, now);
+        }
+        if matches!(self.state, State::Reauth { .. }) {
+            return self.admit_reauth(request);
+        }
         match request.api_key() {
             ApiKey::ApiVersions if self.decided() => Ok(Admit::Route),
             ApiKey::ApiVersions => Ok(Admit::AuthConnection(None)),
@@ -254,7 +317,6 @@ impl ClientAuth {
     fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated => return Err(SaslMisuse::Reauthentication.into()),
             State::Start => {}
             _ => return Err(SaslMisuse::SecondHandshake.into()),
         }
@@ -271,14 +333,19 @@ impl ClientAuth {
     }
 
     fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
-        let (mechanism, answered) = match &self.state {
+        let version = request.api_version();
+        let (mechanism, answered) = match &mut self.state {
             State::WithoutAuth => return Ok(Admit::Route),
-            State::Authenticated => return Err(SaslMisuse::Reauthentication.into()),
             State::Exchange {
                 mechanism,
                 answered,
+                versioned,
                 ..
-            } => (*mechanism, *answered),
+            } => {
+                // Like Kafka: any one SaslAuthenticate of v1+ will do.
+                *versioned |= version > 0;
+                (*mechanism, *answered)
+            }
             _ => {
                 return Err(SaslMisuse::AuthenticateBeforeHandshake.into());
             }
@@ -289,6 +356,25 @@ impl ClientAuth {
         if answered > 0 {
             return Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)));
         }
+        match self.claim(request, mechanism)? {
+            Ok(claim) => {
+                if let State::Exchange { pending: slot, .. } = &mut self.state {
+                    *slot = Some(claim);
+                }
+                Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)))
+            }
+            Err(answer) => Ok(answer),
+        }
+    }
+
+    /// Reads who the client's first SaslAuthenticate of an exchange claims to
+    /// be. `Ok(Err(answer))`: Sluice refuses the message itself; the client
+    /// gets `answer` and is closed.
+    fn claim(
+        &mut self,
+        request: &mut Request,
+        mechanism: Mechanism,
+    ) -> Result<Result<Pending, Admit>, ChainError> {
         let RequestKind::SaslAuthenticate(body) = request.body()? else {
             return Err(SaslMisuse::WrongBody(ApiKey::SaslAuthenticate).into());
         };
@@ -302,28 +388,20 @@ impl ClientAuth {
                 Err(e) => Err(ClaimError::Message(e)),
             },
         };
-        match claim {
-            Ok(pending) => {
-                if let State::Exchange { pending: slot, .. } = &mut self.state {
-                    *slot = Some(pending);
-                }
-                Ok(Admit::AuthConnection(Some(SaslStep::Authenticate)))
-            }
-            Err(reason) => {
-                let message = format!("Authentication failed: {reason}");
-                self.state = State::Closing(CloseError::Claim(reason));
-                Ok(Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
-                    SaslAuthenticateResponse::default()
-                        .with_error_code(SASL_AUTHENTICATION_FAILED)
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                ))))
-            }
-        }
+        Ok(claim.map_err(|reason| {
+            let message = format!("Authentication failed: {reason}");
+            self.state = State::Closing(CloseError::Claim(reason));
+            Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
+                SaslAuthenticateResponse::default()
+                    .with_error_code(SASL_AUTHENTICATION_FAILED)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            )))
+        }))
     }
 
     fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
         match &self.state {
-            State::Authenticated | State::WithoutAuth => Ok(Admit::Route),
+            State::WithoutAuth => Ok(Admit::Route),
             State::Start if self.scram_over_mtls => Err(SaslMisuse::Unauthenticated(api).into()),
             State::Start => {
                 self.state = State::WithoutAuth;
@@ -334,8 +412,9 @@ impl ClientAuth {
     }
 
     /// Settles the broker's answer to a SASL request sent at `step`: filters
-    /// the offered mechanisms, zeroes `session_lifetime_ms`, and moves the
-    /// state on. The answer (possibly rewritten) then goes to the client.
+    /// the offered mechanisms and moves the state on (`session_lifetime_ms`
+    /// goes to the client as the broker gave it, and starts its session).
+    /// The answer (possibly rewritten) then goes to the client.
     pub(crate) fn on_answer(
         &mut self,
         step: SaslStep,
@@ -346,6 +425,7 @@ impl ClientAuth {
                 answer
                     .mechanisms
                     .retain(|m| self.carried(m.as_str()).is_some());
+                self.offered.clone_from(&answer.mechanisms);
                 let requested = match &self.state {
                     State::Handshake { requested } => requested.clone(),
                     _ => return Ok(self.unexpected_answer()),
@@ -366,18 +446,18 @@ impl ClientAuth {
                     mechanism,
                     answered: 0,
                     pending: None,
+                    versioned: false,
                 };
                 Ok(Outcome::Continue)
             }
             (SaslStep::Authenticate, ResponseKind::SaslAuthenticate(answer)) => {
-                let lifetime = u64::try_from(answer.session_lifetime_ms)
-                    .ok()
-                    .filter(|ms| *ms > 0)
-                    .map(Duration::from_millis);
-                answer.session_lifetime_ms = 0;
+                let lifetime = lifetime_of(answer.session_lifetime_ms);
                 let code = answer.error_code;
                 let message = answer.error_message.as_ref().map(|m| m.to_string());
                 Ok(self.on_authenticate(code, message, lifetime))
+            }
+            (SaslStep::Reauthenticate, ResponseKind::SaslAuthenticate(answer)) => {
+                Ok(self.on_reauthenticate(answer))
             }
             _ => Ok(self.unexpected_answer()),
         }
@@ -393,6 +473,7 @@ impl ClientAuth {
             mechanism,
             answered,
             pending,
+            versioned,
         } = &mut self.state
         else {
             return self.unexpected_answer();
@@ -405,14 +486,16 @@ impl ClientAuth {
         if *answered < mechanism.rounds() {
             return Outcome::Continue;
         }
-        let identity = match (pending.take(), *mechanism) {
-            (Some(Pending::Plain(credentials)), _) => Identity::Plain(credentials),
-            (Some(Pending::Scram(username)), Mechanism::Scram(mechanism)) => Identity::Scram {
-                username,
-                mechanism,
-            },
-            _ => return self.unexpected_answer(),
+        let Some(identity) = reauth::identity_of(pending.take(), *mechanism) else {
+            return self.unexpected_answer();
         };
+        self.session = Some(Session::new(
+            *mechanism,
+            Arc::from(identity.username()),
+            *versioned,
+            session_lifetime,
+            Instant::now(),
+        ));
         self.state = State::Authenticated;
         Outcome::Authenticated {
             identity,
@@ -420,8 +503,16 @@ impl ClientAuth {
         }
     }
 
-    fn unexpected_answer(&mut self) -> Outcome {
+    pub(crate) fn unexpected_answer(&mut self) -> Outcome {
         self.fail(Invariant::UnexpectedSaslAnswer);
         Outcome::Failed
     }
+}
+
+/// A `session_lifetime_ms` as a duration; `None` when the broker sets none.
+fn lifetime_of(ms: i64) -> Option<Duration> {
+    u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
 }

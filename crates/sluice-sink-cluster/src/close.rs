@@ -96,6 +96,53 @@ pub(crate) enum CloseError {
         /// Why.
         source: Arc<AuthError>,
     },
+    /// The client's session ended (KIP-368) and it sent something other
+    /// than a re-authentication.
+    #[error(
+        "the sasl session of user {user} has expired (connections.max.reauth.ms) and the client sent {api:?} instead of re-authenticating"
+    )]
+    SessionExpired {
+        /// The user.
+        user: Arc<str>,
+        /// What the client sent.
+        api: ApiKey,
+    },
+    /// A re-authentication asked for another mechanism than the session's.
+    #[error("sasl mechanism {to} requested for re-authentication of mechanism {from}")]
+    ReauthMechanismChanged {
+        /// The session's mechanism.
+        from: &'static str,
+        /// The one asked for.
+        to: &'static str,
+    },
+    /// The broker refused the client's re-authentication (e.g. its password
+    /// changed or the user was deleted).
+    #[error(
+        "re-authentication failed: the broker answered SaslAuthenticate with error {code}{}",
+        message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+    )]
+    ReauthenticationFailed {
+        /// The broker's error code.
+        code: i16,
+        /// The broker's message.
+        message: Option<String>,
+    },
+    /// A re-authentication succeeded as another user.
+    #[error("cannot change principals during re-authentication from User:{from} to User:{to}")]
+    PrincipalChanged {
+        /// The session's user.
+        from: Arc<str>,
+        /// The user of the re-authentication.
+        to: Arc<str>,
+    },
+    /// No broker could check the client's re-authentication.
+    #[error("no broker could check the re-authentication of user {user}: {source}")]
+    ReauthUnchecked {
+        /// The user.
+        user: Arc<str>,
+        /// Why.
+        source: Arc<AuthError>,
+    },
     /// A bug in Sluice: an invariant did not hold.
     #[error("internal: {0}")]
     Invariant(#[from] Invariant),
@@ -110,9 +157,10 @@ pub(crate) enum CloseError {
 /// How the client broke the SASL exchange's rules.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum SaslMisuse {
-    /// SaslHandshake or SaslAuthenticate after authentication succeeded.
-    #[error("SASL re-authentication (KIP-368) is not supported through sluice")]
-    Reauthentication,
+    /// Another API between a re-authentication's SaslHandshake and the end
+    /// of its exchange.
+    #[error("{0:?} during sasl re-authentication")]
+    DuringReauthentication(ApiKey),
     /// A second SaslHandshake during the exchange.
     #[error("a second SaslHandshake during authentication")]
     SecondHandshake,
@@ -205,14 +253,20 @@ impl ErrorClass for CloseError {
             CloseError::NotForClients { .. }
             | CloseError::Sasl(_)
             | CloseError::Claim(_)
-            | CloseError::MechanismNotOffered { .. } => ErrorSide::Client,
+            | CloseError::MechanismNotOffered { .. }
+            | CloseError::SessionExpired { .. }
+            | CloseError::ReauthMechanismChanged { .. }
+            | CloseError::PrincipalChanged { .. } => ErrorSide::Client,
             CloseError::AuthenticationFailed { code, .. }
+            | CloseError::ReauthenticationFailed { code, .. }
                 if *code == SASL_AUTHENTICATION_FAILED =>
             {
                 ErrorSide::Client
             }
+            CloseError::ReauthUnchecked { source, .. } => source.side(),
             CloseError::CredentialsRejected { source, .. } => source.side(),
             CloseError::AuthenticationFailed { .. }
+            | CloseError::ReauthenticationFailed { .. }
             | CloseError::MechanismRefused { .. }
             | CloseError::UnreadableSaslAnswer { .. }
             | CloseError::SaslAnswerTimeout { .. } => ErrorSide::Broker,
@@ -228,8 +282,31 @@ impl ErrorClass for CloseError {
         match self {
             CloseError::SaslAnswerTimeout { .. } | CloseError::NoSluiceNodeUp => true,
             CloseError::BrokerDuringAuthentication(e) => e.retriable(),
-            CloseError::NoToken { source, .. } => source.retriable(),
+            CloseError::NoToken { source, .. } | CloseError::ReauthUnchecked { source, .. } => {
+                source.retriable()
+            }
             _ => false,
+        }
+    }
+
+    /// A session that ended is closed by brokers in normal operation.
+    fn routine_close(&self) -> bool {
+        matches!(self, CloseError::SessionExpired { .. })
+    }
+}
+
+impl CloseError {
+    /// The error code a client's re-authentication is answered with when
+    /// the broker refused Sluice's own SaslHandshake for it (`None`: the
+    /// broker could not be asked; the answer is NETWORK_EXCEPTION).
+    pub(crate) fn reauth_answer_code(&self) -> Option<i16> {
+        let CloseError::ReauthUnchecked { source, .. } = self else {
+            return None;
+        };
+        match &**source {
+            AuthError::MechanismNotEnabled { .. } => Some(crate::auth::UNSUPPORTED_SASL_MECHANISM),
+            AuthError::ErrorCode { code, .. } => Some(*code),
+            _ => None,
         }
     }
 }

@@ -43,12 +43,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_auth::{AuthError, sasl_handshake};
 use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use sluice_metrics::names;
 
+use crate::auth::PlainCredentials;
 pub(crate) use crate::auth::login::{ConnError, Login};
 use crate::close::Invariant;
 use crate::kafka_connection::open::{connect, open, open_with};
@@ -159,6 +161,69 @@ impl Connections {
             }
         }
         self.login = Some(login);
+    }
+
+    /// Opens a fresh connection for a client's re-authentication (KIP-368):
+    /// unauthenticated, to the first contact point that answers, with
+    /// Sluice's own SaslHandshake for `mechanism` sent on it, so that the
+    /// client's SaslAuthenticate rounds follow there. It takes the auth
+    /// connection's slot (an earlier one is retired). A broker that cannot be
+    /// reached or fails is skipped; one that refuses the mechanism ends the
+    /// search with its refusal.
+    pub(crate) async fn open_reauth(&mut self, mechanism: &str) -> Result<(), AuthError> {
+        self.end_reauth();
+        let mut last_error = None;
+        for addr in self.contact_order() {
+            let opened_at = Instant::now();
+            let conn = match connect(&self.shared, addr).await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    debug!(broker = %e.broker(), "first contact point unreachable for a re-authentication: {e}");
+                    last_error = Some(AuthError::Broker(e));
+                    continue;
+                }
+            };
+            match sasl_handshake(&conn, mechanism).await {
+                Ok(()) => {
+                    let auth = KafkaConnection::new(conn, Auth::ClientSasl, opened_at, None);
+                    self.slots.insert(Target::Auth, auth);
+                    return Ok(());
+                }
+                Err(e @ (AuthError::MechanismNotEnabled { .. } | AuthError::ErrorCode { .. })) => {
+                    return Err(e);
+                }
+                Err(e) => {
+                    debug!(broker = %conn.address(), "re-authentication handshake failed: {e}");
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| match no_contact_point(None) {
+            ConnError::Broker(e) => AuthError::Broker(e),
+            ConnError::Fatal(e) => AuthError::Internal(e.to_string()),
+        }))
+    }
+
+    /// The connection a re-authentication's first round went on; gone if it
+    /// closed since (a later round cannot go to another broker).
+    pub(crate) fn reauth_connection(&self) -> Result<&BrokerConnection, ConnError> {
+        self.get(Target::Auth).ok_or_else(|| gone(Target::Auth))
+    }
+
+    /// Retires the re-authentication connection, if there is one (it drains
+    /// while it owes an answer).
+    pub(crate) fn end_reauth(&mut self) {
+        if self.decided() {
+            self.retire(Target::Auth);
+        }
+    }
+
+    /// After a PLAIN re-authentication: later connections replay the
+    /// credentials the broker just accepted (the password may have changed).
+    pub(crate) fn replay_credentials(&mut self, credentials: Arc<PlainCredentials>) {
+        if let Some(Login::Plain(current)) = &mut self.login {
+            *current = credentials;
+        }
     }
 
     /// The open connection behind `target`, if there is one.

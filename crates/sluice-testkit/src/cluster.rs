@@ -17,6 +17,13 @@ use crate::clients::{self, ClientOutput};
 pub const SINGLE: &str = "single";
 /// The shared three-node cluster (KafkaSinkCluster tests).
 pub const TRIO: &str = "trio";
+/// A 1-node cluster whose brokers set `connections.max.reauth.ms` to
+/// [`REAUTH_MS`] (`cluster.sh start --reauth-ms`), for the re-authentication
+/// tests (`crates/sluice/tests/reauth.rs`); `scripts/test` starts it for
+/// them.
+pub const REAUTH: &str = "reauth";
+/// The `connections.max.reauth.ms` of [`REAUTH`].
+pub const REAUTH_MS: u64 = 8000;
 
 /// A running test cluster.
 #[derive(Debug, Clone)]

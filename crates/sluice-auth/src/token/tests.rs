@@ -284,3 +284,70 @@ fn token_debug_and_password() {
     assert!(first.starts_with("n,,n=tok,r="), "{first}");
     assert!(first.ends_with(",tokenauth=true"), "{first}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_token_is_renewed_only_while_a_broker_vouches_for_the_user() {
+    let mut f = Fixture::new();
+    let start = Instant::now();
+    // alice's one client authenticated with a 20 s session.
+    f.handle
+        .vouch("alice", Some(start + Duration::from_secs(20)));
+    let mut rx = f.handle.token_for("alice").await.unwrap();
+    assert_eq!(f.next_call().await, "alice");
+    // The rotation at half life (50 s) finds no session vouching: none.
+    tokio::time::sleep(Duration::from_secs(80)).await;
+    assert!(f.drain_calls().is_empty(), "no token minted unvouched");
+    assert_eq!(
+        rx.borrow().generation,
+        1,
+        "the current token stays published"
+    );
+    // A client re-authenticates as alice: the rotation goes ahead.
+    f.handle
+        .vouch("alice", Some(Instant::now() + Duration::from_secs(20)));
+    assert_eq!(f.next_call().await, "alice");
+    assert_eq!(changed(&mut rx).await.generation, 2);
+    // A later, shorter session does not shorten the vouching.
+    f.handle.vouch("alice", Some(Instant::now()));
+    assert!(
+        f.handle
+            .inner
+            .vouched_at("alice", Instant::now() + Duration::from_secs(19))
+    );
+    // Unvouched, and then nobody holds the token: the user is dropped.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    drop(rx);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(f.handle.cached_users(), 0);
+    assert!(f.drain_calls().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_without_end_vouches_for_good() {
+    let mut f = Fixture::new();
+    f.handle.vouch("bob", None);
+    f.handle.vouch("bob", Some(Instant::now()));
+    let mut rx = f.handle.token_for("bob").await.unwrap();
+    f.next_call().await;
+    assert_eq!(changed(&mut rx).await.generation, 2, "rotated at half life");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_login_after_an_unvouched_token_expired_waits_for_its_successor() {
+    let mut f = Fixture::new();
+    f.handle
+        .vouch("carol", Some(Instant::now() + Duration::from_secs(10)));
+    let held = f.handle.token_for("carol").await.unwrap();
+    f.next_call().await;
+    // Unvouched at the rotation (50 s); the token expires (100 s) while held.
+    tokio::time::sleep(Duration::from_secs(150)).await;
+    assert!(f.drain_calls().is_empty());
+    assert!(held.borrow().expiry <= Instant::now());
+    // A client logs in again: vouched, and its token is not the expired one.
+    f.handle
+        .vouch("carol", Some(Instant::now() + Duration::from_secs(10)));
+    let rx = f.handle.token_for("carol").await.unwrap();
+    let token = rx.borrow().clone();
+    assert_eq!(token.generation, 2);
+    assert!(token.expiry > Instant::now());
+}

@@ -8,9 +8,18 @@
 //! completion before it reads the next request. The wait is bounded by the
 //! request timeout.
 //!
+//! A re-authentication (KIP-368, rules in [`crate::auth::reauth`]) goes the
+//! same way: its SaslAuthenticate rounds are sent on a fresh connection
+//! opened for it ([`Connections::open_reauth`](crate::connections::Connections::open_reauth))
+//! and settled before the next request; a broker that fails meanwhile
+//! becomes a NETWORK_EXCEPTION answer, not a silent close.
+//!
 //! Nothing here logs a SASL body: PLAIN messages carry passwords and SCRAM
 //! messages carry proofs.
 
+use std::sync::Arc;
+
+use sluice_auth::AuthError;
 use sluice_chain::ChainError;
 use sluice_codec::{Request, Response};
 use tracing::{debug, info, warn};
@@ -18,10 +27,10 @@ use tracing::{debug, info, warn};
 use super::KafkaSinkCluster;
 use super::send::{Dest, ready};
 use crate::auth::login::Login;
-use crate::auth::{Admit, Outcome, SaslStep};
+use crate::auth::{Admit, Mechanism, Outcome, SaslStep};
 use crate::close::{CloseError, Invariant};
 use crate::pending::{Combine, PartState, PendingResponse, Post};
-use crate::route::{Meta, OnFailure};
+use crate::route::{self, Meta, OnFailure};
 
 impl KafkaSinkCluster {
     /// Passes `request` through the gate, then routes it.
@@ -50,6 +59,26 @@ impl KafkaSinkCluster {
                 Ok(entry)
             }
             Admit::Answer(body) => Ok(Some(ready(&request, *body))),
+            Admit::Reauthenticate {
+                mechanism,
+                first_round,
+            } => self.reauthenticate(request, mechanism, first_round).await,
+            Admit::Refuse(code) => {
+                let reason = self.auth.closing().map(ToString::to_string);
+                info!(
+                    reason = reason.unwrap_or_default(),
+                    "closing the client after answering its request with error {code}"
+                );
+                let (api, version) = (request.api_key(), request.api_version());
+                let body = request
+                    .body()
+                    .ok()
+                    .and_then(|body| route::error_response(api, body, version, code));
+                Ok(body.map(|body| ready(&request, body)))
+            }
+            // Logged once, at INFO, when the source closes the client
+            // (`routine_close`).
+            Admit::Expired => Ok(None),
             Admit::Drop => {
                 debug!(
                     api = ?request.api_key(),
@@ -59,6 +88,39 @@ impl KafkaSinkCluster {
                 Ok(None)
             }
         }
+    }
+
+    /// Sends one round of the client's re-authentication; the first opens
+    /// its connection. No broker to send it to: answered NETWORK_EXCEPTION
+    /// (or the broker's refusal of the mechanism), then the client closes.
+    async fn reauthenticate(
+        &mut self,
+        request: Request,
+        mechanism: Mechanism,
+        first_round: bool,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        if first_round && let Err(e) = self.connections.open_reauth(mechanism.name()).await {
+            let body = self.reauth_unchecked(e);
+            return Ok(Some(ready(&request, body)));
+        }
+        let step = SaslStep::Reauthenticate;
+        let entry = self
+            .send_whole(request, Dest::Reauth, Post::Sasl(step), OnFailure::Close)
+            .await?;
+        self.sasl_in_flight += usize::from(entry.is_some());
+        Ok(entry)
+    }
+
+    /// The answer for a re-authentication no broker could check; the client
+    /// is closed after it.
+    fn reauth_unchecked(&mut self, e: AuthError) -> sluice_codec::ResponseKind {
+        let reason = CloseError::ReauthUnchecked {
+            user: self.auth.username().unwrap_or_else(|| Arc::from("")),
+            source: Arc::new(e),
+        };
+        warn!("closing the client after answering its re-authentication: {reason}");
+        self.connections.end_reauth();
+        self.auth.reauth_unchecked(reason)
     }
 
     /// Waits for every SASL answer in flight and settles it, in order.
@@ -90,6 +152,18 @@ impl KafkaSinkCluster {
                 Some(Ok(mut response)) => {
                     self.settle_answer(step, &mut response);
                     Some(Ok(response))
+                }
+                Some(Err(error)) if step == SaslStep::Reauthenticate => {
+                    self.sasl_in_flight = self.sasl_in_flight.saturating_sub(1);
+                    let body = self.reauth_unchecked(AuthError::Broker(error));
+                    self.pending.get(index).map(|entry| {
+                        Ok(Response::from_body(
+                            entry.api_key,
+                            entry.api_version,
+                            entry.correlation_id,
+                            body,
+                        ))
+                    })
                 }
                 Some(Err(error)) => {
                     self.auth
@@ -125,16 +199,27 @@ impl KafkaSinkCluster {
                 return;
             }
         };
-        let Outcome::Authenticated {
-            identity,
-            session_lifetime,
-        } = outcome
-        else {
-            if let (Outcome::Failed, Some(reason)) = (&outcome, self.auth.closing()) {
-                info!("client authentication failed; closing after the answer: {reason}");
+        let (identity, session_lifetime) = match outcome {
+            Outcome::Authenticated {
+                identity,
+                session_lifetime,
+            } => (identity, session_lifetime),
+            Outcome::Reauthenticated {
+                identity,
+                session_lifetime,
+            } => return self.reauthenticated(&identity, session_lifetime),
+            Outcome::Failed => {
+                if step == SaslStep::Reauthenticate {
+                    self.connections.end_reauth();
+                }
+                if let Some(reason) = self.auth.closing() {
+                    info!("client authentication failed; closing after the answer: {reason}");
+                }
+                return;
             }
-            return;
+            Outcome::Continue => return,
         };
+        self.vouch(&identity);
         let username = identity.username().to_owned();
         let kind = match &identity {
             crate::auth::Identity::Plain(_) => "PLAIN".to_owned(),
@@ -146,6 +231,40 @@ impl KafkaSinkCluster {
                 self.connections.decide(login, session_lifetime);
             }
             None => self.auth.fail(Invariant::ScramWithoutTokenTask),
+        }
+    }
+}
+
+impl KafkaSinkCluster {
+    /// Applies a successful re-authentication: its connection retires, and
+    /// PLAIN credentials (perhaps a new password) are replayed from now on.
+    fn reauthenticated(
+        &mut self,
+        identity: &crate::auth::Identity,
+        session_lifetime: Option<std::time::Duration>,
+    ) {
+        self.connections.end_reauth();
+        if let Some(credentials) = identity.plain() {
+            self.connections.replay_credentials(Arc::clone(credentials));
+        }
+        self.vouch(identity);
+        info!(
+            user = identity.username(),
+            session_lifetime_ms = session_lifetime.map_or(0, |l| l.as_millis()),
+            "client re-authenticated"
+        );
+    }
+}
+
+impl KafkaSinkCluster {
+    /// A broker just accepted a SCRAM client's credentials: its user's token
+    /// may be renewed until the client's session ends (see
+    /// [`sluice_auth::token`]).
+    fn vouch(&self, identity: &crate::auth::Identity) {
+        if let (crate::auth::Identity::Scram { username, .. }, Some(tokens)) =
+            (identity, &self.shared.tokens)
+        {
+            tokens.vouch(username, self.auth.session_expiry());
         }
     }
 }

@@ -32,6 +32,8 @@ pub(super) enum Dest {
     Any,
     /// To the client's auth connection (before its authentication is decided).
     Auth,
+    /// To the connection of the client's re-authentication under way.
+    Reauth,
 }
 
 impl KafkaSinkCluster {
@@ -113,11 +115,15 @@ impl KafkaSinkCluster {
                 .auth_connection()
                 .await
                 .map(|c| (Target::Auth, c)),
+            Dest::Reauth => self
+                .connections
+                .reauth_connection()
+                .map(|c| (Target::Auth, c)),
         };
         let fallback = match dest {
             Dest::Broker(id) => Target::Broker(id),
             Dest::Any => Target::Bootstrap,
-            Dest::Auth => Target::Auth,
+            Dest::Auth | Dest::Reauth => Target::Auth,
         };
         let (target, conn) = match connection {
             Ok(found) => found,

@@ -115,11 +115,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 counter!(names::CLIENT_CONNECTIONS_CLOSED_ON_ERROR, "source" => source.to_owned(), "side" => side)
                     .increment(1);
                 counter!(names::ERRORS, "side" => side, "retriable" => retriable).increment(1);
-                warn!(
-                    side,
-                    retriable = e.retriable(),
-                    "client {addr} (conn {id}): {e}{unanswered}"
-                );
+                if e.routine_close() {
+                    info!(
+                        side,
+                        retriable = e.retriable(),
+                        "client {addr} (conn {id}): {e}{unanswered}"
+                    );
+                } else {
+                    warn!(
+                        side,
+                        retriable = e.retriable(),
+                        "client {addr} (conn {id}): {e}{unanswered}"
+                    );
+                }
             }
             Close::ReadFailed(e) | Close::WriteFailed(e) if owed > 0 => {
                 info!("client {addr} (conn {id}): connection lost: {e}{unanswered}");

@@ -2,7 +2,8 @@
 //! is checked on one connection and replayed on the next, a connection whose
 //! SASL session is about to end is replaced while the old one drains (and
 //! answers keep request order), and a request pipelined behind a failed
-//! SaslAuthenticate never reaches the broker.
+//! SaslAuthenticate never reaches the broker. The client re-authenticates
+//! (KIP-368) as its session runs out, each time on a fresh connection.
 
 use std::sync::Mutex;
 
@@ -179,8 +180,9 @@ async fn logged_in(broker: &SaslBroker) -> (Client, i64) {
 }
 
 /// With the broker holding produces, sends r5, lets the session of its
-/// connection run past the 85% at which it is at risk (300 ms sessions),
-/// and sends r6, which must go to a replacement connection.
+/// connection run past the 85% at which it is at risk (1500 ms sessions),
+/// re-authenticates the client (r50, r51: its own session ends too), and
+/// sends r6, which must go to a replacement connection.
 async fn produce_across_a_replacement(
     broker: &SaslBroker,
     sink: &mut dyn Sink,
@@ -189,26 +191,68 @@ async fn produce_across_a_replacement(
     broker.hold.send_replace(true);
     send(sink, ctx, produce(5, -1)).await;
     tokio::time::sleep(SESSION_AT_RISK).await;
+    send_reauth(sink, ctx, 50).await;
     send(sink, ctx, produce(6, -1)).await;
 }
 
-/// Longer than 85% of the fake broker's 300 ms sessions: a connection
+/// Sends a re-authentication as alice: SaslHandshake `first_id` (answered
+/// by Sluice) and SaslAuthenticate `first_id + 1` (checked by the broker on
+/// a fresh connection). An expired session may still re-authenticate, so
+/// this needs no timing.
+async fn send_reauth(sink: &mut dyn Sink, ctx: &ConnectionContext, first_id: i32) {
+    send(sink, ctx, handshake(first_id)).await;
+    send(
+        sink,
+        ctx,
+        authenticate(first_id + 1, b"\0alice\0alice-secret"),
+    )
+    .await;
+}
+
+/// Receives the answers to [`send_reauth`]`(first_id)`.
+async fn recv_reauth(sink: &mut dyn Sink, ctx: &ConnectionContext, first_id: i32) {
+    let answer = within("reauth handshake", sink.recv(ctx)).await.unwrap();
+    assert_eq!(answer.correlation_id(), first_id);
+    let mut answer = within("reauth authenticate", sink.recv(ctx)).await.unwrap();
+    assert_eq!(answer.correlation_id(), first_id + 1);
+    let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
+        panic!("not an authenticate answer");
+    };
+    assert_eq!(
+        (a.error_code, a.session_lifetime_ms),
+        (0, SESSION_MS),
+        "re-authenticated, with the broker's lifetime"
+    );
+}
+
+/// The fake broker's session lifetime, for clients and Sluice alike.
+const SESSION_MS: i64 = 1500;
+
+/// Longer than 85% of the fake broker's 1500 ms sessions: a connection
 /// authenticated this long ago is at risk. (Not a synchronization: the
 /// session's age is what the sink checks.)
-const SESSION_AT_RISK: Duration = Duration::from_millis(400);
+const SESSION_AT_RISK: Duration = Duration::from_millis(1300);
 
 #[tokio::test]
 async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_connection_drains() {
-    let broker = SaslBroker::start(300).await;
+    let broker = SaslBroker::start(SESSION_MS).await;
     let ((_builder, mut sink, ctx), lifetime) = logged_in(&broker).await;
-    assert_eq!(lifetime, 0, "the client is not asked to re-authenticate");
+    assert_eq!(
+        lifetime, SESSION_MS,
+        "the broker's lifetime reaches the client"
+    );
 
     // r5 goes on the authenticated auth connection, where the broker holds
-    // it; r6 finds the connection at risk: a new one is opened with the
-    // client's credentials replayed, and r6 goes there.
+    // it; the client re-authenticates on a connection of its own; r6 finds
+    // the connection at risk: a new one is opened with the client's
+    // credentials replayed, and r6 goes there.
     produce_across_a_replacement(&broker, &mut *sink, &ctx).await;
-    assert_eq!(broker.seen(|s| s.logins.len()), 2, "PLAIN replayed once");
-    assert_eq!(sink.pending(), 2);
+    assert_eq!(
+        broker.seen(|s| s.logins.len()),
+        3,
+        "the re-authentication, then PLAIN replayed once"
+    );
+    assert_eq!(sink.pending(), 4);
     broker.hold.send_replace(false);
     let first = within("r5", sink.recv(&ctx)).await.unwrap();
     assert_eq!(
@@ -217,6 +261,7 @@ async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_con
         "the old connection's answer first"
     );
     assert_eq!(produce_codes(first), [(0, 0), (1, 0)]);
+    recv_reauth(&mut *sink, &ctx, 50).await;
     let second = within("r6", sink.recv(&ctx)).await.unwrap();
     assert_eq!(second.correlation_id(), 6);
     assert_eq!(produce_codes(second), [(0, 0), (1, 0)]);
@@ -262,23 +307,60 @@ async fn a_client_without_authentication_is_served_as_before() {
 
 #[tokio::test]
 async fn a_replacement_while_the_previous_one_still_drains_keeps_the_client() {
-    let broker = SaslBroker::start(300).await;
+    let broker = SaslBroker::start(SESSION_MS).await;
     let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
     // r5 is held on connection A; A's session runs out; r6 goes to its
     // replacement B (and is held there too); then B's session runs out while
     // A still owes r5: r7 goes to a third connection, and A and B both drain.
+    // The client re-authenticates before r6 and r7.
     produce_across_a_replacement(&broker, &mut *sink, &ctx).await;
     tokio::time::sleep(SESSION_AT_RISK).await;
+    send_reauth(&mut *sink, &ctx, 60).await;
     within("send", sink.send(produce(7, -1), &ctx))
         .await
         .unwrap();
-    assert_eq!(broker.seen(|s| s.logins.len()), 3, "PLAIN replayed twice");
-    assert_eq!(sink.pending(), 3);
+    assert_eq!(
+        broker.seen(|s| s.logins.len()),
+        5,
+        "two re-authentications, PLAIN replayed twice"
+    );
+    assert_eq!(sink.pending(), 7);
     broker.hold.send_replace(false);
-    for id in [5, 6, 7] {
+    for id in [5, 50, 6, 60, 7] {
+        if id >= 50 {
+            recv_reauth(&mut *sink, &ctx, id).await;
+            continue;
+        }
         let answer = within("answer", sink.recv(&ctx)).await.unwrap();
         assert_eq!(answer.correlation_id(), id, "answers in request order");
         assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
     }
     broker.seen(|s| assert!(s.violations.is_empty(), "{:?}", s.violations));
+}
+
+#[tokio::test]
+async fn a_refused_reauthentication_answers_the_brokers_error_then_closes() {
+    let broker = SaslBroker::start(SESSION_MS).await;
+    let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
+    send(&mut *sink, &ctx, handshake(5)).await;
+    send(&mut *sink, &ctx, authenticate(6, b"\0alice\0changed")).await;
+    // Pipelined behind the final SaslAuthenticate: waits for its verdict.
+    send(&mut *sink, &ctx, metadata(7)).await;
+    let answer = within("handshake", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(answer.correlation_id(), 5);
+    let mut failed = within("authenticate", sink.recv(&ctx)).await.unwrap();
+    let ResponseKind::SaslAuthenticate(a) = failed.body().unwrap() else {
+        panic!("not an authenticate answer");
+    };
+    assert_eq!(a.error_code, 58, "the broker's error reaches the client");
+    let close = within("close", sink.recv(&ctx)).await.unwrap_err();
+    assert!(
+        close.to_string().contains("re-authentication failed"),
+        "{close}"
+    );
+    broker.seen(|s| {
+        let metadata = s.requests.iter().filter(|a| **a == ApiKey::Metadata);
+        assert_eq!(metadata.count(), 1, "only the one before: {:?}", s.requests);
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
+    });
 }

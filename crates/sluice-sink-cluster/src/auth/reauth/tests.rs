@@ -1,0 +1,338 @@
+//! Re-authentication and session expiry on paused time: the client's
+//! session lifetime, the end of a session, and each KIP-368 rule.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_codec::kafka_protocol::messages::SaslAuthenticateRequest;
+use sluice_codec::{ApiKey, RequestKind, Response, ResponseKind};
+use tokio::time::advance;
+
+use super::super::tests::{
+    accepted_handshake, admitted_to_auth, authenticate, authenticate_answer, client_request,
+    handshake, mechanisms, metadata,
+};
+use super::*;
+use crate::auth::SaslStep;
+use sluice_chain::ErrorClass;
+
+const LIFETIME_MS: i64 = 10_000;
+
+/// A client authenticated with PLAIN as alice, with a 10 s session.
+fn plain_client(lifetime_ms: i64) -> ClientAuth {
+    let mut auth = ClientAuth::new(false);
+    accepted_handshake(&mut auth, "PLAIN");
+    admitted_to_auth(auth.admit(&mut authenticate(b"\0alice\0alice-secret")));
+    let mut answer = authenticate_answer(0, lifetime_ms);
+    let outcome = auth.on_answer(SaslStep::Authenticate, &mut answer).unwrap();
+    assert!(
+        matches!(outcome, Outcome::Authenticated { .. }),
+        "{outcome:?}"
+    );
+    let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
+        panic!()
+    };
+    assert_eq!(a.session_lifetime_ms, lifetime_ms, "passed on unchanged");
+    auth
+}
+
+/// Begins a re-authentication with `mechanism`; returns the handshake answer.
+fn reauth_handshake(auth: &mut ClientAuth, mechanism: &str) -> (i16, Vec<String>) {
+    let Admit::Answer(body) = auth.admit(&mut handshake(mechanism)).unwrap() else {
+        panic!("a re-authentication handshake is answered by sluice");
+    };
+    let mut answer = Response::from_body(ApiKey::SaslHandshake, 1, 1, *body);
+    mechanisms(&mut answer)
+}
+
+fn reauth_round(auth: &mut ClientAuth, message: &[u8]) -> bool {
+    match auth.admit(&mut authenticate(message)).unwrap() {
+        Admit::Reauthenticate { first_round, .. } => first_round,
+        other => panic!("expected a re-authentication round, got {other:?}"),
+    }
+}
+
+fn is_route(admit: Result<Admit, ChainError>) -> bool {
+    matches!(admit.unwrap(), Admit::Route)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_ends_after_its_lifetime_and_then_closes_the_client() {
+    let mut auth = plain_client(LIFETIME_MS);
+    assert!(auth.session_expiry().is_some());
+    advance(Duration::from_millis(10_000)).await;
+    assert!(
+        is_route(auth.admit(&mut metadata())),
+        "not after its end yet"
+    );
+    advance(Duration::from_millis(1)).await;
+    assert!(matches!(
+        auth.admit(&mut metadata()).unwrap(),
+        Admit::Expired
+    ));
+    assert!(
+        auth.closing().unwrap().routine_close(),
+        "logged at INFO, as brokers close it"
+    );
+    let reason = auth.closing().unwrap().to_string();
+    assert!(
+        reason.contains("expired") && reason.contains("alice"),
+        "{reason}"
+    );
+    assert!(
+        matches!(auth.admit(&mut metadata()).unwrap(), Admit::Drop),
+        "what follows is dropped: the close is logged once"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_lifetime_the_session_never_ends_and_reauthentication_is_refused_like_kafka() {
+    let mut auth = plain_client(0);
+    assert_eq!(auth.session_expiry(), None);
+    advance(Duration::from_secs(86_400)).await;
+    assert!(is_route(auth.admit(&mut metadata())));
+    assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
+    let Admit::Answer(body) = auth.admit(&mut authenticate(b"\0alice\0x")).unwrap() else {
+        panic!()
+    };
+    let ResponseKind::SaslAuthenticate(a) = *body else {
+        panic!()
+    };
+    assert_eq!(a.error_code, ILLEGAL_SASL_STATE);
+    assert!(auth.closing().is_none(), "Kafka keeps the connection");
+    assert!(is_route(auth.admit(&mut metadata())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reauthentication_renews_the_session_and_the_replayed_password() {
+    let mut auth = plain_client(LIFETIME_MS);
+    advance(Duration::from_secs(9)).await;
+    assert_eq!(
+        reauth_handshake(&mut auth, "PLAIN"),
+        (0, vec!["PLAIN".into()])
+    );
+    assert!(reauth_round(&mut auth, b"\0alice\0new-secret"));
+    advance(Duration::from_secs(2)).await;
+    let mut answer = authenticate_answer(0, LIFETIME_MS);
+    let outcome = auth
+        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .unwrap();
+    let Outcome::Reauthenticated {
+        identity,
+        session_lifetime,
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(identity.plain().unwrap().password(), "new-secret");
+    assert_eq!(session_lifetime, Some(Duration::from_secs(10)));
+    // 11 s after the first authentication: past the old end, within the new.
+    assert!(is_route(auth.admit(&mut metadata())));
+    advance(Duration::from_millis(10_001)).await;
+    assert!(matches!(
+        auth.admit(&mut metadata()).unwrap(),
+        Admit::Expired
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_session_may_still_reauthenticate() {
+    let mut auth = plain_client(LIFETIME_MS);
+    advance(Duration::from_secs(30)).await;
+    assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, 0);
+    assert!(reauth_round(&mut auth, b"\0alice\0alice-secret"));
+    let outcome = auth
+        .on_answer(
+            SaslStep::Reauthenticate,
+            &mut authenticate_answer(0, LIFETIME_MS),
+        )
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Reauthenticated { .. }));
+    assert!(is_route(auth.admit(&mut metadata())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_reauthentication_is_answered_then_closes() {
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    reauth_round(&mut auth, b"\0alice\0old-secret");
+    let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED, 0);
+    let outcome = auth
+        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Failed));
+    let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        a.error_code, SASL_AUTHENTICATION_FAILED,
+        "the broker's answer"
+    );
+    let reason = auth.closing().unwrap();
+    assert!(
+        reason.to_string().contains("re-authentication failed"),
+        "{reason}"
+    );
+    assert!(matches!(auth.admit(&mut metadata()).unwrap(), Admit::Drop));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reauthentication_as_another_user_is_refused() {
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    reauth_round(&mut auth, b"\0mallory\0mallory-secret");
+    let mut answer = authenticate_answer(0, LIFETIME_MS);
+    let outcome = auth
+        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Failed));
+    let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
+        panic!()
+    };
+    assert_eq!(a.error_code, SASL_AUTHENTICATION_FAILED);
+    let message = a.error_message.as_ref().unwrap().to_string();
+    assert!(message.starts_with("Cannot change principals"), "{message}");
+    assert!(auth.closing().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_mechanism_is_accepted_then_closes_before_its_exchange() {
+    let mut auth = ClientAuth::new(true);
+    accepted_handshake(&mut auth, "SCRAM-SHA-256");
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
+    auth.on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
+        .unwrap();
+    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof")));
+    auth.on_answer(
+        SaslStep::Authenticate,
+        &mut authenticate_answer(0, LIFETIME_MS),
+    )
+    .unwrap();
+    let (code, offered) = reauth_handshake(&mut auth, "SCRAM-SHA-512");
+    assert_eq!(code, 0);
+    assert_eq!(offered, ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]);
+    let reason = auth.closing().unwrap().to_string();
+    assert!(
+        reason.contains("SCRAM-SHA-512") && reason.contains("SCRAM-SHA-256"),
+        "{reason}"
+    );
+    assert!(matches!(
+        auth.admit(&mut authenticate(b"n,,n=alice,r=n2")).unwrap(),
+        Admit::Drop
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scram_reauthentication_takes_two_rounds_on_one_connection() {
+    let mut auth = ClientAuth::new(true);
+    accepted_handshake(&mut auth, "SCRAM-SHA-256");
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
+    auth.on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
+        .unwrap();
+    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof")));
+    auth.on_answer(
+        SaslStep::Authenticate,
+        &mut authenticate_answer(0, LIFETIME_MS),
+    )
+    .unwrap();
+    advance(Duration::from_secs(9)).await;
+    assert_eq!(reauth_handshake(&mut auth, "SCRAM-SHA-256").0, 0);
+    assert!(reauth_round(&mut auth, b"n,,n=alice,r=again"));
+    let outcome = auth
+        .on_answer(SaslStep::Reauthenticate, &mut authenticate_answer(0, 0))
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Continue));
+    assert!(
+        !reauth_round(&mut auth, b"c=biws,r=again+s,p=proof"),
+        "same connection"
+    );
+    let outcome = auth
+        .on_answer(
+            SaslStep::Reauthenticate,
+            &mut authenticate_answer(0, LIFETIME_MS),
+        )
+        .unwrap();
+    let Outcome::Reauthenticated { identity, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(identity.username(), "alice");
+    advance(Duration::from_secs(5)).await;
+    assert!(is_route(auth.admit(&mut metadata())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_pipelined_during_reauthentication_is_refused_and_closes() {
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    assert!(matches!(
+        auth.admit(&mut metadata()).unwrap(),
+        Admit::Refuse(ILLEGAL_SASL_STATE)
+    ));
+    let reason = auth.closing().unwrap().to_string();
+    assert!(reason.contains("Metadata"), "{reason}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn reauthentication_needs_a_versioned_first_authentication_and_a_second_between() {
+    // The first authentication used SaslAuthenticate v0: no lifetime reached
+    // the client, so it may not re-authenticate; its session still ends.
+    let mut auth = ClientAuth::new(false);
+    accepted_handshake(&mut auth, "PLAIN");
+    let body = SaslAuthenticateRequest::default()
+        .with_auth_bytes(Bytes::from_static(b"\0alice\0alice-secret"));
+    let mut v0 = client_request(
+        ApiKey::SaslAuthenticate,
+        0,
+        RequestKind::SaslAuthenticate(body),
+    );
+    admitted_to_auth(auth.admit(&mut v0));
+    auth.on_answer(
+        SaslStep::Authenticate,
+        &mut authenticate_answer(0, LIFETIME_MS),
+    )
+    .unwrap();
+    assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
+    advance(Duration::from_millis(10_001)).await;
+    assert!(matches!(
+        auth.admit(&mut handshake("PLAIN")).unwrap(),
+        Admit::Expired
+    ));
+
+    // At most one re-authentication a second.
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    reauth_round(&mut auth, b"\0alice\0alice-secret");
+    auth.on_answer(
+        SaslStep::Reauthenticate,
+        &mut authenticate_answer(0, LIFETIME_MS),
+    )
+    .unwrap();
+    advance(Duration::from_millis(999)).await;
+    assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchecked_reauthentication_is_answered_with_a_retriable_error() {
+    use sluice_chain::broker::{BrokerAddress, BrokerError};
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    reauth_round(&mut auth, b"\0alice\0alice-secret");
+    let reason = CloseError::ReauthUnchecked {
+        user: Arc::from("alice"),
+        source: Arc::new(sluice_auth::AuthError::Broker(BrokerError::Connect {
+            broker: BrokerAddress::new("127.0.0.1", 1),
+            reason: "connection refused".into(),
+        })),
+    };
+    assert!(reason.retriable());
+    let ResponseKind::SaslAuthenticate(a) = auth.reauth_unchecked(reason) else {
+        panic!()
+    };
+    assert_eq!(a.error_code, NETWORK_EXCEPTION);
+    let message = a.error_message.unwrap().to_string();
+    assert!(message.contains("connection refused"), "{message}");
+    assert!(auth.closing().is_some());
+}
