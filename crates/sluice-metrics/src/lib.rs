@@ -80,8 +80,9 @@ pub mod names {
     pub const DELEGATION_TOKEN_CREATIONS: &str = "sluice_delegation_token_creations_total";
     /// Counter: failed delegation token creations (first ones and rotations).
     pub const DELEGATION_TOKEN_FAILURES: &str = "sluice_delegation_token_failures_total";
-    /// Counter: error responses synthesized for requests a broker never answered.
-    /// Labels: `api`.
+    /// Counter: error responses synthesized for requests a broker never
+    /// answered, and a leaving node's answers for its leaders and
+    /// coordinators. Labels: `api`.
     pub const SYNTHESIZED_ERROR_RESPONSES: &str = "sluice_synthesized_error_responses_total";
     /// Counter: fetch sessions (KIP-227) opened, by clients with Sluice
     /// (`side="client"`) and by Sluice with brokers (`side="broker"`).

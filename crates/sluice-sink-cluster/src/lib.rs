@@ -40,7 +40,7 @@ mod sink;
 mod split;
 mod topology;
 
-pub use sink::{KafkaSinkCluster, KafkaSinkClusterBuilder, SinkClusterError};
+pub use sink::{KafkaSinkCluster, KafkaSinkClusterBuilder, Leave, SinkClusterError};
 
 // What `sluice-fuzz-targets` drives directly: the split and merge of the split
 // apis, the response rewrites, the SASL message parsers, and the routing view

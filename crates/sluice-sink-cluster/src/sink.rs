@@ -45,6 +45,7 @@ mod fetch;
 mod finish;
 mod follower;
 mod internal;
+mod leave;
 mod ready;
 mod send;
 mod stalled;
@@ -72,6 +73,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 pub(crate) use error::InternalRequestError;
 pub use error::SinkClusterError;
 use fetch::LazyFetchState;
+pub use leave::Leave;
 
 use crate::auth::ClientAuth;
 use crate::connections::Connections;
@@ -121,6 +123,9 @@ pub(crate) struct Shared {
     failures: failures::FailureLog,
     /// Brokers marked down after a failed connect (see `sink/down.rs`).
     pub(crate) down: down::DownBrokers,
+    /// How long after it starts leaving the node answers requests for its
+    /// leaders and coordinators with errors (see `sink/leave.rs`).
+    pub(crate) leave_errors_after: Duration,
 }
 
 impl std::fmt::Debug for Shared {
@@ -375,6 +380,9 @@ impl KafkaSinkClusterBuilder {
                 tokens,
                 failures: failures::FailureLog::default(),
                 down: down::DownBrokers::default(),
+                leave_errors_after: leave::errors_after(
+                    cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
+                ),
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
             peers_started: Once::new(),
@@ -385,6 +393,12 @@ impl KafkaSinkClusterBuilder {
             builder.start_peers();
         }
         Ok(builder)
+    }
+
+    /// The handle that makes this sink's node leave what clients are shown
+    /// at shutdown (see [`Leave`]).
+    pub fn leave_handle(&self) -> Leave {
+        Leave::new(self.shared.nodes.clone())
     }
 
     /// Starts the peer health checks once (needs a tokio runtime).

@@ -27,4 +27,4 @@ mod write;
 
 pub use budget::MemoryBudget;
 pub use error::SourceError;
-pub use listener::{KafkaSource, SourceOptions};
+pub use listener::{Connections, KafkaSource, SourceOptions};

@@ -16,7 +16,12 @@
 //!
 //! Shutdown: when the token is cancelled the loop stops accepting and drops the
 //! listening socket; each connection drains (see [`crate::connection`]), and
-//! [`KafkaSource::run`] returns once every connection task has ended.
+//! [`KafkaSource::run`] returns once every connection task has ended. With
+//! [`SourceOptions::stop_accepting`] the loop stops accepting (and drops the
+//! socket) earlier, when that token is cancelled, while the connections
+//! already open go on being served until the shutdown token: how a Sluice
+//! node leaves before it drains ([`KafkaSource::connections`] tells how many
+//! are still open).
 
 use std::any::Any;
 use std::net::SocketAddr;
@@ -59,6 +64,9 @@ pub struct SourceOptions {
     pub drain_timeout: Duration,
     /// The memory budget every source of the process shares.
     pub memory: Arc<MemoryBudget>,
+    /// When set, accepting stops when it is cancelled (before the shutdown
+    /// token); open connections are served until shutdown.
+    pub stop_accepting: Option<CancellationToken>,
 }
 
 impl Default for SourceOptions {
@@ -66,6 +74,7 @@ impl Default for SourceOptions {
         Self {
             drain_timeout: Duration::from_secs(30),
             memory: MemoryBudget::new(sluice_config::topology::DEFAULT_MEMORY_BUDGET_BYTES),
+            stop_accepting: None,
         }
     }
 }
@@ -82,6 +91,26 @@ pub struct KafkaSource {
     chain: Arc<ChainBuilder>,
     settings: Arc<ConnectionSettings>,
     shutdown: CancellationToken,
+    /// Stops accepting before shutdown ([`SourceOptions::stop_accepting`]).
+    stop_accepting: Option<CancellationToken>,
+    tracker: TaskTracker,
+}
+
+/// The connection tasks of a source, to wait for them from outside.
+#[derive(Debug, Clone)]
+pub struct Connections(TaskTracker);
+
+impl Connections {
+    /// How many connections are open.
+    pub fn open(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Resolves once the source has stopped accepting and every connection
+    /// has closed.
+    pub async fn all_closed(&self) {
+        self.0.wait().await;
+    }
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -140,6 +169,7 @@ impl KafkaSource {
             connection_budget_bytes: cfg.connection_memory_budget_bytes_or_default(),
             memory: opts.memory,
         };
+        let stop_accepting = opts.stop_accepting;
         gauge!(names::MEMORY_BUDGET_BYTES, "scope" => "connection", "source" => cfg.name.clone())
             .set(settings.connection_budget_bytes as f64);
         let unauthenticated = chain.authenticates_clients().then(|| Limit {
@@ -170,7 +200,14 @@ impl KafkaSource {
             chain,
             settings: Arc::new(settings),
             shutdown,
+            stop_accepting,
+            tracker: TaskTracker::new(),
         })
+    }
+
+    /// Its connection tasks, to count them or wait for them to close.
+    pub fn connections(&self) -> Connections {
+        Connections(self.tracker.clone())
     }
 
     /// The address the listener is bound to (useful with port 0).
@@ -183,10 +220,11 @@ impl KafkaSource {
         self.tls.as_ref().map(|t| Arc::clone(t) as Arc<dyn Reload>)
     }
 
-    /// Accepts clients until the shutdown token is cancelled, then waits for
-    /// every connection to drain and close.
+    /// Accepts clients until the shutdown token (or
+    /// [`SourceOptions::stop_accepting`]) is cancelled, then waits for every
+    /// connection to drain and close.
     pub async fn run(self) -> Result<(), SourceError> {
-        let tracker = TaskTracker::new();
+        let tracker = self.tracker.clone();
         let source = Arc::clone(&self.settings.source_name);
         while let Some((tcp, client_addr, permit)) = self.next_client().await {
             if let Err(e) = tcp.set_nodelay(true) {
@@ -257,7 +295,7 @@ impl KafkaSource {
     }
 
     /// The next client that may be served, with its connection permit; `None`
-    /// once shutdown begins.
+    /// once accepting stops.
     async fn next_client(&self) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
         loop {
             let early_permit = if self.limit.hard {
@@ -265,13 +303,13 @@ impl KafkaSource {
             } else {
                 tokio::select! {
                     biased;
-                    () = self.shutdown.cancelled() => return None,
+                    () = self.accepting_stopped() => return None,
                     permit = Arc::clone(&self.limit.permits).acquire_owned() => Some(permit.ok()?),
                 }
             };
             let (tcp, client_addr) = tokio::select! {
                 biased;
-                () = self.shutdown.cancelled() => return None,
+                () = self.accepting_stopped() => return None,
                 accepted = self.listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     Err(e) => {
@@ -291,6 +329,18 @@ impl KafkaSource {
                 },
             };
             return Some((tcp, client_addr, permit));
+        }
+    }
+
+    /// Resolves when accepting must stop: at shutdown, or earlier with
+    /// [`SourceOptions::stop_accepting`].
+    async fn accepting_stopped(&self) {
+        match &self.stop_accepting {
+            Some(early) => tokio::select! {
+                () = early.cancelled() => {}
+                () = self.shutdown.cancelled() => {}
+            },
+            None => self.shutdown.cancelled().await,
         }
     }
 
@@ -334,7 +384,7 @@ impl KafkaSource {
         let source = &self.settings.source_name;
         warn!(source = %source, "source {source}: accept failed: {e}");
         tokio::select! {
-            () = self.shutdown.cancelled() => {}
+            () = self.accepting_stopped() => {}
             () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
         }
     }

@@ -28,6 +28,17 @@ impl SluiceProcess {
     /// Starts `binary` with `topology` (YAML text) and waits until every
     /// address in `wait_for` accepts TCP connections.
     pub fn start(binary: &Path, topology: &str, wait_for: &[&str]) -> Self {
+        Self::start_with_flags(binary, topology, wait_for, &[])
+    }
+
+    /// Like [`start`](Self::start), with further command-line `flags`
+    /// (e.g. `--leave-timeout-secs 4`).
+    pub fn start_with_flags(
+        binary: &Path,
+        topology: &str,
+        wait_for: &[&str],
+        flags: &[&str],
+    ) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("sluice-it-")
             .tempdir()
@@ -49,6 +60,7 @@ impl SluiceProcess {
             .arg(dir.path().join("config.yaml"))
             .arg("--drain-timeout-secs")
             .arg("20")
+            .args(flags)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))

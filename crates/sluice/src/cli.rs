@@ -1,4 +1,5 @@
-//! The command line: which files to read, how to log, how long to drain.
+//! The command line: which files to read, how to log, how long to leave and
+//! to drain.
 //!
 //! Flags are global, so they may come before or after `validate-config`.
 
@@ -28,12 +29,24 @@ pub(crate) struct Cli {
     #[arg(long, global = true, default_value_t = 30)]
     pub drain_timeout_secs: u64,
 
+    /// At shutdown, before draining, how long a node that is no longer shown
+    /// to clients keeps serving its open connections so that they move to
+    /// the other Sluice nodes, in seconds (ends early once every connection
+    /// closed; skipped when no other node is up; 0: drain at once).
+    #[arg(long, global = true, default_value_t = 10)]
+    pub leave_timeout_secs: u64,
+
     /// What to do; without a subcommand, run the proxy.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
 impl Cli {
+    /// `--leave-timeout-secs` as a duration.
+    pub(crate) fn leave_timeout(&self) -> Duration {
+        Duration::from_secs(self.leave_timeout_secs)
+    }
+
     /// `--drain-timeout-secs` as a duration.
     pub(crate) fn drain_timeout(&self) -> Duration {
         Duration::from_secs(self.drain_timeout_secs)
@@ -68,6 +81,7 @@ mod tests {
         assert_eq!(cli.config_file, PathBuf::from("config/config.yaml"));
         assert_eq!(cli.log_format, LogFormat::Human);
         assert_eq!(cli.drain_timeout(), Duration::from_secs(30));
+        assert_eq!(cli.leave_timeout(), Duration::from_secs(10));
         assert!(cli.command.is_none());
     }
 

@@ -5,19 +5,23 @@
 //! on stderr and exit status 1. Then logging, chains (TLS files are read
 //! here), the observability endpoint (`/metrics`, `/health`, `/ready`) and
 //! the sinks' readiness probes, and finally the listeners. The first SIGINT
-//! or SIGTERM drains and exits 0; a second exits at once. SIGHUP reloads
-//! every TLS file, as does a change of one (polled).
+//! or SIGTERM stops accepting, leaves (the node is no longer shown to
+//! clients, who move to the other Sluice nodes, for up to
+//! `--leave-timeout-secs`), drains and exits 0; a second exits at once.
+//! SIGHUP reloads every TLS file, as does a change of one (polled).
 //!
 //! - [`cli`]: flags and the `validate-config` subcommand.
 //! - [`logging`]: the tracing subscriber.
 //! - [`wiring`]: configuration to chains to bound listeners.
 //! - [`signals`]: the shutdown and reload signals.
 //! - [`ops`]: what `/health` and `/ready` report; the TLS reloader.
+//! - [`stopping`]: the stop sequence, leave then drain.
 
 mod cli;
 mod logging;
 mod ops;
 mod signals;
+mod stopping;
 mod wiring;
 
 use std::process::ExitCode;
@@ -89,14 +93,17 @@ fn run(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
 
 async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
     let wired = wiring::build_chains(loaded)?;
+    // The first signal: stop accepting and leave. Then, after the leave,
+    // `shutdown`: drain (see `stopping`).
+    let stop = CancellationToken::new();
     let shutdown = CancellationToken::new();
     let reloads = ops::Reloads::default();
-    signals::spawn(shutdown.clone(), Arc::clone(&reloads))?;
+    signals::spawn(stop.clone(), Arc::clone(&reloads))?;
     let metrics_addr = loaded
         .config
         .observability_addr()
         .map_err(|e| e.in_file(&loaded.config_path))?;
-    let status = ops::Status::new(shutdown.clone());
+    let status = ops::Status::new(stop.clone());
     // Stops the probes and the file polling when serving ends.
     let background = CancellationToken::new();
     let _stop_background = background.clone().drop_guard();
@@ -115,8 +122,23 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
         drain_timeout: cli.drain_timeout(),
         // After the recorder is installed, so that its gauges are exported.
         memory: MemoryBudget::new(loaded.topology.memory_budget_bytes_or_default()),
+        stop_accepting: Some(stop.clone()),
     };
+    let leaves: Vec<_> = wired.iter().filter_map(|w| w.leave.clone()).collect();
     let sources = wiring::bind_all(wired, &opts, &shutdown).await?;
+    let connections: Vec<_> = sources.iter().map(|(_, s)| s.connections()).collect();
+    tokio::spawn(stopping::leave_then_drain(
+        stop.clone(),
+        shutdown.clone(),
+        cli.leave_timeout(),
+        // Every sink leaves; clients move if any has somewhere to go.
+        move || leaves.iter().filter(|l| l.leave()).count() > 0,
+        async move {
+            for c in &connections {
+                c.all_closed().await;
+            }
+        },
+    ));
     tls_targets.extend(sources.iter().filter_map(|(_, s)| s.tls_reload()));
     ops::start_reloads(&reloads, tls_targets, background.clone());
     status.set_serving();
@@ -125,14 +147,15 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
         sources = sources.len(),
         "sluice started"
     );
-    run_sources(sources, &shutdown, cli.drain_timeout()).await
+    run_sources(sources, [&stop, &shutdown], cli.drain_timeout()).await
 }
 
-/// Runs every source until shutdown and waits, bounded, for them to drain.
-/// A source that fails (or stops on its own) shuts the others down too.
+/// Runs every source until shutdown and waits, bounded, for them to drain
+/// (`stop`: the first signal; `shutdown`: the drain, after the leave). A
+/// source that fails (or stops on its own) shuts the others down at once.
 async fn run_sources(
     sources: Vec<(String, KafkaSource)>,
-    shutdown: &CancellationToken,
+    [stop, shutdown]: [&CancellationToken; 2],
     drain: Duration,
 ) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
@@ -174,6 +197,7 @@ async fn run_sources(
         };
         if let Some(failure) = failure {
             error!("{failure:#}; shutting down");
+            stop.cancel();
             shutdown.cancel();
             first_error.get_or_insert(failure);
         }

@@ -1,5 +1,6 @@
-//! Signals. SIGINT and SIGTERM: the first cancels the shutdown token, so
-//! that sources stop accepting and drain; the second exits at once. SIGHUP:
+//! Signals. SIGINT and SIGTERM: the first cancels the stop token, so that
+//! sources stop accepting, the node leaves and then drains (see
+//! [`crate::stopping`]); the second exits at once. SIGHUP:
 //! every TLS certificate, key and CA file is read again (see
 //! [`crate::ops`]); a file that does not load is refused with a log line
 //! naming it, and the one in use stays.
@@ -25,7 +26,7 @@ pub(crate) fn spawn(shutdown: CancellationToken, reloads: Reloads) -> anyhow::Re
         let first = next(&mut sigint, &mut sigterm).await;
         info!(
             signal = first,
-            "shutting down: draining connections (a second signal exits at once)"
+            "shutting down: leaving, then draining connections (a second signal exits at once)"
         );
         shutdown.cancel();
         let second = next(&mut sigint, &mut sigterm).await;

@@ -18,7 +18,7 @@ use sluice_chain::{SinkBuilder, TransformBuilder};
 use sluice_config::{
     Config, ConfigError, FieldError, KafkaSourceConfig, SourceConfig, Topology, TransformConfig,
 };
-use sluice_sink_cluster::KafkaSinkClusterBuilder;
+use sluice_sink_cluster::{KafkaSinkClusterBuilder, Leave};
 use sluice_source::{KafkaSource, SourceOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -85,6 +85,9 @@ pub(crate) struct Wired<'a> {
     pub source: &'a KafkaSourceConfig,
     /// Its chain, shared by all its client connections.
     pub chain: Arc<ChainBuilder>,
+    /// Its cluster sink's leave handle (see [`crate::stopping`]), when the
+    /// sink is a KafkaSinkCluster.
+    pub leave: Option<Leave>,
 }
 
 /// Builds every source's chain (loads TLS files for the sinks).
@@ -93,7 +96,7 @@ pub(crate) fn build_chains(loaded: &Loaded) -> anyhow::Result<Vec<Wired<'_>>> {
         .sources()
         .enumerate()
         .map(|(i, source)| {
-            let chain = build_chain(source).with_context(|| {
+            let (chain, leave) = build_chain(source).with_context(|| {
                 format!(
                     "{}: field `sources[{i}].Kafka.chain`",
                     loaded.topology_path.display()
@@ -102,15 +105,18 @@ pub(crate) fn build_chains(loaded: &Loaded) -> anyhow::Result<Vec<Wired<'_>>> {
             Ok(Wired {
                 source,
                 chain: Arc::new(chain),
+                leave,
             })
         })
         .collect()
 }
 
-/// One source's chain: transforms in order, then the sink.
-fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<ChainBuilder> {
+/// One source's chain: transforms in order, then the sink; and the cluster
+/// sink's leave handle.
+fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<(ChainBuilder, Option<Leave>)> {
     let mut transforms: Vec<Box<dyn TransformBuilder>> = Vec::new();
     let mut sink: Option<Box<dyn SinkBuilder>> = None;
+    let mut leave = None;
     for (j, t) in source.chain.iter().enumerate() {
         match t {
             TransformConfig::DebugPrinter => transforms.push(Box::new(DebugPrinterBuilder::new())),
@@ -122,13 +128,14 @@ fn build_chain(source: &KafkaSourceConfig) -> anyhow::Result<ChainBuilder> {
             TransformConfig::KafkaSinkCluster(cfg) => {
                 let builder =
                     KafkaSinkClusterBuilder::new(cfg).with_context(|| format!("[{j}]"))?;
+                leave = Some(builder.leave_handle());
                 sink = Some(Box::new(builder));
             }
         }
     }
     // Validation guarantees a sink at the end; this only guards the invariant.
     let sink = sink.context("the chain has no sink")?;
-    Ok(ChainBuilder::new(transforms, sink))
+    Ok((ChainBuilder::new(transforms, sink), leave))
 }
 
 /// Binds every source, returning each with its name. Stops at the first failure; listeners already bound

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use serde_yaml_ng::Value;
 use sluice_config::{Config, KafkaSinkClusterConfig, SourceConfig, Topology, TransformConfig};
 
-/// Seconds Sluice may take past `--drain-timeout-secs` to exit (main.rs).
+/// Seconds Sluice may take past `--leave-timeout-secs` and
+/// `--drain-timeout-secs` to exit (main.rs).
 const SHUTDOWN_GRACE_SECS: u64 = 5;
 
 fn k8s_dir() -> PathBuf {
@@ -328,9 +329,13 @@ fn check_limits(deployment: &Value, topology: &Topology) {
         .iter()
         .position(|a| *a == "--drain-timeout-secs")
         .map_or(30, |i| args[i + 1].parse().unwrap());
+    let leave: u64 = args
+        .iter()
+        .position(|a| *a == "--leave-timeout-secs")
+        .map_or(10, |i| args[i + 1].parse().unwrap());
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
     assert!(
-        grace > drain + SHUTDOWN_GRACE_SECS,
-        "{at}: terminationGracePeriodSeconds {grace} must exceed the drain ({drain} s) plus {SHUTDOWN_GRACE_SECS} s"
+        grace > leave + drain + SHUTDOWN_GRACE_SECS,
+        "{at}: terminationGracePeriodSeconds {grace} must exceed the leave ({leave} s), the drain ({drain} s) and {SHUTDOWN_GRACE_SECS} s"
     );
 }

@@ -271,6 +271,56 @@ fn metadata_excludes_down_nodes_and_falls_back() {
     }
 }
 
+/// A leaving local node (100) is rewritten away like a down peer: what it
+/// stood for is shown on the remaining nodes, exactly as a peer that sees it
+/// down shows it.
+#[test]
+fn a_leaving_local_node_is_shown_like_a_down_one() {
+    let leaving = fixtures::sluice_nodes();
+    assert!(leaving.set_leaving());
+    // What a peer shows once its health check finds 100 gone.
+    let mut peer_view = fixtures::sluice_nodes().snapshot();
+    for node in &mut peer_view {
+        node.up &= node.broker_id.0 != 100;
+    }
+    let leaving = leaving.snapshot();
+    let (bytes, m) = rewrite_metadata(12, fixtures::metadata_response(5), &view(), &leaving);
+    let ids: Vec<i32> = m.brokers.iter().map(|b| b.node_id.0).collect();
+    assert_eq!(ids, [101, 102, 103, 104], "the leaving node is not listed");
+    let host = sluice_address(100).0;
+    assert!(
+        !bytes.windows(host.len()).any(|w| w == host.as_bytes()),
+        "the leaving node is not advertised"
+    );
+    let (_, seen_by_peer) =
+        rewrite_metadata(12, fixtures::metadata_response(5), &view(), &peer_view);
+    assert_eq!(
+        leaders(&m, "orders"),
+        leaders(&seen_by_peer, "orders"),
+        "its own answer and its peers' agree"
+    );
+    assert!(leaders(&m, "orders").values().all(|l| *l != 100));
+    assert_ne!(m.controller_id.0, 100);
+    let coordinator = |nodes: &[ShotoverNode]| {
+        let real = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(1))
+            .with_host(StrBytes::from_static_str("kafka-1.internal"))
+            .with_port(9092);
+        let body = ResponseKind::FindCoordinator(real);
+        let (_, body) = rewrite_wire(
+            ApiKey::FindCoordinator,
+            3,
+            body,
+            &view(),
+            nodes,
+            Some("group-a"),
+        );
+        body!(FindCoordinator, body).node_id.0
+    };
+    assert_eq!(coordinator(&leaving), coordinator(&peer_view));
+    assert_ne!(coordinator(&leaving), 100);
+}
+
 #[test]
 fn metadata_is_deterministic_across_rewriters_and_versions() {
     let a = fixtures::sluice_nodes().snapshot();

@@ -85,6 +85,18 @@ impl KafkaSinkCluster {
             }
         };
         let full = full.map(RequestKind::Fetch);
+        if self.shared.nodes.is_hidden() {
+            let leaving = match &full {
+                Some(full) => self.leaving_fetch_answer(&request, full),
+                None => {
+                    let body = request.body()?.clone();
+                    self.leaving_fetch_answer(&request, &body)
+                }
+            };
+            if leaving.is_some() {
+                return Ok(leaving);
+            }
+        }
         let split = match &full {
             Some(full) => self.split_with_refresh(full, version).await?,
             None => self.split_with_refresh(request.body()?, version).await?,

@@ -63,6 +63,9 @@ impl KafkaSinkCluster {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
         let descriptor = crate::api::describe(api);
+        if let Some(answer) = self.leaving_answer(&mut request, descriptor.family)? {
+            return Ok(Some(answer));
+        }
         match descriptor.family {
             Family::NotForClients => {
                 let Some(body) = route::admin::not_for_clients(api, version) else {

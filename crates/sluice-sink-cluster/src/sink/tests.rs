@@ -32,6 +32,7 @@ use tokio_util::codec::Decoder;
 use super::KafkaSinkClusterBuilder;
 
 mod auth;
+mod leave;
 mod stalled;
 
 const WAIT: Duration = Duration::from_secs(10);

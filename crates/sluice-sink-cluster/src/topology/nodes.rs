@@ -3,12 +3,19 @@
 //! The set is fixed by the config (`shotover_nodes`); only each node's up/down
 //! state changes, written by the peer health checks and read by every client
 //! connection when it rewrites a response. The state is one `AtomicBool` per
-//! node, so marking a node never blocks a reader. The local node is always up:
-//! it is the one answering, and a client must always see at least one node.
+//! node, so marking a node never blocks a reader. The local node is up
+//! (it is the one answering, and a client must always see at least one
+//! node) until it leaves at shutdown ([`SluiceNodes::set_leaving`]): then it
+//! is shown down, in its own answers as the peers show it once their health
+//! check finds its listener closed, as long as another node is up to stand
+//! for it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
@@ -117,6 +124,10 @@ struct Inner {
     state: Vec<AtomicBool>,
     /// Index of the local node in `nodes`.
     local: usize,
+    /// Set once, when the local node starts leaving (shutdown).
+    leaving: AtomicBool,
+    /// When it started leaving.
+    leaving_at: OnceLock<Instant>,
 }
 
 impl SluiceNodes {
@@ -157,6 +168,8 @@ impl SluiceNodes {
                 nodes,
                 state,
                 local,
+                leaving: AtomicBool::new(false),
+                leaving_at: OnceLock::new(),
             }),
         })
     }
@@ -194,16 +207,56 @@ impl SluiceNodes {
         was != up
     }
 
-    /// Every node with its current state, sorted by broker id.
+    /// The local node starts leaving: from now on it is shown down while
+    /// another node is up. Returns whether one is (whether clients have
+    /// somewhere to go).
+    pub(crate) fn set_leaving(&self) -> bool {
+        let _ = self.inner.leaving_at.set(Instant::now());
+        self.inner.leaving.store(true, Ordering::Relaxed);
+        self.is_hidden()
+    }
+
+    /// How long ago the local node started leaving (`None`: it is not).
+    pub(crate) fn leaving_for(&self, now: Instant) -> Option<Duration> {
+        self.inner
+            .leaving_at
+            .get()
+            .map(|at| now.saturating_duration_since(*at))
+    }
+
+    /// Whether the local node is leaving and shown down: another node is up.
+    pub(crate) fn is_hidden(&self) -> bool {
+        self.inner.leaving.load(Ordering::Relaxed) && self.peer_up(&self.up_flags())
+    }
+
+    /// The up flags, parallel to the nodes, as the health checks left them.
+    fn up_flags(&self) -> Vec<bool> {
+        self.inner
+            .state
+            .iter()
+            .map(|up| up.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn peer_up(&self, flags: &[bool]) -> bool {
+        flags
+            .iter()
+            .enumerate()
+            .any(|(i, up)| *up && i != self.inner.local)
+    }
+
+    /// Every node with its current state, sorted by broker id (the local
+    /// node down while it leaves and a peer is up).
     pub(crate) fn snapshot(&self) -> Vec<ShotoverNode> {
+        let mut flags = self.up_flags();
+        if self.inner.leaving.load(Ordering::Relaxed) && self.peer_up(&flags) {
+            flags[self.inner.local] = false;
+        }
         self.inner
             .nodes
             .iter()
-            .zip(&self.inner.state)
-            .map(|(node, up)| ShotoverNode {
-                up: up.load(Ordering::Relaxed),
-                ..node.clone()
-            })
+            .zip(flags)
+            .map(|(node, up)| ShotoverNode { up, ..node.clone() })
             .collect()
     }
 
@@ -285,6 +338,42 @@ mod tests {
         assert_eq!(peers, [0, 2]);
         assert!(nodes.set_up(BrokerId(2), true));
         assert_eq!(nodes.up_nodes().len(), 3);
+    }
+
+    #[test]
+    fn a_leaving_node_is_shown_down_while_a_peer_is_up() {
+        let nodes = nodes(1).unwrap();
+        assert!(!nodes.is_hidden());
+        assert!(nodes.set_up(BrokerId(0), false));
+        assert!(nodes.set_up(BrokerId(2), false));
+        assert!(
+            !nodes.set_leaving(),
+            "no peer is up: nowhere for clients to go"
+        );
+        let up: Vec<i32> = nodes.up_nodes().iter().map(|n| n.broker_id.0).collect();
+        assert_eq!(up, [1], "alone, the leaving node is still shown");
+        assert!(nodes.set_up(BrokerId(2), true));
+        assert!(nodes.is_hidden());
+        let up: Vec<i32> = nodes.up_nodes().iter().map(|n| n.broker_id.0).collect();
+        assert_eq!(up, [2], "a peer is up: it stands for the leaving node");
+        let peers: Vec<i32> = nodes.peers().iter().map(|n| n.broker_id.0).collect();
+        assert_eq!(peers, [0, 2], "the health checks go on");
+        assert!(nodes.clone().is_hidden(), "shared by clones");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tells_how_long_the_node_has_been_leaving() {
+        let nodes = nodes(1).unwrap();
+        assert_eq!(nodes.leaving_for(Instant::now()), None);
+        assert!(nodes.set_leaving());
+        tokio::time::advance(Duration::from_millis(750)).await;
+        assert!(nodes.set_leaving(), "a second call changes nothing");
+        tokio::time::advance(Duration::from_millis(250)).await;
+        assert_eq!(
+            nodes.leaving_for(Instant::now()),
+            Some(Duration::from_secs(1)),
+            "counted from the first call"
+        );
     }
 
     #[test]

@@ -63,6 +63,44 @@ async fn the_drain_timeout_bounds_shutdown() {
     source.join().await;
 }
 
+/// How a node leaves: accepting stops first, the connections already open
+/// go on being served until the shutdown token.
+#[tokio::test]
+async fn stop_accepting_closes_the_listener_and_keeps_serving_open_connections() {
+    let stop_accepting = tokio_util::sync::CancellationToken::new();
+    let opts = SourceOptions {
+        stop_accepting: Some(stop_accepting.clone()),
+        ..SourceOptions::default()
+    };
+    let source = start_with(source_config(), None, opts).await;
+    let mut client = TestClient::connect(source.addr).await;
+    client.send(1).await;
+    assert_eq!(client.recv().await, 1);
+
+    stop_accepting.cancel();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while TcpStream::connect(source.addr).await.is_ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still accepting after accepting stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for id in 2..=4 {
+        client.send(id).await;
+        assert_eq!(client.recv().await, id, "the open connection is served");
+    }
+    assert_eq!(source.connections.open(), 1);
+
+    let connections = source.connections.clone();
+    source.shutdown.cancel();
+    client.expect_closed().await;
+    tokio::time::timeout(WAIT, connections.all_closed())
+        .await
+        .expect("every connection closed after shutdown");
+    source.join().await;
+}
+
 #[tokio::test]
 async fn run_returns_at_once_without_connections() {
     let source = start(source_config(), None).await;

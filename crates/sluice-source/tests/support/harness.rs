@@ -47,6 +47,8 @@ pub(crate) struct Running {
     pub probe: Arc<Probe>,
     /// The listener's TLS, when it has some.
     pub tls_reload: Option<Arc<dyn Reload>>,
+    /// Its connection tasks.
+    pub connections: sluice_source::Connections,
     handle: JoinHandle<Result<(), SourceError>>,
 }
 
@@ -89,6 +91,7 @@ async fn start_sink(cfg: KafkaSourceConfig, sink: TestSinkBuilder, opts: SourceO
         .expect("bind");
     let addr = source.local_addr();
     let tls_reload = source.tls_reload();
+    let connections = source.connections();
     let handle = tokio::spawn(source.run());
     Running {
         name: cfg.name.clone(),
@@ -96,6 +99,7 @@ async fn start_sink(cfg: KafkaSourceConfig, sink: TestSinkBuilder, opts: SourceO
         shutdown,
         probe,
         tls_reload,
+        connections,
         handle,
     }
 }

@@ -1,0 +1,200 @@
+//! Leaving at shutdown: how a stopping Sluice node moves its clients to the
+//! other nodes before it drains.
+//!
+//! The binary stops accepting on its listeners at the first SIGTERM (so the
+//! peers' health check, a TCP connect to `address_for_peers`, fails and
+//! they stop showing this node within one `check_shotover_peers_delay_ms`),
+//! then calls [`Leave::leave`] on every cluster sink, then waits up to
+//! `--leave-timeout-secs` before it drains. From [`Leave::leave`] on, while
+//! another node is up:
+//!
+//! - this node is shown down in its own Metadata, FindCoordinator and
+//!   DescribeCluster answers, so the partitions and coordinators it stood
+//!   for are shown on the remaining nodes (the same choice its peers make
+//!   for a node that is down, `rewrite/choose.rs`);
+//! - once the peers have had time to see it gone (one and a half
+//!   `check_shotover_peers_delay_ms` after [`Leave::leave`]: each has
+//!   probed it since; at once without health checks), a request that
+//!   needs a leader or a coordinator (Produce, Fetch,
+//!   ListOffsets, OffsetForLeaderEpoch, ..., OffsetFetch, JoinGroup,
+//!   SyncGroup, Heartbeat, OffsetCommit, LeaveGroup, transactional
+//!   requests) is answered at once with NOT_LEADER_OR_FOLLOWER or
+//!   NOT_COORDINATOR: the client no longer sees this node as its leader or
+//!   coordinator. Both errors are retriable: Kafka clients (Java's
+//!   producer, consumer and admin client, librdkafka) retry them after a
+//!   metadata refresh or a FindCoordinator, which this node or a peer
+//!   answers without this node, and the application sees no error. Nothing
+//!   reached a broker, so an idempotent producer's sequence is unharmed.
+//!   A fetch in a fetch session is answered from the partitions the
+//!   session stands for, and the answer ends the session. Before that
+//!   such requests are served: a client sent to the peers sooner could be
+//!   sent straight back by a peer that still shows this node, and find its
+//!   listener closed (librdkafka reports such a refused connect through
+//!   its error callback);
+//! - metadata, admin and fan-out requests are served as before, and
+//!   Produce with `acks=0` (which has no answer to carry an error) is
+//!   forwarded.
+
+use std::time::Duration;
+
+use sluice_chain::ChainError;
+use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
+use sluice_metrics::names;
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use super::KafkaSinkCluster;
+use super::send::ready;
+use crate::pending::PendingResponse;
+use crate::route::{self, Family};
+use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::topology::SluiceNodes;
+
+/// Makes a cluster sink's node leave what clients are shown (see the module
+/// documentation). Cheap to clone; every clone acts on the same sink.
+#[derive(Debug, Clone)]
+pub struct Leave {
+    nodes: SluiceNodes,
+}
+
+impl Leave {
+    pub(super) fn new(nodes: SluiceNodes) -> Self {
+        Self { nodes }
+    }
+
+    /// Starts leaving. Returns whether another Sluice node is up to take
+    /// this one's clients (when none is, the node keeps showing itself and
+    /// there is nothing to wait for).
+    pub fn leave(&self) -> bool {
+        let hidden = self.nodes.set_leaving();
+        if hidden {
+            info!(
+                broker_id = self.nodes.local_id().0,
+                "leaving: this sluice node is no longer shown to clients; once its \
+                 peers have seen it gone, requests for its leaders and coordinators \
+                 get retriable errors"
+            );
+        } else {
+            info!(
+                broker_id = self.nodes.local_id().0,
+                "leaving: no other sluice node is up, this one stays shown"
+            );
+        }
+        hidden
+    }
+
+    /// Whether the node is leaving and no longer shown.
+    pub fn is_hidden(&self) -> bool {
+        self.nodes.is_hidden()
+    }
+}
+
+/// How long after it starts leaving a node with health checks every
+/// `peers_every` answers with errors: one and a half periods, by which
+/// every peer has probed it once since (and found its listener closed).
+pub(super) fn errors_after(peers_every: Option<Duration>) -> Duration {
+    peers_every.map_or(Duration::ZERO, |every| every + every / 2)
+}
+
+impl KafkaSinkCluster {
+    /// Whether requests for leaders and coordinators get leave errors now.
+    fn answers_leaving(&self) -> bool {
+        let since = self.shared.nodes.leaving_for(Instant::now());
+        since.is_some_and(|since| since >= self.shared.leave_errors_after)
+            && self.shared.nodes.is_hidden()
+    }
+
+    /// While the node leaves, the answer to a request that needs a leader or
+    /// a coordinator (`family`; Fetch is seen to by `send_fetch`): the
+    /// retriable error that sends the client elsewhere. `None` when the node
+    /// is not leaving, the request is not one of those, or it has no answer.
+    pub(super) fn leaving_answer(
+        &self,
+        request: &mut Request,
+        family: Family,
+    ) -> Result<Option<PendingResponse>, ChainError> {
+        if !request.expects_response() || !self.answers_leaving() {
+            return Ok(None);
+        }
+        let api = request.api_key();
+        let code = match family {
+            // Through its fetch session first (`send_fetch`).
+            Family::ByLeader if api == ApiKey::Fetch => return Ok(None),
+            Family::ByLeader => NOT_LEADER_OR_FOLLOWER,
+            Family::ByCoordinator => route::NOT_COORDINATOR,
+            Family::Coordinator(key_type) => {
+                // InitProducerId without a transactional id needs no coordinator.
+                let key = route::groups::coordinator_key(request.body()?);
+                if key.is_none_or(|(t, _)| t != key_type) {
+                    return Ok(None);
+                }
+                route::NOT_COORDINATOR
+            }
+            _ => return Ok(None),
+        };
+        let version = request.api_version();
+        let answer = route::error_response(api, request.body()?, version, code);
+        Ok(answer.map(|answer| leaving_error(request, answer, code)))
+    }
+
+    /// While the node leaves, the answer to a Fetch (`body`: the whole fetch
+    /// its session stands for, else the request's own).
+    pub(super) fn leaving_fetch_answer(
+        &self,
+        request: &Request,
+        body: &RequestKind,
+    ) -> Option<PendingResponse> {
+        if !self.answers_leaving() {
+            return None;
+        }
+        let (api, version) = (request.api_key(), request.api_version());
+        let answer = route::error_response(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
+        Some(leaving_error(request, answer, NOT_LEADER_OR_FOLLOWER))
+    }
+}
+
+/// `request` answered with `answer`, which carries `code` wherever it has a
+/// place for one; counted as synthesized.
+fn leaving_error(request: &Request, answer: ResponseKind, code: i16) -> PendingResponse {
+    let (api, version) = (request.api_key(), request.api_version());
+    debug!("leaving: answering {api:?} v{version} with error {code}");
+    metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
+    ready(request, answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::fixtures;
+
+    #[test]
+    fn errors_start_once_every_peer_has_probed() {
+        assert_eq!(errors_after(None), Duration::ZERO);
+        assert_eq!(
+            errors_after(Some(Duration::from_millis(500))),
+            Duration::from_millis(750)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leaving_node_hides_at_once() {
+        let nodes = fixtures::sluice_nodes();
+        let leave = Leave::new(nodes.clone());
+        assert!(!leave.is_hidden());
+        assert!(leave.leave(), "other nodes are up");
+        assert!(leave.is_hidden());
+        let local = nodes.local_id();
+        assert!(
+            nodes
+                .snapshot()
+                .iter()
+                .all(|n| n.broker_id != local || !n.up),
+            "the local node is shown down"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            nodes.leaving_for(Instant::now()),
+            Some(Duration::from_secs(1))
+        );
+    }
+}
