@@ -452,10 +452,15 @@ impl Produced {
     /// Panics unless every send the producer made was acknowledged and
     /// none failed, except one send racing the stop itself (the tool's main
     /// thread may send once more while its shutdown hook closes the
-    /// producer).
+    /// producer: `IllegalStateException: Cannot perform operation after
+    /// producer has been closed` before the send, or `KafkaException:
+    /// Producer closed while send in progress` from the accumulator during
+    /// it).
     pub fn assert_all_acked(&self) {
         let (stop, failed): (Vec<_>, Vec<_>) = self.errors.iter().partition(|e| {
-            e.exception.contains("IllegalStateException") && e.message.contains("closed")
+            (e.exception.contains("IllegalStateException") && e.message.contains("closed"))
+                || (e.exception.contains("KafkaException")
+                    && e.message.contains("Producer closed while send in progress"))
         });
         assert!(failed.is_empty(), "no failed send: {failed:?}");
         assert!(stop.len() <= 1, "{stop:?}");
