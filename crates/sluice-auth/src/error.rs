@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
-use sluice_chain::tls::TlsError;
-use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_broker::tls::TlsError;
+use sluice_broker::{AddressParseError, BrokerAddress, BrokerError};
+use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::error::ResponseError;
 
 use crate::scram::ScramError;

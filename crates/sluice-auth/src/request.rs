@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_chain::broker::BrokerConnection;
+use sluice_broker::BrokerConnection;
 use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 
 use crate::AuthError;

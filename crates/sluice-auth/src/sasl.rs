@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_chain::broker::BrokerConnection;
+use sluice_broker::BrokerConnection;
 use sluice_codec::kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, ResponseKind};

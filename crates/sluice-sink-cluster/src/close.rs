@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::AuthError;
-use sluice_chain::broker::{BrokerAddress, BrokerError};
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_broker::{BrokerAddress, BrokerError};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
 
 use crate::auth::SaslStep;

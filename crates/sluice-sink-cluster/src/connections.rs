@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 

@@ -11,7 +11,7 @@
 //! ([`Part::wait`]), so a `recv` dropped in a `select!` loses nothing and
 //! the next one resumes where it stopped.
 
-use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
+use sluice_broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 use tokio::time::Instant;

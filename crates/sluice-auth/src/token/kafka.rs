@@ -26,8 +26,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
-use sluice_chain::tls::{self, SharedConnector};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_chain::tls::SharedConnector;
 use sluice_codec::kafka_protocol::messages::create_delegation_token_request::CreateDelegationTokenRequest;
 use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
     DescribeDelegationTokenOwner, DescribeDelegationTokenRequest,
@@ -97,7 +97,7 @@ impl std::fmt::Debug for MtlsTokenCreator {
 
 impl MtlsTokenCreator {
     /// Parses the contact points; connects with `connector` (built from
-    /// `cfg.tls`, see [`tls::reloadable_connector`]).
+    /// `cfg.tls`, see [`sluice_chain::tls::reloadable_connector`]).
     pub(crate) fn new(
         cfg: &AuthorizeScramOverMtlsConfig,
         connector: SharedConnector,
@@ -126,7 +126,10 @@ impl MtlsTokenCreator {
     async fn connect(&self, addr: &BrokerAddress) -> Result<BrokerConnection, AuthError> {
         let mut opts = BrokerConnectOptions::new(self.timeouts.connect);
         opts.read_timeout = Some(self.timeouts.read);
-        opts.tls = Some((self.connector.current(), tls::server_name(&addr.host)?));
+        opts.tls = Some((
+            self.connector.current(),
+            sluice_broker::tls::server_name(&addr.host)?,
+        ));
         Ok(BrokerConnection::connect(addr.clone(), &opts).await?)
     }
 

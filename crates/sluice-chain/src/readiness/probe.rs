@@ -23,7 +23,7 @@ use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use tokio::time::Instant;
 
 use super::{BrokerProbe, BrokerState, PROBE_TIMEOUT, ProbeTargets, Round};
-use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
 
 /// Client id and software name of the probe's requests.
 const CLIENT_ID: &str = "sluice-readiness";

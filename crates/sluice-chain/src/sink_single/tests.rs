@@ -19,8 +19,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::rewrite::{AdvertisedAddress, rewrite_response};
 use super::*;
-use crate::ErrorClass;
 use crate::test_support::{FakeBroker, context, parsed_response, request, within};
+use sluice_broker::ErrorClass;
 
 const SLUICE: &str = "127.0.0.1:9192";
 

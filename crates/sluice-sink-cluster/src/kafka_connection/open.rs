@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError};
 use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, ResponseKind};

@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
-use sluice_chain::tls::TlsError;
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_broker::tls::TlsError;
+use sluice_broker::{AddressParseError, BrokerAddress, BrokerError};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
 
 use crate::topology::TopologyError;

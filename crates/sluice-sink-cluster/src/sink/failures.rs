@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sluice_chain::broker::BrokerAddress;
+use sluice_broker::BrokerAddress;
 use tokio::time::Instant;
 
 /// At most one WARN per broker this often.

@@ -24,8 +24,9 @@
 //!   for an error, the broker error is returned and the client connection
 //!   closes with it as the logged reason.
 
-use sluice_chain::broker::{BrokerAddress, BrokerError};
-use sluice_chain::{ChainError, ErrorClass};
+use sluice_broker::ErrorClass;
+use sluice_broker::{BrokerAddress, BrokerError};
+use sluice_chain::ChainError;
 use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, Response, ResponseKind};

@@ -60,7 +60,7 @@ impl KafkaSinkCluster {
             .await
             .map_err(broker_error)?
             .ok_or_else(|| {
-                broker_error(sluice_chain::broker::BrokerError::Protocol {
+                broker_error(sluice_broker::BrokerError::Protocol {
                     broker: broker.clone(),
                     reason: "an internal request expected no response".into(),
                 })
@@ -75,7 +75,7 @@ impl KafkaSinkCluster {
                 });
             }
             Ok(Err(_)) => {
-                return Err(broker_error(sluice_chain::broker::BrokerError::Shutdown {
+                return Err(broker_error(sluice_broker::BrokerError::Shutdown {
                     broker,
                 }));
             }

@@ -36,7 +36,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_codec::{ApiKey, Request};
 use tokio::time::Instant;
 use tracing::warn;

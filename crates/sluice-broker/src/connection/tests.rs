@@ -12,7 +12,7 @@ use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
-use crate::error::ErrorClass;
+use crate::ErrorClass;
 use crate::test_support::{
     Counters, FakeBroker, FakeConn, Logs, raw_request, request, response_frame, within,
 };

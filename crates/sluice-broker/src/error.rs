@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use sluice_codec::Request;
 
-use super::BrokerAddress;
-use crate::error::{ErrorClass, ErrorSide};
+use crate::{BrokerAddress, ErrorClass, ErrorSide};
 
 /// A broker connection failed, or a request on it could not be served.
 #[derive(Debug, Clone, thiserror::Error)]
