@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_broker::tls::TlsError;
-use sluice_broker::{AddressParseError, BrokerAddress, BrokerError};
+use sluice_broker::{AddressParseError, BrokerAddress, BrokerError, CallError};
 use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::error::ResponseError;
 
@@ -24,9 +24,14 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// Authentication or token management failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AuthError {
-    /// The broker connection failed.
+    /// The broker connection failed (a request that failed with it is
+    /// here too: see the `From<CallError>`).
     #[error("{0}")]
     Broker(#[from] BrokerError),
+    /// A request got no usable answer: none in time, or one that cannot be
+    /// decoded.
+    #[error("{0}")]
+    Call(Arc<CallError>),
     /// The broker answered a request with a Kafka error code.
     #[error("{broker}: {api} failed with error {code} ({}){}", error_name(*code), detail(message))]
     ErrorCode {
@@ -106,10 +111,25 @@ impl From<TlsError> for AuthError {
     }
 }
 
+impl From<CallError> for AuthError {
+    /// A failed connection stays [`AuthError::Broker`], whichever request
+    /// found it, so that an owner tells a broker it cannot reach from one
+    /// that answered.
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::NotSent { source, .. } | CallError::Broker { source, .. } => {
+                AuthError::Broker(source)
+            }
+            other => AuthError::Call(Arc::new(other)),
+        }
+    }
+}
+
 impl ErrorClass for AuthError {
     fn side(&self) -> ErrorSide {
         match self {
             AuthError::Broker(e) => e.side(),
+            AuthError::Call(e) => e.side(),
             // Wrong credentials: the client's (or the token's) fault.
             AuthError::ErrorCode { code, .. } if *code == SASL_AUTHENTICATION_FAILED => {
                 ErrorSide::Client
@@ -131,6 +151,7 @@ impl ErrorClass for AuthError {
     fn retriable(&self) -> bool {
         match self {
             AuthError::Broker(e) => e.retriable(),
+            AuthError::Call(e) => e.retriable(),
             AuthError::ErrorCode { code, .. } => {
                 ResponseError::try_from_code(*code).is_some_and(|e| e.is_retriable())
             }

@@ -6,6 +6,8 @@
 //! - `connection`: [`BrokerConnection`], one connection to one broker: a
 //!   writer task and a reader task, Sluice's own correlation ids, and the
 //!   rule that no failure to receive is ever silently ignored.
+//! - `call`: [`BrokerConnection::call`], one typed request Sluice makes for
+//!   itself ([`Call`]) and its decoded answer, or a [`CallError`].
 //! - `address`: [`BrokerAddress`], how every log line, error and metric
 //!   label names a broker.
 //! - `error`: [`BrokerError`], everything that can go wrong on a broker
@@ -19,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod address;
+mod call;
 mod class;
 mod connection;
 mod error;
@@ -27,6 +30,7 @@ pub mod test_support;
 pub mod tls;
 
 pub use address::{AddressParseError, BrokerAddress};
+pub use call::{Call, CallError};
 pub use class::{ErrorClass, ErrorSide};
 pub use connection::{BrokerConnectOptions, BrokerConnection, ResponseReceiver};
 pub use error::{BrokerError, UnsentRequest};
