@@ -133,13 +133,14 @@ impl CallError {
         }
     }
 
-    /// The broker this error is about.
-    pub fn broker(&self) -> &BrokerAddress {
+    /// The broker this error is about (`None`: the connection's error
+    /// names none, see [`BrokerError::broker`]).
+    pub fn broker(&self) -> Option<&BrokerAddress> {
         match self {
             CallError::NotSent { source, .. } | CallError::Broker { source, .. } => source.broker(),
             CallError::Timeout { broker, .. }
             | CallError::Decode { broker, .. }
-            | CallError::WrongKind { broker, .. } => broker,
+            | CallError::WrongKind { broker, .. } => Some(broker),
         }
     }
 

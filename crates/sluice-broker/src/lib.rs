@@ -33,4 +33,4 @@ pub use address::{AddressParseError, BrokerAddress};
 pub use call::{Call, CallError};
 pub use class::{ErrorClass, ErrorSide};
 pub use connection::{BrokerConnectOptions, BrokerConnection, ResponseReceiver};
-pub use error::{BrokerError, UnsentRequest};
+pub use error::{BrokerError, ErrorTarget, Unaddressed, UnsentRequest};

@@ -70,7 +70,7 @@ async fn an_unanswered_call_times_out_retriably() {
         "{err}"
     );
     assert!(err.to_string().ends_with("no answer within 50ms"), "{err}");
-    assert_eq!(err.broker(), &broker.address());
+    assert_eq!(err.broker(), Some(&broker.address()));
     assert_eq!((err.side(), err.retriable()), (ErrorSide::Broker, true));
 }
 
