@@ -19,7 +19,7 @@ use sluice_codec::kafka_protocol::error::ResponseError;
 use crate::scram::ScramError;
 
 /// Kafka's `SASL_AUTHENTICATION_FAILED`: wrong credentials.
-pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+pub const SASL_AUTHENTICATION_FAILED: i16 = ResponseError::SaslAuthenticationFailed.code();
 
 /// Authentication or token management failed.
 #[derive(Debug, Clone, thiserror::Error)]

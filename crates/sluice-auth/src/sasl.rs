@@ -18,6 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sluice_broker::BrokerConnection;
 use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use tracing::debug;
@@ -32,7 +33,7 @@ pub(crate) const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// SaslAuthenticate version sent: v1+ carries `session_lifetime_ms`.
 pub(crate) const SASL_AUTHENTICATE_VERSION: i16 = 2;
 /// Kafka's `UNSUPPORTED_SASL_MECHANISM`.
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
 
 /// A connection that authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

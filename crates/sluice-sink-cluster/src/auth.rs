@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use sluice_auth::scram::ScramMechanism;
 use sluice_chain::ChainError;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
@@ -61,7 +62,7 @@ use crate::close::{ClaimError, CloseError, Invariant, SaslMisuse};
 pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
-pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
 /// Kafka's SASL_AUTHENTICATION_FAILED.
 pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
 

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 
 use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{
     ApiVersionsRequest, MetadataRequest, SaslHandshakeRequest,
 };
@@ -33,7 +34,7 @@ const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// The newest Metadata version the probe asks (topic ids, no topics asked).
 const METADATA_VERSION_MAX: i16 = 12;
 /// Kafka's `ILLEGAL_SASL_STATE`: SaslHandshake on a listener without SASL.
-const ILLEGAL_SASL_STATE: i16 = 34;
+const ILLEGAL_SASL_STATE: i16 = ResponseError::IllegalSaslState.code();
 
 /// The slots of every broker probed last round.
 #[derive(Default)]
