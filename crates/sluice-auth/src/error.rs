@@ -11,22 +11,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
-use sluice_chain::tls::TlsError;
-use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_broker::tls::TlsError;
+use sluice_broker::{AddressParseError, BrokerAddress, BrokerError, CallError};
+use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::error::ResponseError;
 
 use crate::scram::ScramError;
 
 /// Kafka's `SASL_AUTHENTICATION_FAILED`: wrong credentials.
-pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+pub const SASL_AUTHENTICATION_FAILED: i16 = ResponseError::SaslAuthenticationFailed.code();
 
 /// Authentication or token management failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AuthError {
-    /// The broker connection failed.
+    /// The broker connection failed (a request that failed with it is
+    /// here too: see the `From<CallError>`).
     #[error("{0}")]
     Broker(#[from] BrokerError),
+    /// A request got no usable answer: none in time, or one that cannot be
+    /// decoded.
+    #[error("{0}")]
+    Call(Arc<CallError>),
     /// The broker answered a request with a Kafka error code.
     #[error("{broker}: {api} failed with error {code} ({}){}", error_name(*code), detail(message))]
     ErrorCode {
@@ -85,9 +90,14 @@ pub enum AuthError {
     /// The token task was shut down.
     #[error("the delegation token task is shut down")]
     Shutdown,
-    /// A bug or resource problem inside Sluice.
-    #[error("internal: {0}")]
-    Internal(String),
+    /// The blocking task computing a SCRAM proof panicked or was cancelled
+    /// (shared: the token task hands one error to every waiting login).
+    #[error("scram proof computation failed: {0}")]
+    ProofTask(std::sync::Arc<tokio::task::JoinError>),
+    /// A token creation's watch ended without a result (a bug: every
+    /// creation publishes one).
+    #[error("token creation ended without a result")]
+    NoCreationResult,
 }
 
 impl AuthError {
@@ -106,10 +116,25 @@ impl From<TlsError> for AuthError {
     }
 }
 
+impl From<CallError> for AuthError {
+    /// A failed connection stays [`AuthError::Broker`], whichever request
+    /// found it, so that an owner tells a broker it cannot reach from one
+    /// that answered.
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::NotSent { source, .. } | CallError::Broker { source, .. } => {
+                AuthError::Broker(source)
+            }
+            other => AuthError::Call(Arc::new(other)),
+        }
+    }
+}
+
 impl ErrorClass for AuthError {
     fn side(&self) -> ErrorSide {
         match self {
             AuthError::Broker(e) => e.side(),
+            AuthError::Call(e) => e.side(),
             // Wrong credentials: the client's (or the token's) fault.
             AuthError::ErrorCode { code, .. } if *code == SASL_AUTHENTICATION_FAILED => {
                 ErrorSide::Client
@@ -124,13 +149,15 @@ impl ErrorClass for AuthError {
             AuthError::Tls(_)
             | AuthError::ContactPoint(_)
             | AuthError::Shutdown
-            | AuthError::Internal(_) => ErrorSide::Internal,
+            | AuthError::ProofTask(_)
+            | AuthError::NoCreationResult => ErrorSide::Internal,
         }
     }
 
     fn retriable(&self) -> bool {
         match self {
             AuthError::Broker(e) => e.retriable(),
+            AuthError::Call(e) => e.retriable(),
             AuthError::ErrorCode { code, .. } => {
                 ResponseError::try_from_code(*code).is_some_and(|e| e.is_retriable())
             }
@@ -143,7 +170,8 @@ impl ErrorClass for AuthError {
             | AuthError::Tls(_)
             | AuthError::ContactPoint(_)
             | AuthError::Shutdown
-            | AuthError::Internal(_) => false,
+            | AuthError::ProofTask(_)
+            | AuthError::NoCreationResult => false,
         }
     }
 }

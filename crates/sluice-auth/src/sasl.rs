@@ -16,14 +16,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_chain::broker::BrokerConnection;
+use sluice_broker::BrokerConnection;
+use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, ResponseKind};
 use tracing::debug;
 
 use crate::AuthError;
-use crate::request::{error_code, round_trip, wrong_kind};
+use crate::request::{REQUEST_TIMEOUT, error_code};
 use crate::scram::{ScramClient, ScramMechanism};
 use crate::token::DelegationToken;
 
@@ -32,7 +33,7 @@ pub(crate) const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// SaslAuthenticate version sent: v1+ carries `session_lifetime_ms`.
 pub(crate) const SASL_AUTHENTICATE_VERSION: i16 = 2;
 /// Kafka's `UNSUPPORTED_SASL_MECHANISM`.
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
 
 /// A connection that authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,11 +70,9 @@ pub async fn sasl_handshake(conn: &BrokerConnection, mechanism: &str) -> Result<
     let api = ApiKey::SaslHandshake;
     let body =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
-    let ResponseKind::SaslHandshake(response) =
-        round_trip(conn, api, SASL_HANDSHAKE_VERSION, body.into()).await?
-    else {
-        return Err(wrong_kind(conn, api));
-    };
+    let response = conn
+        .call(SASL_HANDSHAKE_VERSION, body, REQUEST_TIMEOUT)
+        .await?;
     match response.error_code {
         0 => Ok(()),
         UNSUPPORTED_SASL_MECHANISM => Err(AuthError::MechanismNotEnabled {
@@ -98,11 +97,9 @@ pub async fn sasl_authenticate(
 ) -> Result<SaslReply, AuthError> {
     let api = ApiKey::SaslAuthenticate;
     let body = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(auth_bytes));
-    let ResponseKind::SaslAuthenticate(response) =
-        round_trip(conn, api, SASL_AUTHENTICATE_VERSION, body.into()).await?
-    else {
-        return Err(wrong_kind(conn, api));
-    };
+    let response = conn
+        .call(SASL_AUTHENTICATE_VERSION, body, REQUEST_TIMEOUT)
+        .await?;
     if response.error_code != 0 {
         let message = response.error_message.map(|m| m.to_string());
         return Err(error_code(conn, api, response.error_code, message));
@@ -133,7 +130,7 @@ pub async fn authenticate_scram(
         (client, result)
     })
     .await
-    .map_err(|e| AuthError::Internal(format!("scram proof computation failed: {e}")))?;
+    .map_err(|e| AuthError::ProofTask(std::sync::Arc::new(e)))?;
     let client_final = client_final.map_err(scram_err)?;
 
     let server_final = sasl_authenticate(conn, client_final).await?;

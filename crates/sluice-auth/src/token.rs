@@ -331,9 +331,7 @@ impl TokenTaskHandle {
             .map_err(|_| AuthError::Shutdown)?;
         match &*result {
             Some(result) => result.clone(),
-            None => Err(AuthError::Internal(
-                "token creation ended without a result".into(),
-            )),
+            None => Err(AuthError::NoCreationResult),
         }
     }
 

@@ -14,7 +14,7 @@ use sluice_auth::{
     AuthError, ScramClient, ScramMechanism, TokenTask, authenticate_plain, authenticate_scram,
     authenticate_token, sasl_handshake,
 };
-use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequest;
 use sluice_codec::{ApiKey, Request, ResponseKind};
 use sluice_config::{AuthorizeScramOverMtlsConfig, TlsConnectorConfig};

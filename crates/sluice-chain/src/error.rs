@@ -1,47 +1,14 @@
-//! Error classification shared by the whole proxy.
+//! The errors of a chain: [`ChainError`], what a transform or sink returns,
+//! and [`SinkError`], a sink's own error kept in its own type.
 //!
-//! Every error is classified where it is raised: on which side it happened
-//! ([`ErrorSide`]) and whether retrying can help. That classification decides
-//! what the client gets: a retriable Kafka error code, a non-retriable one, or a
-//! closed connection.
+//! Every error is classified where it is raised ([`ErrorClass`], defined in
+//! `sluice-broker`, the lowest crate whose errors are classified): on which
+//! side it happened and whether retrying can help. That classification
+//! decides what the client gets: a retriable Kafka error code, a
+//! non-retriable one, or a closed connection.
 
+use sluice_broker::{BrokerError, ErrorClass, ErrorSide};
 use sluice_codec::{ApiKey, CodecError};
-
-/// Where an error comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorSide {
-    /// The client broke the protocol or sent something we refuse.
-    Client,
-    /// A broker failed, or its connection did.
-    Broker,
-    /// A bug or resource problem inside Sluice.
-    Internal,
-}
-
-impl ErrorSide {
-    /// A short label for metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorSide::Client => "client",
-            ErrorSide::Broker => "broker",
-            ErrorSide::Internal => "internal",
-        }
-    }
-}
-
-/// Classification of an error.
-pub trait ErrorClass {
-    /// Where the error comes from.
-    fn side(&self) -> ErrorSide;
-    /// Whether the same request may succeed if retried.
-    fn retriable(&self) -> bool;
-    /// Whether closing a client for this is routine, as a broker closes a
-    /// client for it in normal operation (e.g. its SASL session ended): the
-    /// close is then logged at INFO, not WARN.
-    fn routine_close(&self) -> bool {
-        false
-    }
-}
 
 /// An error of one sink or transform, in its own type: what it is and where
 /// it comes from stay with it (its [`ErrorClass`]), where a string would
@@ -58,7 +25,7 @@ pub enum ChainError {
     Codec(#[from] CodecError),
     /// A broker connection failed.
     #[error("{0}")]
-    Broker(#[from] crate::broker::BrokerError),
+    Broker(#[from] BrokerError),
     /// The client used a version of an API that Sluice does not offer (its
     /// ApiVersions answer says which it does); Kafka closes such a client.
     #[error("client request refused: {api:?} v{version} is not a version sluice offers")]

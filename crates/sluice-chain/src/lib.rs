@@ -7,16 +7,15 @@
 //!
 //! - `context`: what a chain knows about its client connection.
 //! - `transform`: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
-//! - `error`: error classification shared by the whole proxy.
-//! - [`broker`]: one connection to one broker, with correlation-id mapping.
-//! - [`tls`]: TLS connector from config, and reloading TLS files.
+//! - `error`: [`ChainError`], what a transform or sink fails with.
+//! - [`tls`]: reloading TLS files (listeners' acceptors, sinks' broker
+//!   connectors).
 //! - [`readiness`]: each sink's readiness probe and the rule `/ready` applies.
 //! - [`debug_printer`]: the `DebugPrinter` transform.
 //! - [`sink_single`]: the `KafkaSinkSingle` sink.
 
 #![deny(missing_docs)]
 
-pub mod broker;
 mod context;
 pub mod debug_printer;
 mod error;
@@ -29,5 +28,5 @@ mod transform;
 mod test_support;
 
 pub use context::ConnectionContext;
-pub use error::{ChainError, ErrorClass, ErrorSide, SinkError};
+pub use error::{ChainError, SinkError};
 pub use transform::{Chain, ChainBuilder, Sink, SinkBuilder, Transform, TransformBuilder};

@@ -43,7 +43,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 
 /// How often each sink probes its brokers.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);

@@ -28,18 +28,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rustls_pki_types::ServerName;
+use sluice_broker::tls::{self as broker_tls, TlsError};
+use sluice_broker::{
+    AddressParseError, BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError,
+    ResponseReceiver,
+};
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkSingleConfig;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::broker::{
-    AddressParseError, BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError,
-    ResponseReceiver,
-};
 use crate::readiness::{self, ProbeTargets, Readiness};
 use crate::tls::reload::Reload;
-use crate::tls::{self, SharedConnector, TlsError};
+use crate::tls::{self, SharedConnector};
 use crate::{ChainError, ConnectionContext, Sink, SinkBuilder};
 
 use rewrite::AdvertisedAddress;
@@ -123,7 +124,7 @@ impl KafkaSinkSingleBuilder {
         let tls = match &cfg.tls {
             Some(tls_cfg) => Some((
                 tls::reloadable_connector(name, tls_cfg)?,
-                tls::server_name(&destination.host)?,
+                broker_tls::server_name(&destination.host)?,
             )),
             None => None,
         };

@@ -10,6 +10,7 @@
 //! writes them to `fuzz/corpus/<target>/`.
 
 use bytes::{Bytes, BytesMut};
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, DeleteGroupsRequest,
     DeleteRecordsRequest, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsRequest,
@@ -595,7 +596,7 @@ fn responses() -> Vec<(ApiKey, i16, String, Vec<u8>)> {
                                     small.clone()
                                 }));
                             if v >= 12 && p == 1 {
-                                part.with_error_code(6)
+                                part.with_error_code(ResponseError::NotLeaderOrFollower.code())
                                     .with_records(None)
                                     .with_current_leader(
                                         fetch_response::LeaderIdAndEpoch::default()
@@ -647,11 +648,12 @@ fn responses() -> Vec<(ApiKey, i16, String, Vec<u8>)> {
                                 .with_index(p)
                                 .with_base_offset(42);
                             if v >= 10 && p == 1 {
-                                part.with_error_code(6).with_current_leader(
-                                    produce_response::LeaderIdAndEpoch::default()
-                                        .with_leader_id(BrokerId(3))
-                                        .with_leader_epoch(8),
-                                )
+                                part.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                                    .with_current_leader(
+                                        produce_response::LeaderIdAndEpoch::default()
+                                            .with_leader_id(BrokerId(3))
+                                            .with_leader_epoch(8),
+                                    )
                             } else {
                                 part
                             }

@@ -61,6 +61,7 @@ use tokio::time::Instant;
 
 use sluice_auth::scram::ScramMechanism;
 use sluice_chain::ChainError;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
@@ -71,7 +72,7 @@ pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
 use reauth::Session;
 
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
-pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
 /// Kafka's SASL_AUTHENTICATION_FAILED.
 pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
 

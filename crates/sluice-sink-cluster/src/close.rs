@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::AuthError;
-use sluice_chain::broker::{BrokerAddress, BrokerError};
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_broker::{BrokerAddress, BrokerError};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
 
 use crate::auth::SaslStep;
 use crate::auth::messages::MessageError;
+use crate::connections::Target;
 use crate::split::SplitError;
 
 /// SASL_AUTHENTICATION_FAILED: wrong credentials.
@@ -214,6 +216,16 @@ pub(crate) enum Invariant {
     /// A broker connection was not opened for this client's login.
     #[error("{0}: the connection was not authenticated for this client")]
     ConnectionOfAnotherLogin(BrokerAddress),
+    /// A connection target had no connection right after it was opened.
+    #[error("{0:?}: no connection right after it was opened")]
+    NoConnection(Target),
+    /// A request's part was combined before it was done, or twice.
+    #[error("{0:?}: a part combined before its answer was in")]
+    PartNotDone(ApiKey),
+    /// An answer whose part names no broker (only a part that was sent
+    /// has an answer, and it names the broker it went to).
+    #[error("{0:?}: an answer without the broker it came from")]
+    AnswerWithoutBroker(ApiKey),
     /// A whole request's pending entry has no part.
     #[error("{0:?}: a whole request without its part")]
     WholeWithoutPart(ApiKey),

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::{AuthError, sasl_handshake};
-use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError, Unaddressed};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -178,7 +178,7 @@ impl Connections {
             let conn = match connect(&self.shared, addr).await {
                 Ok(conn) => conn,
                 Err(e) => {
-                    debug!(broker = %e.broker(), "first contact point unreachable for a re-authentication: {e}");
+                    debug!(broker = %e.target(), "first contact point unreachable for a re-authentication: {e}");
                     last_error = Some(AuthError::Broker(e));
                     continue;
                 }
@@ -198,16 +198,18 @@ impl Connections {
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| match no_contact_point(None) {
-            ConnError::Broker(e) => AuthError::Broker(e),
-            ConnError::Fatal(e) => AuthError::Internal(e.to_string()),
-        }))
+        Err(
+            last_error.unwrap_or(AuthError::Broker(BrokerError::Unaddressed(
+                Unaddressed::NoContactPoint,
+            ))),
+        )
     }
 
     /// The connection a re-authentication's first round went on; gone if it
     /// closed since (a later round cannot go to another broker).
     pub(crate) fn reauth_connection(&self) -> Result<&BrokerConnection, ConnError> {
-        self.get(Target::Auth).ok_or_else(|| gone(Target::Auth))
+        self.get(Target::Auth)
+            .ok_or_else(|| self.gone(Target::Auth))
     }
 
     /// Retires the re-authentication connection, if there is one (it drains
@@ -237,14 +239,15 @@ impl Connections {
     /// The client's auth connection, opened (or reopened) if needed.
     pub(crate) async fn auth_connection(&mut self) -> Result<&BrokerConnection, ConnError> {
         self.ensure(Target::Auth).await?;
-        self.get(Target::Auth).ok_or_else(|| gone(Target::Auth))
+        self.get(Target::Auth)
+            .ok_or_else(|| self.gone(Target::Auth))
     }
 
     /// The connection to broker `id`, opened, reopened or replaced if needed.
     pub(crate) async fn broker(&mut self, id: BrokerId) -> Result<&BrokerConnection, ConnError> {
         self.ensure(Target::Broker(id)).await?;
         self.get(Target::Broker(id))
-            .ok_or_else(|| gone(Target::Broker(id)))
+            .ok_or_else(|| self.gone(Target::Broker(id)))
     }
 
     /// Makes sure broker `id`'s ApiVersions are learned: through its
@@ -274,7 +277,7 @@ impl Connections {
             self.ensure(Target::Auth).await?;
             Target::Auth
         };
-        let conn = self.get(target).ok_or_else(|| gone(target))?;
+        let conn = self.get(target).ok_or_else(|| self.gone(target))?;
         Ok((target, conn))
     }
 
@@ -297,7 +300,7 @@ impl Connections {
             match self.ensure(target).await {
                 Ok(()) => return Ok(target),
                 Err(ConnError::Broker(e)) => {
-                    debug!(broker = %e.broker(), "cannot renew a connection for a request any broker serves: {e}");
+                    debug!(broker = %e.target(), "cannot renew a connection for a request any broker serves: {e}");
                 }
                 Err(fatal) => return Err(fatal),
             }
@@ -310,7 +313,7 @@ impl Connections {
             match self.ensure(Target::Broker(id)).await {
                 Ok(()) => return Ok(Target::Broker(id)),
                 Err(ConnError::Broker(e)) => {
-                    debug!(broker = %e.broker(), "cannot reach broker for a request any broker serves: {e}");
+                    debug!(broker = %e.target(), "cannot reach broker for a request any broker serves: {e}");
                     last_error = Some(e);
                 }
                 Err(fatal) => return Err(fatal),
@@ -323,12 +326,9 @@ impl Connections {
                 Err(fatal) => return Err(fatal),
             }
         }
-        Err(ConnError::Broker(last_error.unwrap_or_else(|| {
-            BrokerError::Connect {
-                broker: BrokerAddress::new("any", 0),
-                reason: "no other broker is known".into(),
-            }
-        })))
+        Err(ConnError::Broker(last_error.unwrap_or(
+            BrokerError::Unaddressed(Unaddressed::NoOtherBroker),
+        )))
     }
 
     /// The known brokers, starting at the view's round-robin pick, with the
@@ -398,7 +398,7 @@ impl Connections {
                     return Ok(());
                 }
                 Err(e) => {
-                    debug!(broker = %e.broker(), "first contact point unreachable: {e}");
+                    debug!(broker = %e.target(), "first contact point unreachable: {e}");
                     last_error = Some(e);
                 }
             }
@@ -414,7 +414,7 @@ impl Connections {
             match open_with(&self.shared, self.login.as_mut(), addr).await {
                 Ok(conn) => return Ok(conn),
                 Err(ConnError::Broker(e)) => {
-                    debug!(broker = %e.broker(), "first contact point unreachable: {e}");
+                    debug!(broker = %e.target(), "first contact point unreachable: {e}");
                     last_error = Some(e);
                 }
                 Err(fatal) => return Err(fatal),
@@ -467,7 +467,7 @@ impl Connections {
             Auth::ClientSasl | Auth::General => None,
         };
         let Some(slot) = self.slots.get_mut(&target) else {
-            return Err(gone(target));
+            return Err(self.gone(target));
         };
         slot.replace(next, &mut self.draining);
         count_recreation(reason);
@@ -595,33 +595,37 @@ impl Connections {
     fn address_of(&self, id: BrokerId) -> Result<BrokerAddress, BrokerError> {
         let view = self.shared.view.read();
         let Some(address) = view.broker_address(id) else {
-            return Err(BrokerError::Connect {
-                broker: BrokerAddress::new("unknown", 0).with_id(id.0),
-                reason: "the broker is not in the cluster metadata".into(),
-            });
+            return Err(BrokerError::Unaddressed(Unaddressed::NotInMetadata {
+                id: id.0,
+            }));
         };
-        let port = u16::try_from(address.port).map_err(|_| BrokerError::Connect {
-            broker: BrokerAddress::new(address.host.as_str(), 0).with_id(id.0),
-            reason: format!("invalid port {} in the cluster metadata", address.port),
+        let port = u16::try_from(address.port).map_err(|_| {
+            BrokerError::Unaddressed(Unaddressed::InvalidPort {
+                id: id.0,
+                host: address.host.to_string(),
+                port: address.port,
+            })
         })?;
         Ok(BrokerAddress::new(address.host.as_str(), port).with_id(id.0))
     }
-}
 
-fn gone(target: Target) -> ConnError {
-    let broker = match target {
-        Target::Broker(id) => BrokerAddress::new("unknown", 0).with_id(id.0),
-        Target::Bootstrap => BrokerAddress::new("bootstrap", 0),
-        Target::Auth => BrokerAddress::new("auth", 0),
-    };
-    ConnError::Broker(BrokerError::Shutdown { broker })
+    /// The error for a target found without an open connection right after
+    /// it was opened: the failure of its connection, which closed since
+    /// (or was closed by Sluice); no connection at all is a bug.
+    fn gone(&self, target: Target) -> ConnError {
+        match self.slots.get(&target).map(KafkaConnection::link) {
+            Some(link) => {
+                ConnError::Broker(link.failure().unwrap_or_else(|| BrokerError::Shutdown {
+                    broker: link.address().clone(),
+                }))
+            }
+            None => ConnError::Fatal(Invariant::NoConnection(target).into()),
+        }
+    }
 }
 
 fn no_contact_point(last_error: Option<BrokerError>) -> ConnError {
-    ConnError::Broker(last_error.unwrap_or_else(|| BrokerError::Connect {
-        broker: BrokerAddress::new("first_contact_points", 0),
-        reason: "no contact point configured".into(),
-    }))
+    ConnError::Broker(last_error.unwrap_or(BrokerError::Unaddressed(Unaddressed::NoContactPoint)))
 }
 
 fn count_recreation(reason: &'static str) {

@@ -84,7 +84,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::token::DelegationToken;
-use sluice_chain::broker::BrokerConnection;
+use sluice_broker::BrokerConnection;
 use tokio::sync::watch;
 use tokio::time::Instant;
 

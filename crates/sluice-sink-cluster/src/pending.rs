@@ -11,7 +11,7 @@
 //! ([`Part::wait`]), so a `recv` dropped in a `select!` loses nothing and
 //! the next one resumes where it stopped.
 
-use sluice_chain::broker::{BrokerAddress, BrokerError, ResponseReceiver};
+use sluice_broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 use tokio::time::Instant;
@@ -68,8 +68,9 @@ impl PendingResponse {
 pub(crate) struct Part {
     /// The connection it went out on.
     pub(crate) target: Target,
-    /// The broker, for logs.
-    pub(crate) broker: BrokerAddress,
+    /// The broker, for logs and the failure log; `None` for a part that
+    /// found no broker address to go to.
+    pub(crate) broker: Option<BrokerAddress>,
     /// Its receiver, or its result once it arrived.
     pub(crate) state: PartState,
     /// When it has waited longer than the broker may legitimately hold it
@@ -86,9 +87,28 @@ pub(crate) struct Part {
 #[derive(Debug)]
 pub(crate) enum PartState {
     /// Sent; the answer has not arrived.
-    Waiting(ResponseReceiver),
+    Waiting(Sent),
     /// The broker's answer, or why there is none.
     Done(Result<Response, BrokerError>),
+    /// Its result was taken out to be combined.
+    Taken,
+}
+
+/// A part on its way: where its answer comes from.
+#[derive(Debug)]
+pub(crate) struct Sent {
+    receiver: ResponseReceiver,
+    /// The broker it went to: a reply dropped unanswered (which the
+    /// connection never does) is that connection's shutdown.
+    broker: BrokerAddress,
+}
+
+impl Sent {
+    fn dropped(&self) -> BrokerError {
+        BrokerError::Shutdown {
+            broker: self.broker.clone(),
+        }
+    }
 }
 
 impl Part {
@@ -96,8 +116,8 @@ impl Part {
     pub(crate) fn sent(target: Target, broker: BrokerAddress, receiver: ResponseReceiver) -> Self {
         Self {
             target,
-            broker,
-            state: PartState::Waiting(receiver),
+            broker: Some(broker.clone()),
+            state: PartState::Waiting(Sent { receiver, broker }),
             stalls_at: None,
         }
     }
@@ -112,7 +132,7 @@ impl Part {
     pub(crate) fn stall_check_at(&self) -> Option<Instant> {
         match self.state {
             PartState::Waiting(_) => self.stalls_at,
-            PartState::Done(_) => None,
+            PartState::Done(_) | PartState::Taken => None,
         }
     }
 
@@ -120,15 +140,13 @@ impl Part {
     /// waiting: an answer can sit in its channel while the client is slow
     /// to take what is ahead of it, and such a part is not stalled.
     pub(crate) fn settle_if_answered(&mut self) {
-        let PartState::Waiting(receiver) = &mut self.state else {
+        let PartState::Waiting(sent) = &mut self.state else {
             return;
         };
-        let result = match receiver.try_recv() {
+        let result = match sent.receiver.try_recv() {
             Ok(result) => result,
             Err(tokio::sync::oneshot::error::TryRecvError::Empty) => return,
-            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err(BrokerError::Shutdown {
-                broker: self.broker.clone(),
-            }),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => Err(sent.dropped()),
         };
         self.state = PartState::Done(result);
     }
@@ -145,7 +163,7 @@ impl Part {
     pub(crate) fn failed(target: Target, error: BrokerError) -> Self {
         Self {
             target,
-            broker: error.broker().clone(),
+            broker: error.broker().cloned(),
             state: PartState::Done(Err(error)),
             stalls_at: None,
         }
@@ -153,14 +171,12 @@ impl Part {
 
     /// Waits for the part's result and stores it. Cancel-safe.
     pub(crate) async fn wait(&mut self) {
-        if let PartState::Waiting(receiver) = &mut self.state {
-            let result = match receiver.await {
+        if let PartState::Waiting(sent) = &mut self.state {
+            let result = match (&mut sent.receiver).await {
                 Ok(result) => result,
                 // The connection always completes its replies; this is the
                 // same failure seen from the other side.
-                Err(_) => Err(BrokerError::Shutdown {
-                    broker: self.broker.clone(),
-                }),
+                Err(_) => Err(sent.dropped()),
             };
             self.state = PartState::Done(result);
         }
@@ -168,17 +184,21 @@ impl Part {
 
     /// Takes the result out (a part is combined once). `None` if still waiting.
     pub(crate) fn take_result(&mut self) -> Option<Result<Response, BrokerError>> {
-        match std::mem::replace(
-            &mut self.state,
-            PartState::Done(Err(BrokerError::Shutdown {
-                broker: self.broker.clone(),
-            })),
-        ) {
+        match std::mem::replace(&mut self.state, PartState::Taken) {
             PartState::Done(result) => Some(result),
-            waiting @ PartState::Waiting(_) => {
-                self.state = waiting;
+            other => {
+                self.state = other;
                 None
             }
+        }
+    }
+
+    /// The part's broker for log lines: its address, or `no broker` for a
+    /// part that found no broker address to go to.
+    pub(crate) fn broker_label(&self) -> String {
+        match &self.broker {
+            Some(broker) => broker.to_string(),
+            None => "no broker".to_owned(),
         }
     }
 

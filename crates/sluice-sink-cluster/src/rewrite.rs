@@ -60,7 +60,7 @@ pub use api_versions::{codec_versions, intersect_api_versions};
 pub(crate) use configs::refused_answer;
 pub use configs::rewrite_configs_answer;
 
-use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{CodecError, Response, ResponseKind};

@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_auth::token::{TokenTask, TokenTaskHandle};
-use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::readiness::{self, ProbeTargets, Readiness};
 use sluice_chain::tls::reload::Reload;
 use sluice_chain::tls::{self, SharedConnector};
@@ -169,9 +169,11 @@ impl Shared {
     ) -> Result<BrokerConnectOptions, BrokerError> {
         let mut options = self.options.clone();
         if let Some(connector) = &self.tls {
-            let name = tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
-                broker: addr.clone(),
-                reason: e.to_string(),
+            let name = sluice_broker::tls::server_name(&addr.host).map_err(|e| {
+                BrokerError::TlsHandshake {
+                    broker: addr.clone(),
+                    reason: e.to_string(),
+                }
             })?;
             options.tls = Some((connector.current(), name));
         }

@@ -52,7 +52,7 @@ mod tests;
 
 use std::hash::Hash;
 
-use sluice_chain::{ErrorClass, ErrorSide};
+use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::{ApiKey, GroupId};
 
 pub(crate) use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};

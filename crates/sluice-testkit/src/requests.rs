@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use sluice_codec::kafka_protocol::messages::produce_request::{
@@ -46,10 +47,10 @@ pub const BROKER_RESOURCE: i8 = 4;
 pub const BROKER_LOGGER_RESOURCE: i8 = 8;
 
 /// INVALID_REQUEST.
-pub const INVALID_REQUEST: i16 = 42;
+pub const INVALID_REQUEST: i16 = ResponseError::InvalidRequest.code();
 
 /// NOT_LEADER_OR_FOLLOWER.
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub const NOT_LEADER_OR_FOLLOWER: i16 = ResponseError::NotLeaderOrFollower.code();
 
 /// The Kafka error codes a client retries after a broker failure (refresh
 /// metadata or find the coordinator again, then retry).

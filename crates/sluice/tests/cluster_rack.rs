@@ -143,7 +143,8 @@ fn a_followers_out_of_range_is_softened_and_the_leader_answers_next() {
     use sluice_codec::{ApiKey, ResponseKind};
     use sluice_testkit::raw::RawClient;
     use sluice_testkit::requests::{self, FETCH_VERSION, NOT_LEADER_OR_FOLLOWER};
-    const OFFSET_OUT_OF_RANGE: i16 = 1;
+    const OFFSET_OUT_OF_RANGE: i16 =
+        sluice_codec::kafka_protocol::error::ResponseError::OffsetOutOfRange.code();
 
     let cluster = Cluster::get(TRIO);
     let topic = unique("rack-range");

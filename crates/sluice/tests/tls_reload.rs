@@ -25,6 +25,7 @@ mod tls_reload {
 use std::path::Path;
 use std::time::Duration;
 
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::MetadataRequest;
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
@@ -41,7 +42,7 @@ use tls_reload::pki::{Ca, Files, Leaf};
 const RELOADS: &str = "sluice_tls_reloads_total";
 const PARTITIONS: u32 = 3;
 /// Kafka's TOPIC_AUTHORIZATION_FAILED.
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const TOPIC_AUTHORIZATION_FAILED: i16 = ResponseError::TopicAuthorizationFailed.code();
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))

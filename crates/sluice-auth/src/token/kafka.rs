@@ -26,22 +26,22 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
-use sluice_chain::tls::{self, SharedConnector};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_chain::tls::SharedConnector;
+use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::messages::create_delegation_token_request::CreateDelegationTokenRequest;
 use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
     DescribeDelegationTokenOwner, DescribeDelegationTokenRequest,
 };
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequest;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, ResponseKind};
 use sluice_config::AuthorizeScramOverMtlsConfig;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{CreatedToken, TokenCreator};
 use crate::AuthError;
-use crate::request::{error_code, round_trip, wrong_kind};
+use crate::request::{REQUEST_TIMEOUT, error_code};
 
 /// CreateDelegationToken version: v3 carries the owner principal (KIP-373).
 const CREATE_VERSION: i16 = 3;
@@ -97,7 +97,7 @@ impl std::fmt::Debug for MtlsTokenCreator {
 
 impl MtlsTokenCreator {
     /// Parses the contact points; connects with `connector` (built from
-    /// `cfg.tls`, see [`tls::reloadable_connector`]).
+    /// `cfg.tls`, see [`sluice_chain::tls::reloadable_connector`]).
     pub(crate) fn new(
         cfg: &AuthorizeScramOverMtlsConfig,
         connector: SharedConnector,
@@ -126,7 +126,10 @@ impl MtlsTokenCreator {
     async fn connect(&self, addr: &BrokerAddress) -> Result<BrokerConnection, AuthError> {
         let mut opts = BrokerConnectOptions::new(self.timeouts.connect);
         opts.read_timeout = Some(self.timeouts.read);
-        opts.tls = Some((self.connector.current(), tls::server_name(&addr.host)?));
+        opts.tls = Some((
+            self.connector.current(),
+            sluice_broker::tls::server_name(&addr.host)?,
+        ));
         Ok(BrokerConnection::connect(addr.clone(), &opts).await?)
     }
 
@@ -234,13 +237,8 @@ impl TokenCreator for MtlsTokenCreator {
 
 /// Every broker of the cluster, at its address on this listener.
 async fn brokers(conn: &BrokerConnection) -> Result<Vec<BrokerAddress>, AuthError> {
-    let api = ApiKey::Metadata;
     let body = MetadataRequest::default().with_topics(Some(Vec::new()));
-    let ResponseKind::Metadata(response) =
-        round_trip(conn, api, METADATA_VERSION, body.into()).await?
-    else {
-        return Err(wrong_kind(conn, api));
-    };
+    let response = conn.call(METADATA_VERSION, body, REQUEST_TIMEOUT).await?;
     let mut brokers = Vec::with_capacity(response.brokers.len());
     for b in &response.brokers {
         let port = u16::try_from(b.port).map_err(|_| crate::AuthError::UnexpectedResponse {
@@ -272,11 +270,7 @@ async fn create_token(
         .with_owner_principal_name(Some(StrBytes::from_string(username.to_owned())))
         .with_renewers(Vec::new())
         .with_max_lifetime_ms(max_lifetime_ms);
-    let ResponseKind::CreateDelegationToken(response) =
-        round_trip(conn, api, CREATE_VERSION, body.into()).await?
-    else {
-        return Err(wrong_kind(conn, api));
-    };
+    let response = conn.call(CREATE_VERSION, body, REQUEST_TIMEOUT).await?;
     if response.error_code != 0 {
         return Err(error_code(conn, api, response.error_code, None));
     }
@@ -330,11 +324,7 @@ async fn await_token(
             .with_principal_type(StrBytes::from_static_str(USER))
             .with_principal_name(StrBytes::from_string(username.to_owned()));
         let body = DescribeDelegationTokenRequest::default().with_owners(Some(vec![owner]));
-        let ResponseKind::DescribeDelegationToken(response) =
-            round_trip(conn, api, DESCRIBE_VERSION, body.into()).await?
-        else {
-            return Err(wrong_kind(conn, api));
-        };
+        let response = conn.call(DESCRIBE_VERSION, body, REQUEST_TIMEOUT).await?;
         if response.error_code != 0 {
             return Err(error_code(conn, api, response.error_code, None));
         }

@@ -14,16 +14,16 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
+use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{
     ApiVersionsRequest, MetadataRequest, SaslHandshakeRequest,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use tokio::time::Instant;
 
 use super::{BrokerProbe, BrokerState, PROBE_TIMEOUT, ProbeTargets, Round};
-use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError, Call};
 
 /// Client id and software name of the probe's requests.
 const CLIENT_ID: &str = "sluice-readiness";
@@ -34,7 +34,7 @@ const SASL_HANDSHAKE_VERSION: i16 = 1;
 /// The newest Metadata version the probe asks (topic ids, no topics asked).
 const METADATA_VERSION_MAX: i16 = 12;
 /// Kafka's `ILLEGAL_SASL_STATE`: SaslHandshake on a listener without SASL.
-const ILLEGAL_SASL_STATE: i16 = 34;
+const ILLEGAL_SASL_STATE: i16 = ResponseError::IllegalSaslState.code();
 
 /// The slots of every broker probed last round.
 #[derive(Default)]
@@ -151,12 +151,7 @@ async fn api_versions(conn: &BrokerConnection) -> Result<i16, String> {
     let body = ApiVersionsRequest::default()
         .with_client_software_name(name)
         .with_client_software_version(version);
-    let api = ApiKey::ApiVersions;
-    let ResponseKind::ApiVersions(answer) =
-        round_trip(conn, api, API_VERSIONS_VERSION, body.into()).await?
-    else {
-        return Err(format!("{}: not an ApiVersions answer", conn.address()));
-    };
+    let answer = call(conn, API_VERSIONS_VERSION, body).await?;
     if answer.error_code != 0 {
         return Err(format!(
             "{}: ApiVersions error {}",
@@ -179,16 +174,7 @@ async fn api_versions(conn: &BrokerConnection) -> Result<i16, String> {
 /// SaslHandshake with `ILLEGAL_SASL_STATE`.
 async fn requires_sasl(conn: &BrokerConnection) -> Result<bool, String> {
     let body = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
-    let ResponseKind::SaslHandshake(answer) = round_trip(
-        conn,
-        ApiKey::SaslHandshake,
-        SASL_HANDSHAKE_VERSION,
-        body.into(),
-    )
-    .await?
-    else {
-        return Err(format!("{}: not a SaslHandshake answer", conn.address()));
-    };
+    let answer = call(conn, SASL_HANDSHAKE_VERSION, body).await?;
     Ok(answer.error_code != ILLEGAL_SASL_STATE)
 }
 
@@ -197,45 +183,18 @@ async fn metadata(conn: &BrokerConnection, version: i16) -> Result<usize, String
     let body = MetadataRequest::default()
         .with_topics(Some(Vec::new()))
         .with_allow_auto_topic_creation(false);
-    let ResponseKind::Metadata(answer) =
-        round_trip(conn, ApiKey::Metadata, version, body.into()).await?
-    else {
-        return Err(format!("{}: not a Metadata answer", conn.address()));
-    };
+    let answer = call(conn, version, body).await?;
     Ok(answer.brokers.len())
 }
 
-/// Sends `body` and waits, within [`PROBE_TIMEOUT`], for its decoded answer.
-async fn round_trip(
+/// Sends `body` and waits, within [`PROBE_TIMEOUT`], for its answer; a
+/// failure is the probe's reason (what `/ready` reports).
+async fn call<C: Call>(
     conn: &BrokerConnection,
-    api: ApiKey,
     version: i16,
-    body: RequestKind,
-) -> Result<ResponseKind, String> {
-    let broker = conn.address().clone();
-    let client_id = Some(Bytes::from_static(CLIENT_ID.as_bytes()));
-    let request = Request::from_body(api, version, 0, client_id, body);
-    let exchange = async {
-        let receiver = conn
-            .send(request)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{broker}: {api:?} expects no answer"))?;
-        match receiver.await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("{broker}: {api:?} answer dropped")),
-        }
-    };
-    let response = tokio::time::timeout(PROBE_TIMEOUT, exchange)
+    body: C,
+) -> Result<C::Response, String> {
+    conn.call_as(CLIENT_ID, version, body, PROBE_TIMEOUT)
         .await
-        .map_err(|_| {
-            format!(
-                "{broker}: no {api:?} answer within {}ms",
-                PROBE_TIMEOUT.as_millis()
-            )
-        })??;
-    response
-        .into_body()
-        .map_err(|e| format!("{broker}: undecodable {api:?} answer: {e}"))
+        .map_err(|e| e.to_string())
 }

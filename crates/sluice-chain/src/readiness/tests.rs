@@ -225,4 +225,5 @@ async fn a_closed_port_is_unreachable() {
 }
 
 /// Kafka's `ILLEGAL_SASL_STATE`, as a broker without SASL answers.
-const ILLEGAL_SASL_STATE_FOR_TESTS: i16 = 34;
+const ILLEGAL_SASL_STATE_FOR_TESTS: i16 =
+    sluice_codec::kafka_protocol::error::ResponseError::IllegalSaslState.code();

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 
 use bytes::BytesMut;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use sluice_codec::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use sluice_codec::kafka_protocol::messages::metadata_response::MetadataResponseBroker;
@@ -19,8 +20,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::rewrite::{AdvertisedAddress, rewrite_response};
 use super::*;
-use crate::ErrorClass;
 use crate::test_support::{FakeBroker, context, parsed_response, request, within};
+use sluice_broker::ErrorClass;
 
 const SLUICE: &str = "127.0.0.1:9192";
 
@@ -97,7 +98,7 @@ fn find_coordinator_points_at_sluice_in_every_version() {
         // Not found: left as sent.
         let body = ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default()
-                .with_error_code(15)
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
                 .with_node_id(BrokerId(-1))
                 .with_port(-1),
         );
@@ -118,7 +119,7 @@ fn find_coordinator_points_at_sluice_in_every_version() {
                 .with_key(host("group-b"))
                 .with_node_id(BrokerId(-1))
                 .with_port(-1)
-                .with_error_code(15),
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code()),
         ];
         let body = ResponseKind::FindCoordinator(
             FindCoordinatorResponse::default().with_coordinators(coordinators),

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use sluice_auth::scram::ScramMechanism;
 use sluice_auth::token::{TokenReceiver, TokenTaskHandle};
 use sluice_auth::{AuthError, authenticate_plain, authenticate_token};
-use sluice_chain::broker::{BrokerConnection, BrokerError};
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_broker::{BrokerConnection, BrokerError};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use tokio::time::Instant;
 
 use super::{Identity, PlainCredentials};

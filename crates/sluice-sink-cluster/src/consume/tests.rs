@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, PartitionData,

@@ -7,12 +7,9 @@
 //! the versions of Sluice's own requests and feed the ApiVersions
 //! intersection shown to clients.
 
-use std::time::Duration;
-
-use sluice_chain::broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError, CallError};
 use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, CodecError, Request, RequestKind, ResponseKind};
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -29,17 +26,9 @@ const INTERNAL_API_VERSIONS_VERSION: i16 = 3;
 #[derive(Debug, thiserror::Error)]
 enum ApiVersionsError {
     #[error(transparent)]
-    Broker(#[from] BrokerError),
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error("the connection dropped the request")]
-    Dropped,
-    #[error("the answer cannot be decoded: {0}")]
-    Decode(#[from] CodecError),
+    Call(#[from] CallError),
     #[error("error code {0}")]
     Refused(i16),
-    #[error("the answer is not an ApiVersions response")]
-    Unexpected,
 }
 
 /// Opens a connection to `addr` and authenticates it with `login`; refused
@@ -102,24 +91,11 @@ async fn fetch_api_versions(
     let body = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("sluice"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-    let request = Request::from_body(
-        ApiKey::ApiVersions,
-        INTERNAL_API_VERSIONS_VERSION,
-        0,
-        Some(bytes::Bytes::from_static(b"sluice")),
-        RequestKind::ApiVersions(body),
-    );
-    let receiver = conn
-        .send(request)
-        .await?
-        .ok_or(ApiVersionsError::Unexpected)?;
-    let response = tokio::time::timeout(shared.request_timeout, receiver)
-        .await
-        .map_err(|_| ApiVersionsError::Timeout(shared.request_timeout))?
-        .map_err(|_| ApiVersionsError::Dropped)??;
-    match response.into_body()? {
-        ResponseKind::ApiVersions(v) if v.error_code == 0 => Ok(v),
-        ResponseKind::ApiVersions(v) => Err(ApiVersionsError::Refused(v.error_code)),
-        _ => Err(ApiVersionsError::Unexpected),
+    let answer = conn
+        .call(INTERNAL_API_VERSIONS_VERSION, body, shared.request_timeout)
+        .await?;
+    match answer.error_code {
+        0 => Ok(answer),
+        code => Err(ApiVersionsError::Refused(code)),
     }
 }

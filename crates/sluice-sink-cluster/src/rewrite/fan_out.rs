@@ -200,6 +200,7 @@ mod tests {
     use crate::topology::fixtures::{self, name, reparse, through_wire, wire_bytes};
     use crate::topology::{Address, ClusterView, ShotoverNode};
     use sluice_codec::ApiKey;
+    use sluice_codec::kafka_protocol::error::ResponseError;
 
     /// The real cluster of the fixtures (brokers 1–3 in rack-a, -b, -c;
     /// `orders` led by 1, 2, 3 in turn; `events` led by 3, partition 1
@@ -357,7 +358,11 @@ mod tests {
             panic!("not ListTransactions");
         };
         assert_eq!(r.transaction_states.len(), 3);
-        assert_eq!(r.error_code, 15, "the error code is kept");
+        assert_eq!(
+            r.error_code,
+            ResponseError::CoordinatorNotAvailable.code(),
+            "the error code is kept"
+        );
     }
 
     fn transactions_answer(ids: &[&str], error_code: i16) -> ResponseKind {
@@ -402,7 +407,11 @@ mod tests {
             let ResponseKind::ListTransactions(failed) = &bodies[1] else {
                 panic!("not ListTransactions");
             };
-            assert_eq!(failed.error_code, 51, "node {local} keeps the error");
+            assert_eq!(
+                failed.error_code,
+                ResponseError::ConcurrentTransactions.code(),
+                "node {local} keeps the error"
+            );
         }
         assert_eq!(seen.len(), 40);
     }
@@ -612,10 +621,17 @@ mod tests {
         // Failed parts are left alone.
         let view = view();
         let nodes = nodes(&THREE_NO_RACK);
-        let mut parts = vec![PartResult::Failed { error_code: 15 }];
+        let mut parts = vec![PartResult::Failed {
+            error_code: ResponseError::CoordinatorNotAvailable.code(),
+        }];
         Rewriter::new(&view, &nodes)
             .unwrap()
             .fan_out(BrokerId(0), &[BrokerId(1)], &mut parts);
-        assert_eq!(parts, vec![PartResult::Failed { error_code: 15 }]);
+        assert_eq!(
+            parts,
+            vec![PartResult::Failed {
+                error_code: ResponseError::CoordinatorNotAvailable.code()
+            }]
+        );
     }
 }

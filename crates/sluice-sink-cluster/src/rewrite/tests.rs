@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::BytesMut;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::describe_cluster_response::{
     DescribeClusterBroker, DescribeClusterResponse,
 };
@@ -180,7 +181,11 @@ fn metadata_every_version_names_only_up_sluice_nodes() {
                 }
             }
         }
-        let missing = m.topics.iter().find(|t| t.error_code == 3).unwrap();
+        let missing = m
+            .topics
+            .iter()
+            .find(|t| t.error_code == ResponseError::UnknownTopicOrPartition.code())
+            .unwrap();
         assert!(missing.partitions.is_empty());
     }
 }
@@ -391,7 +396,7 @@ fn find_coordinator_v0_to_v3() {
         assert!([102, 103].contains(&without_key.node_id.0));
         // Errors keep their code and name no node.
         let error = FindCoordinatorResponse::default()
-            .with_error_code(15)
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
             .with_error_message(Some(StrBytes::from_static_str("not available")))
             .with_node_id(BrokerId(2))
             .with_host(StrBytes::from_static_str("kafka-2.internal.corp"))
@@ -477,7 +482,10 @@ fn describe_cluster_names_only_sluice_nodes() {
         // The same controller as Metadata names.
         let (_, m) = rewrite_metadata(12, fixtures::metadata_response(5), &view(), &nodes);
         assert_eq!(m.controller_id, d.controller_id);
-        let d = describe_cluster(version, real.with_error_code(31));
+        let d = describe_cluster(
+            version,
+            real.with_error_code(ResponseError::ClusterAuthorizationFailed.code()),
+        );
         assert!(d.brokers.is_empty());
         assert_eq!((d.error_code, d.controller_id.0), (31, -1));
     }
@@ -504,7 +512,7 @@ fn no_up_node_is_an_error() {
     let view = view();
     let err = Rewriter::new(&view, &nodes).unwrap_err();
     assert!(matches!(err, RewriteError::NoSluiceNodeUp));
-    assert_eq!(err.side(), sluice_chain::ErrorSide::Internal);
+    assert_eq!(err.side(), sluice_broker::ErrorSide::Internal);
     let _: SluiceNodes = fixtures::sluice_nodes();
 }
 

@@ -30,6 +30,7 @@
 //! - **Staleness**: per-partition error codes that say the view is out of
 //!   date ([`stale_partitions`]).
 
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -39,7 +40,7 @@ use crate::split::order::TopicEntry;
 use crate::topology::{BrokerId, TopicRef};
 
 /// OFFSET_OUT_OF_RANGE.
-pub(crate) const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub(crate) const OFFSET_OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
 
 /// Whether a Fetch request asks for a rack-aware replica (v11+ `rack_id`).
 pub(crate) fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
@@ -369,7 +370,7 @@ mod tests {
             FollowerError {
                 topic: topic(),
                 partition: 2,
-                error_code: 74,
+                error_code: ResponseError::FencedLeaderEpoch.code(),
             },
         ];
         assert!(soften_follower_errors(&mut resp, 12, &errors));

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerError};
 use tokio::time::Instant;
 
 /// The first backoff window after a failed connect.
@@ -104,7 +104,7 @@ mod tests {
         down.record(&b, false, Instant::now());
         let err = down.check(&b, Instant::now()).unwrap_err();
         assert!(matches!(err, BrokerError::Down { retry_in, .. } if retry_in == FIRST_WINDOW));
-        assert!(sluice_chain::ErrorClass::retriable(&err));
+        assert!(sluice_broker::ErrorClass::retriable(&err));
         assert!(!err.request_may_have_been_sent());
 
         tokio::time::advance(FIRST_WINDOW).await;

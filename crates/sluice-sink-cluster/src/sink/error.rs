@@ -5,12 +5,11 @@
 //! sink logs it and routes with what it knows, so the affected partitions or
 //! groups get a retriable Kafka error and the client retries.
 
-use std::time::Duration;
-
-use sluice_chain::broker::{AddressParseError, BrokerAddress, BrokerError};
-use sluice_chain::tls::TlsError;
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
-use sluice_codec::{ApiKey, CodecError};
+use sluice_broker::tls::TlsError;
+use sluice_broker::{AddressParseError, BrokerError, CallError};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
+use sluice_codec::ApiKey;
 
 use crate::topology::TopologyError;
 
@@ -47,7 +46,7 @@ impl ErrorClass for SinkClusterError {
 /// An internal request (sent by Sluice to fill its view) that got no usable answer.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum InternalRequestError {
-    /// No broker could be reached, or the connection failed.
+    /// No broker could be reached.
     #[error("{api:?}: {source}")]
     Broker {
         /// The internal request's api.
@@ -55,26 +54,9 @@ pub(crate) enum InternalRequestError {
         /// What failed.
         source: BrokerError,
     },
-    /// The broker did not answer in time.
-    #[error("{api:?}: {broker}: no answer within {}ms", timeout.as_millis())]
-    Timeout {
-        /// The internal request's api.
-        api: ApiKey,
-        /// The broker asked.
-        broker: BrokerAddress,
-        /// How long Sluice waited.
-        timeout: Duration,
-    },
-    /// The answer could not be decoded.
-    #[error("{api:?}: {broker}: {source}")]
-    Decode {
-        /// The internal request's api.
-        api: ApiKey,
-        /// The broker asked.
-        broker: BrokerAddress,
-        /// The decode error.
-        source: CodecError,
-    },
+    /// The broker asked got the request wrong, late or not at all.
+    #[error("{0}")]
+    Call(#[from] CallError),
     /// The client cannot be served any more (its broker connections cannot
     /// be authenticated): it is closed with this error.
     #[error("{api:?}: {source}")]
@@ -101,9 +83,7 @@ impl ErrorClass for InternalRequestError {
     fn side(&self) -> ErrorSide {
         match self {
             InternalRequestError::Broker { source, .. } => source.side(),
-            InternalRequestError::Timeout { .. } | InternalRequestError::Decode { .. } => {
-                ErrorSide::Broker
-            }
+            InternalRequestError::Call(e) => e.side(),
             InternalRequestError::Fatal { source, .. } => source.side(),
         }
     }
@@ -111,8 +91,8 @@ impl ErrorClass for InternalRequestError {
     fn retriable(&self) -> bool {
         match self {
             InternalRequestError::Broker { source, .. } => source.retriable(),
-            InternalRequestError::Timeout { .. } => true,
-            InternalRequestError::Decode { .. } | InternalRequestError::Fatal { .. } => false,
+            InternalRequestError::Call(e) => e.retriable(),
+            InternalRequestError::Fatal { .. } => false,
         }
     }
 }

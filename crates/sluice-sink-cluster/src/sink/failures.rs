@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sluice_chain::broker::BrokerAddress;
+use sluice_broker::BrokerAddress;
 use tokio::time::Instant;
 
 /// At most one WARN per broker this often.
@@ -55,7 +55,17 @@ struct Window {
 impl FailureLog {
     /// Records a failed request to `broker` at `now` and says how to log it.
     pub(crate) fn record(&self, broker: &BrokerAddress, now: Instant) -> Verdict {
-        let key = broker.host_port().to_string();
+        self.record_key(broker.host_port().to_string(), now)
+    }
+
+    /// Records a failed request that reached no broker (Sluice had no
+    /// address for it), under what it looked for (`target`: `broker 3`,
+    /// `any broker`, ...): rate-limited the same way, never suspect.
+    pub(crate) fn record_unaddressed(&self, target: String, now: Instant) -> Verdict {
+        self.record_key(target, now)
+    }
+
+    fn record_key(&self, key: String, now: Instant) -> Verdict {
         let mut brokers = self.brokers.lock().unwrap_or_else(|p| p.into_inner());
         match brokers.get_mut(&key) {
             Some(window) if now.duration_since(window.warned_at) < WARN_EVERY => {

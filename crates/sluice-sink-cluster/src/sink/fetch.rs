@@ -272,19 +272,19 @@ impl KafkaSinkCluster {
             }
             Some(Ok(response)) => response,
             Some(Err(error)) => {
-                self.part_failed(part.target, &part.broker, ApiKey::Fetch, &error);
+                self.part_failed(part.target, part.broker.as_ref(), ApiKey::Fetch, &error);
                 count_synthesized(ApiKey::Fetch);
                 return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
             }
         };
         let decoded = self
-            .post_follower_fetch(&mut response, Some(&part.broker))
+            .post_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
             Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer),
             Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
             Err(e) => {
-                warn!(broker = %part.broker, "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
+                warn!(broker = %part.broker_label(), "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
                 count_synthesized(ApiKey::Fetch);
                 Outcome::Failed(NOT_LEADER_OR_FOLLOWER)
             }

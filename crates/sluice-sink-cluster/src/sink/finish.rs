@@ -24,11 +24,11 @@
 //!   for an error, the broker error is returned and the client connection
 //!   closes with it as the logged reason.
 
-use sluice_chain::broker::{BrokerAddress, BrokerError};
-use sluice_chain::{ChainError, ErrorClass};
+use sluice_broker::{BrokerAddress, BrokerError, ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, Response, ResponseKind};
+use sluice_codec::{ApiKey, CodecError, Request, Response, ResponseKind};
 use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -148,7 +148,7 @@ impl KafkaSinkCluster {
         }
         let failed = part.target;
         let what = "broker failed a request any broker can serve, retrying it on another broker";
-        self.log_failure(&part.broker, head.api_key, what, error);
+        self.log_failure(part.broker.as_ref(), head.api_key, what, error);
         let request = whole.original.clone();
         self.connections.discard(failed);
         let part = match self.connections.any(Some(failed)).await {
@@ -213,16 +213,19 @@ impl KafkaSinkCluster {
         } = whole;
         let error = match part.take_result() {
             Some(Ok(mut response)) => {
-                self.post_process(&mut response, &post, &part.broker, &mut original)?;
+                // Only a part that was sent has an answer.
+                let Some(broker) = &part.broker else {
+                    return Err(Invariant::AnswerWithoutBroker(original.api_key()).into());
+                };
+                self.post_process(&mut response, &post, broker, &mut original)?;
                 return Ok(response);
             }
             Some(Err(error)) => error,
-            None => BrokerError::Shutdown {
-                broker: part.broker.clone(),
-            },
+            // Combined only once every part is done, and only once.
+            None => return Err(Invariant::PartNotDone(original.api_key()).into()),
         };
         let (api, version) = (original.api_key(), original.api_version());
-        self.part_failed(part.target, &part.broker, api, &error);
+        self.part_failed(part.target, part.broker.as_ref(), api, &error);
         let code = match on_failure {
             OnFailure::Synthesize(code)
             | OnFailure::RetryElsewhere(code)
@@ -262,7 +265,7 @@ impl KafkaSinkCluster {
         if single && !filtered && parts.len() == 1 && parts.iter().all(|p| p.error().is_none()) {
             let part = parts.first_mut();
             if let Some(Some(Ok(mut response))) = part.map(Part::take_result) {
-                let broker = parts.first().map(|p| p.broker.clone());
+                let broker = parts.first().and_then(|p| p.broker.clone());
                 self.post_split(&mut response, true, broker.as_ref())?;
                 return Ok(response);
             }
@@ -278,13 +281,13 @@ impl KafkaSinkCluster {
                 Some(Ok(response)) => match response.into_body() {
                     Ok(body) => PartResult::Response(body),
                     Err(e) => {
-                        warn!(broker = %part.broker, "undecodable {api:?} answer, answering its part with error {code}: {e}");
+                        warn!(broker = %part.broker_label(), "undecodable {api:?} answer, answering its part with error {code}: {e}");
                         count_synthesized(api);
                         PartResult::Failed { error_code: code }
                     }
                 },
                 Some(Err(error)) => {
-                    self.part_failed(part.target, &part.broker, api, &error);
+                    self.part_failed(part.target, part.broker.as_ref(), api, &error);
                     count_synthesized(api);
                     PartResult::Failed { error_code: code }
                 }
@@ -325,7 +328,7 @@ impl KafkaSinkCluster {
                     Err(e) => Err(failed(e.to_string())),
                 },
                 Some(Err(error)) => {
-                    self.part_failed(part.target, &part.broker, api, &error);
+                    self.part_failed(part.target, part.broker.as_ref(), api, &error);
                     Err(failed(error.to_string()))
                 }
                 None => Err(failed("no answer".into())),
@@ -333,7 +336,7 @@ impl KafkaSinkCluster {
             results.push(match outcome {
                 Ok(result) => result,
                 Err((reason, result)) => {
-                    debug!(broker = %part.broker, "{api:?} part failed: {reason}");
+                    debug!(broker = %part.broker_label(), "{api:?} part failed: {reason}");
                     count_synthesized(api);
                     result
                 }
@@ -356,7 +359,7 @@ impl KafkaSinkCluster {
     pub(super) fn part_failed(
         &mut self,
         target: Target,
-        broker: &BrokerAddress,
+        broker: Option<&BrokerAddress>,
         api: ApiKey,
         e: &BrokerError,
     ) {
@@ -368,21 +371,45 @@ impl KafkaSinkCluster {
     /// Logs a failed request: at WARN at most once per broker per
     /// `WARN_EVERY` (saying how many were logged at DEBUG in between), else
     /// at DEBUG (see `sink/failures.rs`).
-    fn log_failure(&self, broker: &BrokerAddress, api: ApiKey, what: &str, e: &BrokerError) {
-        let verdict = self.shared.failures.record(broker, Instant::now());
+    /// `broker`: `None` when the request found no broker address (the
+    /// error says what it looked for).
+    fn log_failure(
+        &self,
+        broker: Option<&BrokerAddress>,
+        api: ApiKey,
+        what: &str,
+        e: &BrokerError,
+    ) {
+        let now = Instant::now();
+        let (verdict, shown, broker_id) = match broker {
+            Some(broker) => (
+                self.shared.failures.record(broker, now),
+                broker.to_string(),
+                broker.id,
+            ),
+            None => {
+                let target = e.target().to_string();
+                let id = e.unaddressed().and_then(|u| u.broker_id());
+                (
+                    self.shared.failures.record_unaddressed(target.clone(), now),
+                    target,
+                    id,
+                )
+            }
+        };
         match verdict {
             Verdict::Warn { quieted: 0 } => {
-                warn!(broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+                warn!(broker = %shown, broker_id, api = ?api, "{what}: {e}");
             }
             Verdict::Warn { quieted } => warn!(
-                broker = %broker,
-                broker_id = broker.id,
+                broker = %shown,
+                broker_id,
                 api = ?api,
                 quieted,
                 "{what}: {e} ({quieted} more failed request(s) to this broker since its last warning, logged at debug)"
             ),
             Verdict::Quiet => {
-                debug!(broker = %broker, broker_id = broker.id, api = ?api, "{what}: {e}");
+                debug!(broker = %shown, broker_id, api = ?api, "{what}: {e}");
             }
         }
     }
@@ -400,7 +427,7 @@ impl KafkaSinkCluster {
         if raw && api == ApiKey::Fetch && !fetch_may_need_rewrite(response) {
             return Ok(());
         }
-        let decode_error = |e: sluice_codec::CodecError| protocol_error(broker, api, e.to_string());
+        let decode_error = |e: CodecError| protocol_error(broker, api, e);
         if api == ApiKey::Fetch {
             self.post_follower_fetch(response, broker)
                 .map_err(decode_error)?;
@@ -458,8 +485,7 @@ impl KafkaSinkCluster {
         original: &mut Request,
     ) -> Result<(), ChainError> {
         let api = response.api_key();
-        let decode_error =
-            |e: sluice_codec::CodecError| protocol_error(Some(broker), api, e.to_string());
+        let decode_error = |e: CodecError| protocol_error(Some(broker), api, e);
         match post {
             Post::None => Ok(()),
             Post::ApiVersions => self.post_api_versions(response, broker),
@@ -576,7 +602,9 @@ impl KafkaSinkCluster {
 fn part_broker(part: &Part) -> BrokerId {
     match part.target {
         Target::Broker(id) => id,
-        Target::Bootstrap | Target::Auth => BrokerId(part.broker.id.unwrap_or(-1)),
+        Target::Bootstrap | Target::Auth => {
+            BrokerId(part.broker.as_ref().and_then(|b| b.id).unwrap_or(-1))
+        }
     }
 }
 
@@ -598,18 +626,42 @@ pub(super) fn count_synthesized(api: ApiKey) {
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
 }
 
-fn protocol_error(broker: Option<&BrokerAddress>, api: ApiKey, reason: String) -> ChainError {
-    ChainError::Broker(BrokerError::Protocol {
-        broker: broker
-            .cloned()
-            .unwrap_or_else(|| BrokerAddress::new("merged", 0)),
-        reason: format!("{api:?} answer: {reason}"),
-    })
+/// An answer that cannot be decoded or rewritten: a protocol error of the
+/// broker that sent it, or, when Sluice merged it from several brokers'
+/// answers (`broker` is `None`), of that merged answer.
+fn protocol_error(broker: Option<&BrokerAddress>, api: ApiKey, source: CodecError) -> ChainError {
+    match broker {
+        Some(broker) => ChainError::Broker(BrokerError::Protocol {
+            broker: broker.clone(),
+            reason: format!("{api:?} answer: {source}"),
+        }),
+        None => ChainError::sink(MergedAnswerError { api, source }),
+    }
+}
+
+/// An answer Sluice merged from several brokers' answers that cannot be
+/// decoded or rewritten: no one broker sent it. Classified as the broker
+/// protocol error it stands for.
+#[derive(Debug, thiserror::Error)]
+#[error("{api:?} answer merged from several brokers: {source}")]
+struct MergedAnswerError {
+    api: ApiKey,
+    source: CodecError,
+}
+
+impl ErrorClass for MergedAnswerError {
+    fn side(&self) -> ErrorSide {
+        ErrorSide::Broker
+    }
+
+    fn retriable(&self) -> bool {
+        false
+    }
 }
 
 fn rewrite_error(broker: Option<&BrokerAddress>, api: ApiKey, e: RewriteError) -> ChainError {
     match e {
         RewriteError::NoSluiceNodeUp => CloseError::NoSluiceNodeUp.into(),
-        RewriteError::Codec(c) => protocol_error(broker, api, c.to_string()),
+        RewriteError::Codec(c) => protocol_error(broker, api, c),
     }
 }

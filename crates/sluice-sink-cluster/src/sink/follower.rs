@@ -8,7 +8,7 @@
 //! client as the retriable NOT_LEADER_OR_FOLLOWER, so that the leader gets
 //! the last word (see `route/produce_fetch.rs`).
 
-use sluice_chain::broker::BrokerAddress;
+use sluice_broker::BrokerAddress;
 use sluice_codec::{CodecError, Response, ResponseKind};
 use tokio::time::Instant;
 use tracing::debug;

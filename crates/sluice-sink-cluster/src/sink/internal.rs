@@ -7,8 +7,8 @@
 //! - FindCoordinator, for groups and transactional ids without a known
 //!   coordinator (batched, v4+, where the broker supports it).
 //!
-//! Each is sent to any broker and awaited inside `send`, bounded by the
-//! request timeout. A failure is logged and returned; callers route with
+//! Each is sent to any broker ([`BrokerConnection::call`](sluice_broker::BrokerConnection::call))
+//! and awaited inside `send`, bounded by the request timeout. A failure is logged and returned; callers route with
 //! what they know, so the client gets a retriable Kafka error rather than a
 //! closed connection.
 //!
@@ -17,9 +17,8 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use sluice_broker::Call;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster};
@@ -28,67 +27,26 @@ use crate::route::meta::{find_coordinator_requests, metadata_request};
 use crate::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
 use crate::topology::{CoordinatorKeyType, TopicRef};
 
-/// The client id of internal requests.
-const INTERNAL_CLIENT_ID: &[u8] = b"sluice";
-
 impl KafkaSinkCluster {
     /// Sends an internal request, built from the chosen broker's versions, to
-    /// any broker and waits for its answer. Returns the version used and the
-    /// decoded answer.
-    async fn internal_request(
+    /// any broker and waits, within the request timeout, for its answer.
+    /// Returns the version used and the answer.
+    async fn internal_request<C: Call>(
         &mut self,
-        api: ApiKey,
-        build: impl FnOnce(InternalVersions) -> (i16, RequestKind),
-    ) -> Result<(i16, ResponseKind), InternalRequestError> {
-        let broker_error = |source| InternalRequestError::Broker { api, source };
+        build: impl FnOnce(InternalVersions) -> (i16, C),
+    ) -> Result<(i16, C::Response), InternalRequestError> {
+        let api = C::API;
         let (_, conn) = self.connections.any(None).await.map_err(|e| match e {
             ConnError::Broker(source) => InternalRequestError::Broker { api, source },
             ConnError::Fatal(source) => InternalRequestError::Fatal { api, source },
         })?;
-        let broker = conn.address().clone();
-        let versions = InternalVersions::choose(self.shared.api_versions_of(&broker).as_deref());
+        let versions =
+            InternalVersions::choose(self.shared.api_versions_of(conn.address()).as_deref());
         let (version, body) = build(versions);
-        let request = Request::from_body(
-            api,
-            version,
-            0,
-            Some(Bytes::from_static(INTERNAL_CLIENT_ID)),
-            body,
-        );
-        let receiver = conn
-            .send(request)
-            .await
-            .map_err(broker_error)?
-            .ok_or_else(|| {
-                broker_error(sluice_chain::broker::BrokerError::Protocol {
-                    broker: broker.clone(),
-                    reason: "an internal request expected no response".into(),
-                })
-            })?;
-        let timeout = self.shared.request_timeout;
-        let response = match tokio::time::timeout(timeout, receiver).await {
-            Err(_) => {
-                return Err(InternalRequestError::Timeout {
-                    api,
-                    broker,
-                    timeout,
-                });
-            }
-            Ok(Err(_)) => {
-                return Err(broker_error(sluice_chain::broker::BrokerError::Shutdown {
-                    broker,
-                }));
-            }
-            Ok(Ok(result)) => result.map_err(broker_error)?,
-        };
-        let body = response
-            .into_body()
-            .map_err(|source| InternalRequestError::Decode {
-                api,
-                broker,
-                source,
-            })?;
-        Ok((version, body))
+        let answer = conn
+            .call(version, body, self.shared.request_timeout)
+            .await?;
+        Ok((version, answer))
     }
 
     /// Refreshes `topics` (or only the broker list, for `None`) from any
@@ -99,27 +57,25 @@ impl KafkaSinkCluster {
     ) -> Result<(), InternalRequestError> {
         let view = self.shared.view.clone();
         let result = self
-            .internal_request(ApiKey::Metadata, |versions| {
+            .internal_request(|versions| {
                 let request = metadata_request(topics, versions.metadata, &view.read());
-                (versions.metadata, RequestKind::Metadata(request))
+                (versions.metadata, request)
             })
             .await;
-        let (version, body) = match result {
+        let (version, metadata) = match result {
             Ok(answer) => answer,
             Err(e) => {
                 warn!("metadata refresh failed: {e}");
                 return Err(e);
             }
         };
-        if let ResponseKind::Metadata(metadata) = body {
-            let applied = self.shared.view.write().apply_metadata(version, &metadata);
-            self.connections.on_metadata(&applied);
-            debug!(
-                topics = metadata.topics.len(),
-                brokers = metadata.brokers.len(),
-                "metadata refreshed"
-            );
-        }
+        let applied = self.shared.view.write().apply_metadata(version, &metadata);
+        self.connections.on_metadata(&applied);
+        debug!(
+            topics = metadata.topics.len(),
+            brokers = metadata.brokers.len(),
+            "metadata refreshed"
+        );
         Ok(())
     }
 
@@ -134,7 +90,7 @@ impl KafkaSinkCluster {
         while !remaining.is_empty() {
             let mut asked: Vec<String> = Vec::new();
             let result = self
-                .internal_request(ApiKey::FindCoordinator, |versions| {
+                .internal_request(|versions| {
                     let v = versions.find_coordinator;
                     asked = if v >= BATCHED_FIND_COORDINATOR_VERSION {
                         remaining.drain(..).collect()
@@ -144,28 +100,26 @@ impl KafkaSinkCluster {
                     let request = find_coordinator_requests(key_type, &asked, v)
                         .pop()
                         .unwrap_or_default();
-                    (v, RequestKind::FindCoordinator(request))
+                    (v, request)
                 })
                 .await;
-            let (version, body) = match result {
+            let (version, found) = match result {
                 Ok(answer) => answer,
                 Err(e) => {
                     warn!("coordinator lookup failed: {e}");
                     return Err(e);
                 }
             };
-            if let ResponseKind::FindCoordinator(found) = body {
-                // v0-3 answer for the one key asked, which they do not repeat.
-                let key = (version < BATCHED_FIND_COORDINATOR_VERSION)
-                    .then(|| asked.first().map(|k| StrBytes::from_string(k.clone())))
-                    .flatten();
-                self.shared.view.write().apply_find_coordinator(
-                    version,
-                    key_type,
-                    key.as_ref(),
-                    &found,
-                );
-            }
+            // v0-3 answer for the one key asked, which they do not repeat.
+            let key = (version < BATCHED_FIND_COORDINATOR_VERSION)
+                .then(|| asked.first().map(|k| StrBytes::from_string(k.clone())))
+                .flatten();
+            self.shared.view.write().apply_find_coordinator(
+                version,
+                key_type,
+                key.as_ref(),
+                &found,
+            );
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! the sink connects (TLS included); the view's brokers count as metadata
 //! loaded by clients.
 
-use sluice_chain::broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::readiness::ProbeTargets;
 
 use super::Shared;

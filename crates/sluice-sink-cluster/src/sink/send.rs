@@ -131,7 +131,7 @@ impl KafkaSinkCluster {
         let (target, conn) = match connection {
             Ok(found) => found,
             Err(ConnError::Broker(e)) => {
-                debug!(broker = %e.broker(), "cannot send {:?}: {e}", request.api_key());
+                debug!(broker = %e.target(), "cannot send {:?}: {e}", request.api_key());
                 return Ok(expects_response.then(|| Part::failed(fallback, e)));
             }
             Err(ConnError::Fatal(e)) => {
@@ -248,7 +248,7 @@ impl KafkaSinkCluster {
             match self.connections.learn_api_versions(id).await {
                 Ok(()) => {}
                 Err(ConnError::Broker(e)) => {
-                    debug!(broker = %e.broker(), "cannot learn api versions: {e}");
+                    debug!(broker = %e.target(), "cannot learn api versions: {e}");
                 }
                 Err(ConnError::Fatal(e)) => return Err(e),
             }

@@ -36,7 +36,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sluice_chain::broker::{BrokerAddress, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_codec::{ApiKey, Request};
 use tokio::time::Instant;
 use tracing::warn;
@@ -95,10 +95,10 @@ impl KafkaSinkCluster {
             let quiet = connections
                 .get(part.target)
                 .is_some_and(|c| c.quiet_for(now) >= STALL_AFTER);
-            if quiet {
-                let key = (part.broker.id.unwrap_or(-1), part.broker.to_string());
+            if quiet && let Some(broker) = &part.broker {
+                let key = (broker.id.unwrap_or(-1), broker.to_string());
                 if stalled.insert(key) {
-                    addresses.push(part.broker.clone());
+                    addresses.push(broker.clone());
                 }
             }
         }
@@ -128,9 +128,10 @@ impl KafkaSinkCluster {
         for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
             if let Target::Broker(id) = part.target
                 && !listed.contains(&id)
+                && let Some(broker) = &part.broker
             {
                 part.abandon(BrokerError::LeftCluster {
-                    broker: part.broker.clone(),
+                    broker: broker.clone(),
                 });
             }
         }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::BytesMut;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -95,7 +96,7 @@ pub(crate) fn metadata_response(epoch: i32) -> MetadataResponse {
     let mut events_partitions: Vec<_> = (0..3).map(|i| partition(i, 3, epoch)).collect();
     events_partitions[1] = events_partitions[1]
         .clone()
-        .with_error_code(5)
+        .with_error_code(ResponseError::LeaderNotAvailable.code())
         .with_leader_id(BrokerId(-1));
     let events = MetadataResponseTopic::default()
         .with_name(Some(name("events")))
@@ -103,7 +104,7 @@ pub(crate) fn metadata_response(epoch: i32) -> MetadataResponse {
         .with_partitions(events_partitions);
     let missing = MetadataResponseTopic::default()
         .with_name(Some(name("missing")))
-        .with_error_code(3);
+        .with_error_code(ResponseError::UnknownTopicOrPartition.code());
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_static_str("real-cluster-id")))

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use metrics::counter;
-use sluice_chain::{ChainError, ErrorClass, ErrorSide};
+use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_chain::ChainError;
 use sluice_codec::CodecError;
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncWrite};

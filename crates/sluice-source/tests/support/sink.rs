@@ -101,11 +101,11 @@ enum TestSinkError {
     NothingOwed,
 }
 
-impl sluice_chain::ErrorClass for TestSinkError {
-    fn side(&self) -> sluice_chain::ErrorSide {
+impl sluice_broker::ErrorClass for TestSinkError {
+    fn side(&self) -> sluice_broker::ErrorSide {
         match self {
-            TestSinkError::Refused => sluice_chain::ErrorSide::Client,
-            TestSinkError::NothingOwed => sluice_chain::ErrorSide::Internal,
+            TestSinkError::Refused => sluice_broker::ErrorSide::Client,
+            TestSinkError::NothingOwed => sluice_broker::ErrorSide::Internal,
         }
     }
 

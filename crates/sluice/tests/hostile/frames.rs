@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::raw::{self, RawClient};
 use sluice_testkit::wait;
@@ -93,7 +94,11 @@ pub(crate) fn unknown_apis_and_versions(front: &Front) {
     let ResponseKind::ApiVersions(body) = answer.into_body().unwrap() else {
         panic!("not an ApiVersions answer")
     };
-    assert_eq!(body.error_code, 35, "UNSUPPORTED_VERSION: {body:?}");
+    assert_eq!(
+        body.error_code,
+        ResponseError::UnsupportedVersion.code(),
+        "UNSUPPORTED_VERSION: {body:?}"
+    );
     let own: Vec<_> = body
         .api_keys
         .iter()

@@ -15,7 +15,7 @@ use super::super::tests::{
 };
 use super::*;
 use crate::auth::SaslStep;
-use sluice_chain::ErrorClass;
+use sluice_broker::ErrorClass;
 
 const LIFETIME_MS: i64 = 10_000;
 
@@ -316,7 +316,7 @@ async fn reauthentication_needs_a_versioned_first_authentication_and_a_second_be
 
 #[tokio::test(start_paused = true)]
 async fn an_unchecked_reauthentication_is_answered_with_a_retriable_error() {
-    use sluice_chain::broker::{BrokerAddress, BrokerError};
+    use sluice_broker::{BrokerAddress, BrokerError};
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0alice-secret");

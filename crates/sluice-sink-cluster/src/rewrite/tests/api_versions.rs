@@ -1,6 +1,7 @@
 //! ApiVersions intersection, on responses decoded from the wire.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::api_versions_response::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
 };
@@ -69,7 +70,7 @@ fn intersects_brokers_and_sluice() {
             api(ApiKey::EndTxn, 0, 5),
             api(ApiKey::WriteTxnMarkers, 0, 1),
         ]),
-        ApiVersionsResponse::default().with_error_code(35),
+        ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code()),
     ];
     let sluice = |key: ApiKey| match key {
         ApiKey::EndTxn => Some(VersionRange { min: 6, max: 9 }),
@@ -132,7 +133,8 @@ fn degenerate_inputs() {
         intersect_api_versions(&[], codec_versions),
         ApiVersionsResponse::default()
     );
-    let failed = ApiVersionsResponse::default().with_error_code(35);
+    let failed =
+        ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code());
     let merged = intersect_api_versions(std::slice::from_ref(&failed), codec_versions);
     assert_eq!(merged, failed);
 }

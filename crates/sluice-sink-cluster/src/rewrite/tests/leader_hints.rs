@@ -1,6 +1,7 @@
 //! Produce and Fetch leader hints (KIP-951, KIP-392), on real encoded responses.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch as FetchLeader,
     NodeEndpoint as FetchEndpoint, PartitionData,
@@ -52,7 +53,7 @@ fn produce_hints_name_the_metadata_leader() {
     for version in [10, 11, 12, 13] {
         let partition = PartitionProduceResponse::default()
             .with_index(0)
-            .with_error_code(6)
+            .with_error_code(ResponseError::NotLeaderOrFollower.code())
             .with_current_leader(
                 ProduceLeader::default()
                     .with_leader_id(BrokerId(2))

@@ -65,7 +65,7 @@ fn stale_groups_from_split_answers() {
     let describe = DescribeGroupsResponse::default().with_groups(vec![
         describe_groups_response::DescribedGroup::default()
             .with_group_id(group("moved"))
-            .with_error_code(16),
+            .with_error_code(ResponseError::NotCoordinator.code()),
         describe_groups_response::DescribedGroup::default().with_group_id(group("fine")),
     ]);
     assert_eq!(

@@ -29,7 +29,7 @@ fn multi_key_requests_split_and_merge_in_request_order() {
                 .with_group_state(StrBytes::from_static_str("Stable")),
             consumer_group_describe_response::DescribedGroup::default()
                 .with_group_id(group("a"))
-                .with_error_code(16),
+                .with_error_code(ResponseError::NotCoordinator.code()),
         ]);
     let merged = keyed::merge(
         &request,

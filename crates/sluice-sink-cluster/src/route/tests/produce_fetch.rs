@@ -3,6 +3,7 @@
 //! hints without decoding.
 
 use bytes::Bytes;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, NodeEndpoint, PartitionData,
 };
@@ -27,14 +28,14 @@ fn stale_partitions_are_forgotten() {
                 PartitionProduceResponse::default().with_index(0),
                 PartitionProduceResponse::default()
                     .with_index(1)
-                    .with_error_code(6),
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code()),
             ]),
         TopicProduceResponse::default()
             .with_name(name("events"))
             .with_partition_responses(vec![
                 PartitionProduceResponse::default()
                     .with_index(0)
-                    .with_error_code(3),
+                    .with_error_code(ResponseError::UnknownTopicOrPartition.code()),
             ]),
     ]);
     assert!(produce_fetch::produce_needs_rewrite(&produce));
@@ -116,7 +117,7 @@ fn fetch_walk_finds_errors_without_decoding() {
             !produce_fetch::fetch_may_need_rewrite(&body, version),
             "v{version}: clean answer"
         );
-        let error = clean().with_error_code(6);
+        let error = clean().with_error_code(ResponseError::NotLeaderOrFollower.code());
         let body = fetch_body(version, fetch_answer(vec![clean(), error], false));
         assert!(
             produce_fetch::fetch_may_need_rewrite(&body, version),

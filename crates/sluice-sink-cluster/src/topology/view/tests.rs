@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_codec::ResponseKind;
+use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::find_coordinator_response::{
     Coordinator, FindCoordinatorResponse,
 };
@@ -114,7 +115,8 @@ fn brokers_are_replaced_and_errors_forget() {
     assert!(applied.controller_changed);
     assert!(view.broker(BrokerId(3)).is_none());
     // Top-level error (v13): nothing changes.
-    let failed = MetadataResponse::default().with_error_code(129);
+    let failed =
+        MetadataResponse::default().with_error_code(ResponseError::RebootstrapRequired.code());
     assert_eq!(view.apply_metadata(13, &failed), MetadataApplied::default());
     assert_eq!(view.brokers().count(), 2);
     // The topic is deleted.
@@ -189,7 +191,7 @@ fn coordinators_from_find_coordinator_v0_to_v6() {
         // The coordinator's broker is reachable before any Metadata.
         assert!(view.broker_address(BrokerId(3)).is_some());
         let failed = FindCoordinatorResponse::default()
-            .with_error_code(15)
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code())
             .with_node_id(BrokerId(-1));
         view.apply_find_coordinator(version, CoordinatorKeyType::Group, Some(&key), &failed);
         assert_eq!(view.coordinator(CoordinatorKeyType::Group, "group-a"), None);

@@ -12,7 +12,7 @@ use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
-use crate::error::ErrorClass;
+use crate::ErrorClass;
 use crate::test_support::{
     Counters, FakeBroker, FakeConn, Logs, raw_request, request, response_frame, within,
 };
@@ -557,7 +557,7 @@ async fn a_connection_named_after_connecting_reports_with_its_broker_id() {
     let idle = sluice_metrics::names::BROKER_CONNECTIONS_IDLE_CLOSED;
     assert_eq!(counters.get(idle, &[("broker", "41"), ("kind", "eof")]), 1);
     assert_eq!(
-        conn.failure().map(|e| e.broker().clone()),
+        conn.failure().and_then(|e| e.broker().cloned()),
         Some(named),
         "errors name it too"
     );

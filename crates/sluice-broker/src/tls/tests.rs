@@ -18,8 +18,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::*;
-use crate::broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
 use crate::test_support::{request, response_frame, within};
+use crate::{BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError};
 
 /// A directory of PEM files for one test, removed on drop.
 struct Pki {
@@ -69,7 +69,7 @@ fn leaf(
 fn pki() -> Pki {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "sluice-chain-tls-{}-{}",
+        "sluice-broker-tls-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));

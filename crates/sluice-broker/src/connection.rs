@@ -24,8 +24,6 @@
 //! also wrapped so that dropping it completes it with an error, so no code
 //! path can lose a request without telling its owner.
 
-mod address;
-mod error;
 mod reader;
 mod writer;
 
@@ -47,8 +45,8 @@ use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug};
 
-pub use address::{AddressParseError, BrokerAddress};
-pub use error::{BrokerError, UnsentRequest};
+use crate::error;
+use crate::{BrokerAddress, BrokerError};
 
 /// Receives the response to one request, or the error that prevented it.
 pub type ResponseReceiver = oneshot::Receiver<Result<Response, BrokerError>>;
@@ -78,7 +76,7 @@ pub struct BrokerConnectOptions {
     /// A connection of Sluice's own checks (the readiness probe): not
     /// counted in the broker connection metrics, and its end is logged at
     /// DEBUG only (the probe reports what it found itself).
-    pub(crate) probe: bool,
+    pub probe: bool,
 }
 
 impl BrokerConnectOptions {

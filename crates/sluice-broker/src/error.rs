@@ -1,7 +1,10 @@
 //! [`BrokerError`]: everything that can go wrong on a broker connection.
 //!
-//! Each variant names the broker (`broker 3 at 127.0.0.1:9192: ...`) and is
-//! classified through [`ErrorClass`], so that a sink can decide between
+//! Each variant names the broker (`broker 3 at 127.0.0.1:9192: ...`), or,
+//! when Sluice had no address to connect to ([`Unaddressed`]), what it
+//! looked for (`broker 3`, `any broker`, `the first contact points`); no
+//! error carries an address that is not a broker's. Each is classified
+//! through [`ErrorClass`], so that a sink can decide between
 //! retrying elsewhere, synthesizing a Kafka error, or closing the client.
 //! The error is `Clone` because one connection failure completes every
 //! request that was in flight on it.
@@ -13,8 +16,7 @@ use std::time::Duration;
 
 use sluice_codec::Request;
 
-use super::BrokerAddress;
-use crate::error::{ErrorClass, ErrorSide};
+use crate::{BrokerAddress, ErrorClass, ErrorSide};
 
 /// A broker connection failed, or a request on it could not be served.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -109,6 +111,10 @@ pub enum BrokerError {
         /// The broker.
         broker: BrokerAddress,
     },
+    /// No connection could be attempted: Sluice has no address for what it
+    /// looked for. Nothing was sent.
+    #[error("{0}")]
+    Unaddressed(Unaddressed),
     /// The connection had failed before this request was written, so the
     /// broker never saw it: retrying it cannot apply it twice.
     #[error("{cause}; the request was not sent")]
@@ -119,6 +125,64 @@ pub enum BrokerError {
         /// that the owner can send it again (see [`BrokerError::unsent_request`]).
         request: Option<UnsentRequest>,
     },
+}
+
+/// What Sluice looked for when it had no broker address to connect to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unaddressed {
+    /// Broker `id` is not in the cluster metadata.
+    #[error("broker {id}: cannot connect: the broker is not in the cluster metadata")]
+    NotInMetadata {
+        /// The broker's id.
+        id: i32,
+    },
+    /// Broker `id` is listed with a port that is not a TCP port.
+    #[error("broker {id} at {host}: cannot connect: invalid port {port} in the cluster metadata")]
+    InvalidPort {
+        /// The broker's id.
+        id: i32,
+        /// Its host.
+        host: String,
+        /// The port listed.
+        port: i32,
+    },
+    /// A request any broker serves found no broker to go to: none is known
+    /// but the one it must avoid.
+    #[error("any broker: cannot connect: no other broker is known")]
+    NoOtherBroker,
+    /// No broker is known yet and no first contact point is configured.
+    #[error("the first contact points: cannot connect: no contact point configured")]
+    NoContactPoint,
+}
+
+impl Unaddressed {
+    /// The broker id it is about, when it is about one broker.
+    pub fn broker_id(&self) -> Option<i32> {
+        match self {
+            Unaddressed::NotInMetadata { id } | Unaddressed::InvalidPort { id, .. } => Some(*id),
+            Unaddressed::NoOtherBroker | Unaddressed::NoContactPoint => None,
+        }
+    }
+}
+
+/// What a [`BrokerError`] is about, for log lines: the broker, or what
+/// Sluice looked for when it had no address ([`BrokerError::target`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorTarget<'a>(&'a BrokerError);
+
+impl fmt::Display for ErrorTarget<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.unaddressed() {
+            None => match self.0.broker() {
+                Some(broker) => broker.fmt(f),
+                None => f.write_str("no broker"),
+            },
+            Some(Unaddressed::NotInMetadata { id }) => write!(f, "broker {id}"),
+            Some(Unaddressed::InvalidPort { id, host, .. }) => write!(f, "broker {id} at {host}"),
+            Some(Unaddressed::NoOtherBroker) => f.write_str("any broker"),
+            Some(Unaddressed::NoContactPoint) => f.write_str("the first contact points"),
+        }
+    }
 }
 
 /// A request a broker connection never wrote, handed back inside
@@ -152,12 +216,14 @@ impl BrokerError {
             BrokerError::Shutdown { .. } => "shutdown",
             BrokerError::LeftCluster { .. } => "left_cluster",
             BrokerError::Down { .. } => "down",
+            BrokerError::Unaddressed(_) => "unaddressed",
             BrokerError::NotSent { cause, .. } => cause.kind(),
         }
     }
 
-    /// The broker this error is about.
-    pub fn broker(&self) -> &BrokerAddress {
+    /// The broker this error is about; `None` when Sluice had no address
+    /// to connect to ([`BrokerError::Unaddressed`]).
+    pub fn broker(&self) -> Option<&BrokerAddress> {
         match self {
             BrokerError::Connect { broker, .. }
             | BrokerError::ConnectTimeout { broker, .. }
@@ -169,9 +235,25 @@ impl BrokerError {
             | BrokerError::Encode { broker, .. }
             | BrokerError::Shutdown { broker }
             | BrokerError::LeftCluster { broker }
-            | BrokerError::Down { broker, .. } => broker,
+            | BrokerError::Down { broker, .. } => Some(broker),
+            BrokerError::Unaddressed(_) => None,
             BrokerError::NotSent { cause, .. } => cause.broker(),
         }
+    }
+
+    /// What Sluice looked for, when it had no broker address.
+    pub fn unaddressed(&self) -> Option<&Unaddressed> {
+        match self {
+            BrokerError::Unaddressed(u) => Some(u),
+            BrokerError::NotSent { cause, .. } => cause.unaddressed(),
+            _ => None,
+        }
+    }
+
+    /// What the error is about, for log lines: the broker, or what Sluice
+    /// looked for when it had no address.
+    pub fn target(&self) -> ErrorTarget<'_> {
+        ErrorTarget(self)
     }
 
     /// Whether the broker may have seen the request. `false` only when it
@@ -182,6 +264,7 @@ impl BrokerError {
             self,
             BrokerError::NotSent { .. }
                 | BrokerError::Down { .. }
+                | BrokerError::Unaddressed(_)
                 | BrokerError::Encode { .. }
                 | BrokerError::Connect { .. }
                 | BrokerError::ConnectTimeout { .. }
@@ -270,6 +353,7 @@ impl ErrorClass for BrokerError {
             | BrokerError::ReadTimeout { .. }
             | BrokerError::Shutdown { .. }
             | BrokerError::LeftCluster { .. }
+            | BrokerError::Unaddressed(_)
             | BrokerError::Down { .. } => true,
             BrokerError::TlsHandshake { .. }
             | BrokerError::Protocol { .. }
@@ -347,5 +431,41 @@ mod tests {
             reason: "x".into(),
         };
         assert_eq!(e.side(), ErrorSide::Internal);
+    }
+
+    #[test]
+    fn an_unaddressed_error_names_what_sluice_looked_for_not_an_address() {
+        let e = BrokerError::Unaddressed(Unaddressed::NotInMetadata { id: 4 });
+        assert_eq!(
+            e.to_string(),
+            "broker 4: cannot connect: the broker is not in the cluster metadata"
+        );
+        assert_eq!(e.broker(), None);
+        assert_eq!(e.target().to_string(), "broker 4");
+        assert_eq!(e.unaddressed().and_then(Unaddressed::broker_id), Some(4));
+        assert!(e.retriable());
+        assert_eq!(e.side(), ErrorSide::Broker);
+        assert!(!e.request_may_have_been_sent());
+        let e = BrokerError::not_sent(&BrokerError::Unaddressed(Unaddressed::NoContactPoint));
+        assert_eq!(e.target().to_string(), "the first contact points");
+        assert!(e.to_string().ends_with("; the request was not sent"), "{e}");
+        let e = BrokerError::Unaddressed(Unaddressed::InvalidPort {
+            id: 2,
+            host: "kafka-2".into(),
+            port: 70_000,
+        });
+        assert_eq!(e.target().to_string(), "broker 2 at kafka-2");
+        assert_eq!(
+            BrokerError::Unaddressed(Unaddressed::NoOtherBroker)
+                .target()
+                .to_string(),
+            "any broker"
+        );
+        assert_eq!(
+            BrokerError::Shutdown { broker: addr() }
+                .target()
+                .to_string(),
+            addr().to_string()
+        );
     }
 }
