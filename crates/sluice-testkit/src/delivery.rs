@@ -251,6 +251,8 @@ pub struct ProducerRun {
     pub value_prefix: Option<u32>,
     /// Producer properties (`--producer.config`), `key=value`.
     pub config: Vec<String>,
+    /// `--acks`: `-1` (all), `1` or `0`.
+    pub(crate) acks: &'static str,
 }
 
 impl ProducerRun {
@@ -268,6 +270,21 @@ impl ProducerRun {
                 "retries=2147483647".into(),
                 "delivery.timeout.ms=120000".into(),
             ],
+            acks: "-1",
+        }
+    }
+
+    /// An `acks=0` producer: fire and forget, every send "acknowledged"
+    /// at once with no offset; what reached the log is counted from the
+    /// topic's offsets.
+    pub fn fire_and_forget(max_messages: u64, throughput: u64) -> Self {
+        Self {
+            max_messages,
+            throughput,
+            repeating_keys: 60,
+            value_prefix: None,
+            config: vec!["acks=0".into(), "enable.idempotence=false".into()],
+            acks: "0",
         }
     }
 
@@ -292,7 +309,7 @@ impl ProducerRun {
             "--throughput",
             &rate,
             "--acks",
-            "-1",
+            self.acks,
             "--repeating-keys",
             &keys,
             "--producer.config",

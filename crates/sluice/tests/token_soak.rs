@@ -16,7 +16,11 @@
 //!   (`Disconnecting expired channel`, logged only at DEBUG, so the test
 //!   turns that broker logger to DEBUG while it runs).
 //!
-//! No broker is killed here; the test runs in the normal phase.
+//! A second test sends with `acks=0` through tokens of 10 s: every broker
+//! connection Sluice replaces writes what was queued on it before it closes,
+//! so a producer that never hears back loses nothing.
+//!
+//! No broker is killed here; the tests run in the normal phase.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,7 +30,7 @@ use std::time::{Duration, Instant};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::delivery::{self, Produced, ProducerRun, disconnects};
 use sluice_testkit::scram::{self, DebugLogger, EXPIRED_CHANNEL, NEW_CONNECTION, PROCESSOR_LOGGER};
-use sluice_testkit::{unique, wait};
+use sluice_testkit::{fronted, unique, wait};
 
 const LIFETIME_SECS: u64 = 30;
 const RATE: u64 = 100;
@@ -269,4 +273,44 @@ fn assert_brokers_saw_no_expired_session(cluster: &Cluster, marks: &[usize]) {
         "no broker closed a connection for an expired SASL session:\n{}",
         expired.join("\n")
     );
+}
+
+/// `acks=0` through token rotations (issue #12 part 3): 6,000 records at
+/// 200/s, tokens of 10 s replaced every 5 s, each rotation replacing the
+/// producer's broker connections while sends are queued on them. Every
+/// record reaches the log: the topic's offsets add up to what was sent.
+#[test]
+fn acks_zero_sends_through_token_rotations_are_all_written() {
+    const RECORDS: u64 = 6_000;
+    let cluster = Cluster::get(TRIO);
+    let (sluice, listen) = scram::start(sluice_bin(), &cluster, 10, 60);
+    let topic = unique("token-acks-zero");
+    cluster.create_topic(&topic, PARTITIONS, 3);
+    let mut run = ProducerRun::fire_and_forget(RECORDS, 200);
+    run.config
+        .extend(scram::client_properties(&cluster, CLIENT_CONFIG));
+    let out = run
+        .start(&cluster, &listen, &topic)
+        .wait_exit(Duration::from_secs(180));
+    out.assert_success("VerifiableProducer (acks=0)");
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    let replaced = sluice.metric(
+        "sluice_broker_connections_recreated_total",
+        &["reason=\"token_at_risk\""],
+    );
+    let written: u64 = fronted::offsets(&cluster, &cluster.bootstrap("PLAINTEXT"), &topic, "-1")
+        .values()
+        .sum();
+    eprintln!("acks=0: {RECORDS} sent, {written} written, {replaced} connections replaced");
+    assert_eq!(produced.sent, Some(RECORDS));
+    assert!(
+        produced.errors.is_empty(),
+        "no failed send: {:?}",
+        produced.errors
+    );
+    assert!(
+        replaced >= 3.0,
+        "token connections were replaced under the producer ({replaced})"
+    );
+    assert_eq!(written, RECORDS, "every acks=0 record reached the log");
 }
