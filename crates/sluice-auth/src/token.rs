@@ -418,19 +418,8 @@ async fn rotate(inner: &Inner, user: &str, tx: watch::Sender<Arc<DelegationToken
             _ = inner.shutdown.cancelled() => return,
             _ = tokio::time::sleep_until(current.rotate_at()) => {}
         }
-        {
-            // Under the lock, so that no `token_for` can clone the receiver
-            // between the check and the removal.
-            let mut users = inner.users();
-            if tx.receiver_count() <= 1 {
-                users.remove(user);
-                inner.vouched().remove(user);
-                debug!(
-                    user,
-                    "no connection uses the delegation token any more: dropped"
-                );
-                return;
-            }
+        if drop_if_unused(inner, user, &tx, "the delegation token") {
+            return;
         }
         if !wait_vouched(inner, user, &tx).await {
             return;
@@ -446,6 +435,27 @@ async fn rotate(inner: &Inner, user: &str, tx: watch::Sender<Arc<DelegationToken
         );
         tx.send_replace(Arc::new(token));
     }
+}
+
+/// Forgets `user` if no connection holds its token any more (only the
+/// task's own receiver is left); says whether it did. `what` names the
+/// token in the DEBUG line.
+fn drop_if_unused(
+    inner: &Inner,
+    user: &str,
+    tx: &watch::Sender<Arc<DelegationToken>>,
+    what: &str,
+) -> bool {
+    // Under the lock, so that no `token_for` can clone the receiver between
+    // the check and the removal.
+    let mut users = inner.users();
+    if tx.receiver_count() > 1 {
+        return false;
+    }
+    users.remove(user);
+    inner.vouched().remove(user);
+    debug!(user, "no connection uses {what} any more: dropped");
+    true
 }
 
 /// Waits until `user` is vouched for (see the module doc). `false`: stop
@@ -468,14 +478,7 @@ async fn wait_vouched(inner: &Inner, user: &str, tx: &watch::Sender<Arc<Delegati
             _ = inner.vouched_changed.notified() => {}
             _ = tokio::time::sleep(VOUCH_RECHECK) => {}
         }
-        let mut users = inner.users();
-        if tx.receiver_count() <= 1 {
-            users.remove(user);
-            inner.vouched().remove(user);
-            debug!(
-                user,
-                "no connection uses the unvouched delegation token any more: dropped"
-            );
+        if drop_if_unused(inner, user, tx, "the unvouched delegation token") {
             return false;
         }
     }
