@@ -222,6 +222,23 @@ impl BrokerConnection {
         Ok(receiver)
     }
 
+    /// Queues a request that expects a response, only if the connection is
+    /// open and its queue has room now: for work the caller may as well
+    /// skip (a fetch read ahead). `None`, the request dropped unsent,
+    /// otherwise.
+    pub fn try_send(&self, request: Request) -> Option<ResponseReceiver> {
+        if self.is_closed() || !request.expects_response() {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let reply = Some(Reply::new(tx, self.shared.clone()));
+        // A refused request drops its reply unanswered: nobody holds `rx`.
+        self.requests
+            .try_send(Box::new(Outgoing { request, reply }))
+            .ok()?;
+        Some(rx)
+    }
+
     /// Whether the connection has failed or been shut down. A closed
     /// connection accepts no more requests.
     pub fn is_closed(&self) -> bool {

@@ -99,6 +99,9 @@ pub mod names {
     /// Counter: split fetches answered before every part had (their data was
     /// ready); the parts still out are parked for the next fetch.
     pub const FETCHES_ANSWERED_EARLY: &str = "sluice_fetches_answered_early_total";
+    /// Counter: fetch parts sent ahead of a client's next fetch, to a broker
+    /// that just served it records (see the consume path's read-ahead).
+    pub const FETCHES_READ_AHEAD: &str = "sluice_fetches_read_ahead_total";
     /// Gauge: a memory budget's limit in bytes: the process's
     /// (`scope="process"`) or each connection's of a source
     /// (`scope="connection"`, with `source`). Labels: `scope`, `source`.
@@ -158,6 +161,7 @@ pub mod names {
         FETCH_INCREMENTAL,
         FETCH_SESSION_ERRORS,
         FETCHES_ANSWERED_EARLY,
+        FETCHES_READ_AHEAD,
         MEMORY_BUDGET_BYTES,
         MEMORY_BUDGET_USED_BYTES,
         CLIENT_READS_PAUSED,

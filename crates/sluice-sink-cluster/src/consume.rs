@@ -27,12 +27,18 @@
 //! only queue behind the parked one; instead the client's next fetch that
 //! needs the broker *adopts* the parked part, which serves every partition it
 //! asked for at the offset the client asks again. A parked part whose answer
-//! arrives between two fetches has its partitions' data *stashed*; the next
-//! fetch takes a stashed partition if it asks for it at the same offset, and
-//! every other stashed partition is dropped then. So each partition's records
-//! start exactly where the client asked (none twice, none skipped), and a
-//! broker has at most one of the connection's fetches at a time, as with a
-//! direct client.
+//! arrives between two fetches has its partitions' data *stashed*; a fetch
+//! takes a stashed partition if it asks for it at the same offset, and drops
+//! it if it asks at another. A stashed partition the client leaves out (it
+//! still buffers records of it) waits for a later fetch, for at most
+//! [`STASH_KEEP`]. So each partition's records start exactly where the
+//! client asked (none twice, none skipped), and a broker has at most one of
+//! the connection's fetches at a time, as with a direct client.
+//!
+//! **Read-ahead** ([`ahead`]). A broker that has just served the client
+//! records, and owes the connection nothing else, gets a part parked at once
+//! for where the client reads next, as a direct client's own next fetch to
+//! that broker would be.
 //!
 //! **Refetch.** While an entry waits, a broker whose parts have all answered
 //! without records for some of its partitions (an adopted part asked at
@@ -63,7 +69,7 @@ use bytes::Bytes;
 use sluice_codec::ResponseKind;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, PartitionData,
+    FetchableTopicResponse, NodeEndpoint, PartitionData,
 };
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
@@ -76,6 +82,7 @@ use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_by
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
+mod ahead;
 mod kept;
 mod session;
 mod upstream;
@@ -84,6 +91,7 @@ mod upstream;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
+pub(crate) use ahead::ReadAhead;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
@@ -116,7 +124,26 @@ struct Stashed {
     /// The offset the part asked for: the answer serves only a fetch at it.
     fetch_offset: i64,
     data: Box<PartitionData>,
+    /// When it was stashed: it is dropped [`STASH_KEEP`] later.
+    at: Instant,
 }
+
+impl Stashed {
+    fn new(fetch_offset: i64, data: Box<PartitionData>) -> Self {
+        let at = Instant::now();
+        Self {
+            fetch_offset,
+            data,
+            at,
+        }
+    }
+}
+
+/// How long a stashed answer waits for the client to ask for its partition
+/// at its offset. A client leaves a partition out of its fetches while it
+/// buffers records of it (often for several fetches); one it stops
+/// fetching altogether must not keep the answer for the connection's life.
+const STASH_KEEP: Duration = Duration::from_secs(10);
 
 /// A part owed by its broker after its fetch was answered.
 #[derive(Debug)]
@@ -145,6 +172,9 @@ pub(crate) struct PartMeta {
     /// What its answer may bring (see [`kept`]): counted against the
     /// client's memory budget while it is parked.
     may_bring_bytes: usize,
+    /// Whether it was sent ahead of the client's fetch (see [`ahead`]):
+    /// if it fails, nobody asked for it.
+    pub(crate) ahead: bool,
 }
 
 /// One client connection's fetch state between fetches: parked parts, their
@@ -210,6 +240,19 @@ pub(crate) struct FetchCombine {
     topics: Vec<TopicPlan>,
     /// Per part of the entry, in order.
     metas: Vec<PartMeta>,
+}
+
+/// What the parts of an entry brought (see [`FetchState::assemble`]).
+#[derive(Debug, Default)]
+struct Arrived {
+    /// Partition answers, by part index and partition.
+    answered: HashMap<(usize, PartitionKey), PartitionData>,
+    /// The parts that failed, with the error their partitions get.
+    failed: HashMap<usize, i16>,
+    throttle_time_ms: i32,
+    /// The first top-level error.
+    error_code: i16,
+    node_endpoints: Vec<NodeEndpoint>,
 }
 
 /// What a finished part yielded, for [`FetchState::assemble`].
@@ -291,7 +334,7 @@ impl FetchState {
         for (key, &fetch_offset) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
             self.stash
-                .insert(key.clone(), Stashed { fetch_offset, data });
+                .insert(key.clone(), Stashed::new(fetch_offset, data));
         }
     }
 
@@ -349,6 +392,11 @@ impl FetchState {
                 partitions,
             });
         }
+        // A stashed partition the fetch asked for is taken or dropped
+        // above; the client may still ask for the others, until they are
+        // too old (see [`STASH_KEEP`]).
+        stash.retain(|_, s| now.saturating_duration_since(s.at) < STASH_KEEP);
+        self.stash = stash;
         let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
             .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
         let combine = FetchCombine {
@@ -379,89 +427,108 @@ impl FetchState {
 
     /// Builds the client's answer from one [`Outcome`] per part; parts still
     /// out have been parked by the caller. Answers of adopted parts for
-    /// partitions the client did not ask for now are stashed.
+    /// partitions the client did not ask for now are stashed. Also returns
+    /// the parts to send ahead (see [`ahead`]), if their brokers are free.
     pub(crate) fn assemble(
         &mut self,
         combine: FetchCombine,
         outcomes: Vec<Outcome>,
-    ) -> FetchResponse {
+    ) -> (FetchResponse, Vec<ReadAhead>) {
         let FetchCombine {
             version,
             session,
             topics,
             metas,
+            base,
+            client_id,
             ..
         } = combine;
-        let mut answered: HashMap<(usize, PartitionKey), PartitionData> = HashMap::new();
-        let mut failed: HashMap<usize, i16> = HashMap::new();
-        let mut throttle_time_ms = 0;
-        let mut error_code = 0;
-        let mut node_endpoints = Vec::new();
-        for (index, (outcome, meta)) in outcomes.into_iter().zip(&metas).enumerate() {
-            match outcome {
-                Outcome::Answer(mut answer) => {
-                    throttle_time_ms = throttle_time_ms.max(answer.throttle_time_ms);
-                    if error_code == 0 {
-                        error_code = answer.error_code;
-                    }
-                    node_endpoints.append(&mut answer.node_endpoints);
-                    for (key, data) in answer_partitions(answer, meta.version) {
-                        self.note_marks(&key, &data);
-                        answered.insert((index, key), data);
-                    }
-                }
-                Outcome::Failed(code) => {
-                    failed.insert(index, code);
-                }
-                Outcome::Parked => {}
-            }
-        }
+        let mut arrived = self.arrived(outcomes, &metas);
         let mut responses = Vec::with_capacity(topics.len());
         let mut requested = HashSet::new();
+        let mut gather = ahead::Gather::default();
         for topic in topics {
-            let mut partitions = Vec::with_capacity(topic.partitions.len());
-            for plan in topic.partitions {
+            let TopicPlan {
+                topic: name,
+                topic_id,
+                key: topic_key,
+                partitions: plans,
+            } = topic;
+            let mut partitions = Vec::with_capacity(plans.len());
+            for plan in plans {
                 let index = plan.request.partition;
-                let key = (topic.key.clone(), index);
+                let key = (topic_key.clone(), index);
                 let data = match plan.source {
                     Source::Stashed(data) => *data,
                     Source::Error(code) => error_partition(index, code),
-                    Source::Part(part) => match answered.remove(&(part, key.clone())) {
+                    Source::Part(part) => match arrived.answered.remove(&(part, key.clone())) {
                         Some(data) => data,
-                        None => match failed.get(&part) {
+                        None => match arrived.failed.get(&part) {
                             Some(&code) => error_partition(index, code),
                             None => self.empty_partition(&key),
                         },
                     },
                     Source::Pending => self.empty_partition(&key),
                 };
+                gather.note((&name, topic_id, &key), plan.broker, &plan.request, &data);
                 partitions.push(data);
                 requested.insert(key);
             }
             responses.push(
                 FetchableTopicResponse::default()
-                    .with_topic(topic.topic)
-                    .with_topic_id(topic.topic_id)
+                    .with_topic(name)
+                    .with_topic_id(topic_id)
                     .with_partitions(partitions),
             );
         }
         // What the client asked for now at other offsets is of no use to it;
         // what it did not ask for (e.g. a paused partition) may be next time.
-        for ((part, key), data) in answered {
+        for ((part, key), data) in arrived.answered {
             if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
                 self.stash_answer(meta, key, data);
             }
         }
         self.prune_marks(&requested);
-        dedup_by_key(&mut node_endpoints, |n| &n.node_id);
+        dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
-            .with_throttle_time_ms(throttle_time_ms)
-            .with_error_code(error_code)
+            .with_throttle_time_ms(arrived.throttle_time_ms)
+            .with_error_code(arrived.error_code)
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
-            .with_node_endpoints(node_endpoints);
+            .with_node_endpoints(arrived.node_endpoints);
         self.sessions.answer(session, &mut response, version);
-        response
+        let ahead = gather
+            .finish(&base, version, client_id.as_ref())
+            .into_iter()
+            .filter(|a| !self.parked.iter().any(|p| p.meta.broker == a.broker))
+            .collect();
+        (response, ahead)
+    }
+
+    /// What the parts of an entry brought, by part and partition.
+    fn arrived(&mut self, outcomes: Vec<Outcome>, metas: &[PartMeta]) -> Arrived {
+        let mut arrived = Arrived::default();
+        for (index, (outcome, meta)) in outcomes.into_iter().zip(metas).enumerate() {
+            match outcome {
+                Outcome::Answer(mut answer) => {
+                    arrived.throttle_time_ms =
+                        arrived.throttle_time_ms.max(answer.throttle_time_ms);
+                    if arrived.error_code == 0 {
+                        arrived.error_code = answer.error_code;
+                    }
+                    arrived.node_endpoints.append(&mut answer.node_endpoints);
+                    for (key, data) in answer_partitions(answer, meta.version) {
+                        self.note_marks(&key, &data);
+                        arrived.answered.insert((index, key), data);
+                    }
+                }
+                Outcome::Failed(code) => {
+                    arrived.failed.insert(index, code);
+                }
+                Outcome::Parked => {}
+            }
+        }
+        arrived
     }
 
     /// Stashes a partition's answer from a part that asked for it, if it
@@ -471,7 +538,7 @@ impl FetchState {
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash.insert(key, Stashed { fetch_offset, data });
+            self.stash.insert(key, Stashed::new(fetch_offset, data));
         }
     }
 
@@ -689,6 +756,7 @@ impl FetchCombine {
                                     learned: false,
                                     sent_at: Instant::now(),
                                     may_bring_bytes: 0,
+                                    ahead: false,
                                 },
                                 slots: Vec::new(),
                             },

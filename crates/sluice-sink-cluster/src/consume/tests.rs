@@ -205,7 +205,7 @@ async fn one_part_with_data_answers_before_the_others() {
     assert!(combine.enough(&mut parts, Instant::now()));
 
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(
         partitions(&response),
         vec![(0, 0, 0, -1), (1, 100, 0, 25), (2, 0, 0, -1)],
@@ -245,7 +245,7 @@ async fn catching_up_waits_a_moment_for_the_parts_sent_with_the_first() {
     );
     assert!(combine.enough(&mut parts, Instant::now()));
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     let sizes: Vec<usize> = partitions(&response).iter().map(|p| p.1).collect();
     assert_eq!(sizes, vec![GATHER_BYTES, GATHER_BYTES, 0]);
 }
@@ -296,7 +296,7 @@ async fn a_failed_part_answers_at_once_with_a_retriable_error() {
     combine.wait(&mut parts).await;
     assert!(combine.enough(&mut parts, Instant::now()));
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(
         partitions(&response),
         vec![(0, 0, NOT_LEADER_OR_FOLLOWER, -1), (1, 0, 0, -1)]
@@ -350,7 +350,7 @@ async fn the_next_fetch_adopts_parked_parts_at_the_same_offsets() {
     tx.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
     combine.wait(&mut parts).await;
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(
         partitions(&response),
         vec![(0, 0, 0, 12), (1, 40, 0, 22), (2, 0, 0, -1)],
@@ -391,7 +391,7 @@ async fn a_parked_part_at_other_offsets_is_asked_again_once_it_answers() {
     tx.send(Ok(answer(vec![data(1, 70, 22)]))).unwrap();
     combine.wait(&mut parts).await;
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(partitions(&response)[1], (1, 70, 0, 22));
     assert!(
         state.stash.is_empty(),
@@ -461,7 +461,7 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
         "stashed data is ready at once"
     );
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(
         partitions(&response),
         vec![(0, 0, 0, 12), (1, 40, 0, 22), (2, 0, 0, 33)]
@@ -481,7 +481,7 @@ async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let (combine, mut parts, _replies) = send(planned);
     combine.wait(&mut parts).await;
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     let errors: Vec<i16> = partitions(&response).iter().map(|p| p.2).collect();
     assert_eq!(
         errors,
@@ -508,7 +508,7 @@ async fn an_unroutable_partition_is_answered_not_leader() {
     tx.send(Ok(answer(vec![data(0, 0, 10)]))).unwrap();
     combine.wait(&mut parts).await;
     let outcomes = outcomes(&mut state, &combine, parts);
-    let response = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes);
     assert_eq!(
         partitions(&response),
         vec![(0, 0, 0, 10), (1, 0, NOT_LEADER_OR_FOLLOWER, -1)]
@@ -740,3 +740,5 @@ mod upstream {
         assert_eq!(part.session_epoch, -1);
     }
 }
+
+mod ahead;

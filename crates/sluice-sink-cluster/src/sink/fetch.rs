@@ -18,9 +18,10 @@ use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
 use crate::close::Invariant;
+use crate::connections::Target;
 use crate::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, SentIn, SessionReply,
-    learn,
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, ReadAhead, SentIn,
+    SessionReply, learn,
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
@@ -242,6 +243,54 @@ impl KafkaSinkCluster {
         Ok(true)
     }
 
+    /// Sends the parts ahead of the client's next fetch (see
+    /// `consume/ahead.rs`) to the brokers that owe the connection nothing,
+    /// on connections already open, and parks them. Not while the node is
+    /// leaving: its clients are moving elsewhere.
+    fn send_ahead(&mut self, ahead: Vec<ReadAhead>) {
+        if self.shared.nodes.is_hidden() {
+            return;
+        }
+        for ReadAhead {
+            broker,
+            mut request,
+            mut meta,
+            client_id,
+        } in ahead
+        {
+            let idle = self
+                .connections
+                .get(Target::Broker(broker))
+                .is_some_and(|c| c.outstanding() == 0);
+            if !idle {
+                continue;
+            }
+            let version = meta.version;
+            meta.sent_in = self
+                .fetch
+                .get()
+                .upstream
+                .prepare(broker, &mut request, version);
+            // Its answer goes to no client request: correlation id 0 (the
+            // broker connection assigns its own anyway).
+            let request = Request::from_body(
+                ApiKey::Fetch,
+                version,
+                0,
+                client_id,
+                RequestKind::Fetch(request),
+            );
+            match self.try_send_part(broker, request) {
+                Some(part) => {
+                    metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
+                    self.fetch.get().park(Parked { part, meta });
+                }
+                // Not sent: the broker session is as it was.
+                None => self.fetch.get().upstream.failed(broker, meta.sent_in),
+            }
+        }
+    }
+
     /// Stashes the answers of parked parts that have arrived.
     fn harvest_parked(&mut self) {
         for mut parked in self.fetch.take_parked() {
@@ -252,6 +301,8 @@ impl KafkaSinkCluster {
             let Parked { part, mut meta } = parked;
             match self.fetch_outcome(part, &mut meta) {
                 Outcome::Answer(answer) => self.fetch.get().absorb(&meta, answer),
+                // Nobody asked for a part sent ahead.
+                Outcome::Failed(_) if meta.ahead => {}
                 Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code),
                 Outcome::Parked => {}
             }
@@ -310,7 +361,8 @@ impl KafkaSinkCluster {
         if outcomes.iter().any(|o| matches!(o, Outcome::Parked)) {
             metrics::counter!(names::FETCHES_ANSWERED_EARLY).increment(1);
         }
-        let body = self.fetch.get().assemble(combine, outcomes);
+        let (body, ahead) = self.fetch.get().assemble(combine, outcomes);
+        self.send_ahead(ahead);
         let mut response = Response::from_body(
             ApiKey::Fetch,
             version,

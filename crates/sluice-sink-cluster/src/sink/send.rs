@@ -149,6 +149,20 @@ impl KafkaSinkCluster {
         })
     }
 
+    /// Sends `request` to broker `id` without waiting: only on a connection
+    /// already open, only if its queue has room now. For work that may as
+    /// well be skipped (a fetch read ahead: `crate::consume::ahead`).
+    pub(super) fn try_send_part(&self, id: BrokerId, request: Request) -> Option<Part> {
+        let target = Target::Broker(id);
+        let conn = self.connections.get(target)?;
+        let broker = conn.address().clone();
+        let stalls_at = super::stalled::stalls_at(&request);
+        let api = request.api_key();
+        let receiver = conn.try_send(request)?;
+        count_out_of_rack(&self.shared, target, api);
+        Some(Part::sent(target, broker, receiver).stalling_at(stalls_at))
+    }
+
     /// Sends a whole request to `dest`, keeping a copy to retry it or to
     /// build an error answer from.
     pub(super) async fn send_whole(
