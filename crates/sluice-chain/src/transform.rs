@@ -53,6 +53,12 @@ pub trait Sink: Send {
     fn kept_bytes(&self) -> usize {
         0
     }
+    /// The room the client's memory budgets (its connection's and the
+    /// process's) have now, as the source sees it after each request and
+    /// response: what the sink may take on ahead of the client's requests
+    /// (and then reports in [`Sink::kept_bytes`]) must fit in it. Sinks that
+    /// do nothing ahead keep the default, which ignores it.
+    fn set_room_bytes(&mut self, _bytes: usize) {}
     /// Whether the client has authenticated, or is known to need no
     /// authentication. Until then the source holds it to its
     /// before-authentication limits (frame size, deadline, connection cap).
@@ -180,6 +186,12 @@ impl Chain {
     /// What the sink keeps for the client (see [`Sink::kept_bytes`]).
     pub fn kept_bytes(&self) -> usize {
         self.sink.kept_bytes()
+    }
+
+    /// Tells the sink the room the client's budgets have (see
+    /// [`Sink::set_room_bytes`]).
+    pub fn set_room_bytes(&mut self, bytes: usize) {
+        self.sink.set_room_bytes(bytes);
     }
 
     /// Whether the client has authenticated (see [`Sink::authenticated`]).

@@ -459,6 +459,7 @@ impl KafkaSinkClusterBuilder {
             sasl_in_flight: 0,
             head_resent: Vec::new(),
             fetch: LazyFetchState::default(),
+            room_bytes: 0,
             rebalance_wait: None,
         }
     }
@@ -482,6 +483,9 @@ pub struct KafkaSinkCluster {
     /// answers, for the client's next fetch (see [`crate::consume`]);
     /// made on the first fetch.
     fetch: LazyFetchState,
+    /// The room the client's memory budgets have, as the source last told
+    /// (see `Sink::set_room_bytes`): what is read ahead must fit in it.
+    room_bytes: usize,
     /// The longest rebalance timeout of the client's JoinGroups: how long a
     /// SyncGroup may wait at the coordinator for the group's leader, which
     /// its own body does not say (see `sluice_codec::wait`).
@@ -561,6 +565,10 @@ impl Sink for KafkaSinkCluster {
     /// (`consume/kept.rs`).
     fn kept_bytes(&self) -> usize {
         self.fetch.kept_bytes()
+    }
+
+    fn set_room_bytes(&mut self, bytes: usize) {
+        self.room_bytes = bytes;
     }
 
     /// With `authorize_scram_over_mtls`: authenticated (the gate closes a

@@ -17,7 +17,9 @@
 //! - what the chain keeps for the client beyond the responses it owes
 //!   ([`sluice_chain::transform::Sink::kept_bytes`]: the consume path's
 //!   parked fetch parts and stashed answers), as it reports after each
-//!   request and response.
+//!   request and response. The chain is told the room left then
+//!   ([`sluice_chain::transform::Sink::set_room_bytes`]): what it takes on
+//!   ahead of the client's requests (fetches read ahead) must fit in it.
 //!
 //! At a limit the connection stops reading, as a broker mutes a channel, and
 //! TCP pushes back on the client; requests already read wait in its buffer.
@@ -212,6 +214,13 @@ impl ConnectionBudget {
     /// The process budget, for [`ConnectionBudget::freed`].
     pub(crate) fn process(&self) -> &Arc<MemoryBudget> {
         &self.process
+    }
+
+    /// The room both budgets have now.
+    pub(crate) fn room_bytes(&self) -> usize {
+        self.limit
+            .saturating_sub(self.held)
+            .min(self.process.room())
     }
 
     /// The largest Fetch `max_bytes` that fits both budgets now (the read

@@ -480,7 +480,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let owes = self.chain.pending() > owed_before;
         self.budget
             .forwarded(frame_bytes, owes.then_some(response_bytes));
-        self.budget.set_kept(self.chain.kept_bytes());
+        self.sync_kept();
         match sent {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(Close::Error(e.into())),
@@ -612,6 +612,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
     }
 
+    /// Counts what the chain keeps for the client, and tells it the room
+    /// left for what it may take on ahead.
+    fn sync_kept(&mut self) {
+        self.budget.set_kept(self.chain.kept_bytes());
+        self.chain.set_room_bytes(self.budget.room_bytes());
+    }
+
     /// Queues `response` for writing; what it holds replaces what was
     /// reserved for it.
     fn encode(&mut self, response: &Response) -> Result<(), ConnectionError> {
@@ -620,7 +627,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             .encode_into(&mut self.io.out)
             .map_err(ConnectionError::Encode);
         self.budget.answered(self.io.out.len() - before);
-        self.budget.set_kept(self.chain.kept_bytes());
+        self.sync_kept();
         encoded?;
         self.counters.response(response.api_key());
         Ok(())

@@ -31,7 +31,11 @@
 //! ```
 //!
 //! A broker that answered empty is not asked ahead: Sluice never polls an
-//! idle broker faster than the client's own fetches would. A part ahead
+//! idle broker faster than the client's own fetches would. What a part
+//! ahead may bring must fit the room the client's memory budgets have (its
+//! `max_bytes` is lowered to it; with less than 64 KiB, nothing is read
+//! ahead), and counts against them while it is parked, so reading ahead
+//! never takes a client past its budget. A part ahead
 //! that fails is dropped (the client never asked for it); one that answers
 //! after the client stopped fetching is stashed and dropped with the stash.
 
@@ -59,6 +63,25 @@ pub(crate) struct ReadAhead {
     pub(crate) meta: PartMeta,
     /// The client's id, for its header (quotas are the client's).
     pub(crate) client_id: Option<Bytes>,
+}
+
+/// The least room worth a part ahead: a clamped Fetch's least `max_bytes`
+/// (see `sluice-source/src/budget.rs`).
+const MIN_AHEAD_BYTES: usize = 64 * 1024;
+
+impl ReadAhead {
+    /// Fits the part into `room_bytes` of the client's budgets: its
+    /// `max_bytes` lowered to the room, if need be. Returns what it may
+    /// bring then, or `None` when there is too little room to read ahead.
+    pub(crate) fn fit(&mut self, room_bytes: usize) -> Option<usize> {
+        if room_bytes < MIN_AHEAD_BYTES {
+            return None;
+        }
+        let room = i32::try_from(room_bytes).unwrap_or(i32::MAX);
+        self.request.max_bytes = self.request.max_bytes.min(room);
+        self.meta.may_bring_bytes = kept::may_bring_bytes(&self.request);
+        Some(self.meta.may_bring_bytes)
+    }
 }
 
 /// Gathers, while a fetch's answer is assembled, each broker's partitions

@@ -251,20 +251,23 @@ impl KafkaSinkCluster {
         if self.shared.nodes.is_hidden() {
             return;
         }
-        for ReadAhead {
-            broker,
-            mut request,
-            mut meta,
-            client_id,
-        } in ahead
-        {
+        for mut ahead in ahead {
             let idle = self
                 .connections
-                .get(Target::Broker(broker))
+                .get(Target::Broker(ahead.broker))
                 .is_some_and(|c| c.outstanding() == 0);
             if !idle {
                 continue;
             }
+            let Some(may_bring) = ahead.fit(self.room_bytes) else {
+                return;
+            };
+            let ReadAhead {
+                broker,
+                mut request,
+                mut meta,
+                client_id,
+            } = ahead;
             let version = meta.version;
             meta.sent_in = self
                 .fetch
@@ -282,6 +285,7 @@ impl KafkaSinkCluster {
             );
             match self.try_send_part(broker, request) {
                 Some(part) => {
+                    self.room_bytes = self.room_bytes.saturating_sub(may_bring);
                     metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
                     self.fetch.get().park(Parked { part, meta });
                 }

@@ -189,3 +189,23 @@ async fn a_stashed_answer_waits_for_its_partition_until_it_is_too_old() {
     assert!(state.stash.is_empty(), "dropped once too old");
     assert_eq!(state.kept_bytes(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_part_ahead_fits_the_room_of_the_budgets_or_is_not_sent() {
+    let mut state = FetchState::default();
+    let (mut ahead, _third) = first_fetch(&mut state).await;
+    let mut part = ahead.remove(0);
+    let partition_max = usize::try_from(PARTITION_MAX_BYTES).unwrap();
+    assert_eq!(
+        part.fit(1 << 30),
+        Some(partition_max),
+        "with room to spare, it may bring its partition's max"
+    );
+    assert_eq!(
+        part.fit(100 * 1024),
+        Some(100 * 1024),
+        "lowered to the room"
+    );
+    assert_eq!(part.request.max_bytes, 100 * 1024);
+    assert_eq!(part.fit(1000), None, "too little room: not read ahead");
+}
