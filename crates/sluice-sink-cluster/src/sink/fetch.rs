@@ -175,25 +175,37 @@ impl KafkaSinkCluster {
         }))
     }
 
-    /// Sends one fetch part with the client's header fields.
-    async fn send_fetch_part(
+    /// A fetch part for `broker`, in Sluice's session with it, with the
+    /// client's header fields.
+    fn part_request(
         &mut self,
         broker: BrokerId,
         mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
-    ) -> Result<(Part, SentIn), ChainError> {
+    ) -> (Request, SentIn) {
         let sent_in = self
             .fetch
             .get()
             .upstream
             .prepare(broker, &mut body, version);
-        let part = Request::from_body(
+        let request = Request::from_body(
             ApiKey::Fetch,
             version,
             correlation_id,
             client_id,
             RequestKind::Fetch(body),
         );
+        (request, sent_in)
+    }
+
+    /// Sends one fetch part with the client's header fields.
+    async fn send_fetch_part(
+        &mut self,
+        broker: BrokerId,
+        body: FetchRequest,
+        (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
+    ) -> Result<(Part, SentIn), ChainError> {
+        let (part, sent_in) = self.part_request(broker, body, (version, correlation_id, client_id));
         let part = self.send_part(Dest::Broker(broker), part).await?;
         let part = part.ok_or(Invariant::FetchPartWithoutAnswer)?;
         Ok((part, sent_in))
@@ -264,25 +276,15 @@ impl KafkaSinkCluster {
             };
             let ReadAhead {
                 broker,
-                mut request,
+                request,
                 mut meta,
                 client_id,
             } = ahead;
-            let version = meta.version;
-            meta.sent_in = self
-                .fetch
-                .get()
-                .upstream
-                .prepare(broker, &mut request, version);
             // Its answer goes to no client request: correlation id 0 (the
             // broker connection assigns its own anyway).
-            let request = Request::from_body(
-                ApiKey::Fetch,
-                version,
-                0,
-                client_id,
-                RequestKind::Fetch(request),
-            );
+            let (request, sent_in) =
+                self.part_request(broker, request, (meta.version, 0, client_id));
+            meta.sent_in = sent_in;
             match self.try_send_part(broker, request) {
                 Some(part) => {
                     self.room_bytes = self.room_bytes.saturating_sub(may_bring);
