@@ -150,6 +150,18 @@ fn outcomes(state: &mut FetchState, combine: &FetchCombine, parts: Vec<Part>) ->
         .collect()
 }
 
+/// Waits for a parked part's answer and stashes it (the sink's harvest).
+async fn absorb_answered(state: &mut FetchState, mut parked: Parked) {
+    parked.part.wait().await;
+    let Some(Ok(response)) = parked.part.take_result() else {
+        panic!("answered");
+    };
+    let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
+        panic!("a fetch answer");
+    };
+    state.absorb(&parked.meta, answer);
+}
+
 /// Each partition's (index, record bytes, error, high watermark), in order.
 fn partitions(response: &FetchResponse) -> Vec<(i32, usize, i16, i64)> {
     response
@@ -413,15 +425,8 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
         tx.send(Ok(answer(vec![data(1, 40, 22), data(2, 50, 33)])))
             .unwrap();
     }
-    for mut parked in state.take_parked() {
-        parked.part.wait().await;
-        let Some(Ok(response)) = parked.part.take_result() else {
-            panic!("answered");
-        };
-        let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
-            panic!("a fetch answer");
-        };
-        state.absorb(&parked.meta, answer);
+    for parked in state.take_parked() {
+        absorb_answered(&mut state, parked).await;
     }
     let stashed = state.kept_bytes();
     assert!(

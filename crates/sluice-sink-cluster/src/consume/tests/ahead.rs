@@ -89,19 +89,12 @@ fn park_answered(state: &mut FetchState, ahead: ReadAhead, reply: Vec<PartitionD
 
 /// Stashes the parked parts that have answered (the sink's harvest).
 async fn harvest(state: &mut FetchState) {
-    for mut parked in state.take_parked() {
+    for parked in state.take_parked() {
         if parked.part.is_waiting() && parked.meta.broker == BrokerId(3) {
             state.park(parked);
             continue;
         }
-        parked.part.wait().await;
-        let Some(Ok(response)) = parked.part.take_result() else {
-            panic!("answered");
-        };
-        let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
-            panic!("a fetch answer");
-        };
-        state.absorb(&parked.meta, answer);
+        absorb_answered(state, parked).await;
     }
 }
 
