@@ -1,6 +1,8 @@
 """Prints scripts/bench's table from its results.tsv (one row per measurement).
 
-    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS
+    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS NODES
+
+NODES: how many Sluice nodes the process served (BENCH_SLUICE_NODES).
 
 Rows of RESULTS (tab-separated):
   produce  VIA  <ProducerPerformance's last line>
@@ -19,7 +21,7 @@ import re
 import statistics
 import sys
 
-path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs = sys.argv[1:]
+path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes = sys.argv[1:]
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
 rounds = 0
 for line in open(path):
@@ -78,7 +80,8 @@ def ratio(d, s):
     return f"{s / d:.2f}x" if d else "-"
 
 
-section(f"throughput: {records} x {size} B, median of {rounds} rounds" if thr else "sluice")
+shown = f"sluice: {nodes} node{'s' if nodes != '1' else ''} in one process"
+section(f"throughput: {records} x {size} B, median of {rounds} rounds; {shown}" if thr else shown)
 for k, by in thr.items():
     d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
     target = ">= 0.98x" if k.startswith("consume MB/s") else "-"
