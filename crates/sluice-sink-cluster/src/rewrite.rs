@@ -7,7 +7,9 @@
 //! [`ClusterView`](crate::topology::ClusterView), never by what the client
 //! thinks, so the client's picture only needs to be stable (see `choose`) and
 //! to spread leadership over the up Sluice nodes, preferring the rack of the
-//! real broker.
+//! real broker; a partition's leader is shown on the node that stands for its
+//! real leader's whole broker, so that a consumer's fetches to a node go to
+//! as few brokers as the node count allows.
 //!
 //! What is rewritten, and where:
 //! - Metadata (v0–13): brokers, partition leaders, replicas, ISR, offline
@@ -66,7 +68,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{CodecError, Response, ResponseKind};
 
 use crate::topology::{ClusterView, ShotoverNode, TopicId};
-use choose::{Chooser, stable_hash};
+use choose::{BrokerRanks, Chooser, stable_hash};
 
 /// Why a response could not be rewritten.
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +153,8 @@ fn node_entries<'n, E: NodeEntry>(nodes: impl IntoIterator<Item = &'n ShotoverNo
 pub struct Rewriter<'a> {
     view: &'a ClusterView,
     chooser: Chooser<'a>,
+    /// Where each real broker stands, for the node shown as a leader.
+    ranks: BrokerRanks<'a>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -158,7 +162,12 @@ impl<'a> Rewriter<'a> {
     /// `SluiceNodes::snapshot()`) in place of the brokers of `view`.
     pub fn new(view: &'a ClusterView, nodes: &'a [ShotoverNode]) -> Result<Self, RewriteError> {
         let chooser = Chooser::new(nodes).ok_or(RewriteError::NoSluiceNodeUp)?;
-        Ok(Self { view, chooser })
+        let ranks = BrokerRanks::new(view);
+        Ok(Self {
+            view,
+            chooser,
+            ranks,
+        })
     }
 
     /// Rewrites a Metadata, FindCoordinator, DescribeCluster or

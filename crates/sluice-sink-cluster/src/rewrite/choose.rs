@@ -7,6 +7,21 @@
 //! moves to another rack. Sluice routes by its own view of the cluster, never
 //! by the client's, so the mapping only needs to be stable and to spread load.
 //!
+//! **Partition leaders follow whole brokers** ([`Chooser::pick_leader`]). A
+//! consumer keeps one fetch in flight per node it sees, and Kafka's Java
+//! consumer sends none to a node while any partition it leads still has
+//! buffered records. If a node stood for a share of every broker's
+//! partitions, each of its fetches would be split over the brokers, and a
+//! consumer could not overlap fetching from one broker with processing
+//! another's records. So the node shown as a partition's leader is picked by
+//! where its real leader stands among the known brokers (its rank by id, in
+//! its rack when the rack has nodes): with as many nodes as brokers, each
+//! node stands for exactly one broker, and a consumer's fetches go as they
+//! would directly. With fewer nodes each stands for several whole brokers;
+//! with more, a broker's partitions spread (by their hash) over the nodes
+//! that share its rank modulo the broker count. This adds one more event
+//! that moves leaders: a broker joining or leaving the cluster.
+//!
 //! The hash is FNV-1a with a 64-bit finalizer, written out here rather than
 //! taken from `std` because `DefaultHasher` is not guaranteed to be the same
 //! across Rust releases, and two Sluice builds must agree.
@@ -15,7 +30,7 @@ use std::collections::HashMap;
 
 use sluice_codec::kafka_protocol::messages::BrokerId;
 
-use crate::topology::ShotoverNode;
+use crate::topology::{ClusterView, ShotoverNode};
 
 /// A stable 64-bit hash of `parts` (each part length-prefixed, so that
 /// `["ab", "c"]` and `["a", "bc"]` differ).
@@ -41,6 +56,49 @@ pub(crate) fn stable_hash(parts: &[&[u8]]) -> u64 {
 /// The hash that places a partition.
 pub(crate) fn partition_hash(topic: &[u8], partition: i32) -> u64 {
     stable_hash(&[b"partition", topic, &partition.to_be_bytes()])
+}
+
+/// Where each known real broker stands, by id: among the brokers of its
+/// rack, and among all (see [`Chooser::pick_leader`]).
+#[derive(Debug, Default)]
+pub(crate) struct BrokerRanks<'a> {
+    /// Broker → (its rank in its rack, its rank among all).
+    ranks: HashMap<BrokerId, (usize, usize)>,
+    /// Rack → how many brokers it has (`None`: the brokers without one).
+    per_rack: HashMap<Option<&'a str>, usize>,
+    /// How many brokers are known.
+    all: usize,
+}
+
+impl<'a> BrokerRanks<'a> {
+    /// The ranks of the brokers `view` knows.
+    pub(crate) fn new(view: &'a ClusterView) -> Self {
+        // The view keeps its brokers by id, so both ranks go by id.
+        let mut ranks = HashMap::new();
+        let mut per_rack: HashMap<Option<&str>, usize> = HashMap::new();
+        let mut all = 0;
+        for broker in view.brokers() {
+            let in_rack = per_rack.entry(broker.rack.as_deref()).or_default();
+            ranks.insert(broker.id, (*in_rack, all));
+            *in_rack += 1;
+            all += 1;
+        }
+        Self {
+            ranks,
+            per_rack,
+            all,
+        }
+    }
+
+    /// `broker`'s rank and the broker count, among its rack's brokers
+    /// (`in_rack`) or among all; `None` for a broker not known.
+    fn rank(&self, broker: BrokerId, in_rack: Option<&str>) -> Option<(usize, usize)> {
+        let &(rank_in_rack, rank) = self.ranks.get(&broker)?;
+        match in_rack {
+            Some(rack) => Some((rank_in_rack, *self.per_rack.get(&Some(rack))?)),
+            None => Some((rank, self.all)),
+        }
+    }
 }
 
 /// The up Sluice nodes, indexed by rack.
@@ -87,6 +145,28 @@ impl<'a> Chooser<'a> {
         self.up[self.pick_index(rack, hash)]
     }
 
+    /// The node shown as leader of a partition (placed by `hash`) that real
+    /// broker `leader` of `rack` leads: the node standing for that broker
+    /// (see the module doc). A broker the ranks do not know (not yet in the
+    /// view) falls back to [`pick`](Self::pick).
+    pub(crate) fn pick_leader(
+        &self,
+        leader: BrokerId,
+        rack: Option<&str>,
+        ranks: &BrokerRanks<'_>,
+        hash: u64,
+    ) -> &'a ShotoverNode {
+        let in_rack = rack.and_then(|r| self.by_rack.get_key_value(r));
+        let Some((rank, brokers)) = ranks.rank(leader, in_rack.map(|(r, _)| *r)) else {
+            return self.pick(rack, hash);
+        };
+        let index = match in_rack {
+            Some((_, nodes)) => nodes[stand_for(rank, brokers, nodes.len(), hash)],
+            None => stand_for(rank, brokers, self.up.len(), hash),
+        };
+        self.up[index]
+    }
+
     /// A replica list of at most `count` distinct nodes: `leader` first (when
     /// there is one), then the following up nodes in broker-id order, wrapping
     /// around. Without a leader the list starts at a node chosen by `hash`.
@@ -106,6 +186,19 @@ impl<'a> Chooser<'a> {
     }
 }
 
+/// Which of `nodes` nodes stands for the broker of rank `rank` among
+/// `brokers`, for a partition placed by `hash`: rank modulo the nodes when
+/// there are no more nodes than brokers, else one of the nodes whose index
+/// is the rank modulo the brokers.
+fn stand_for(rank: usize, brokers: usize, nodes: usize, hash: u64) -> usize {
+    if nodes <= brokers {
+        return rank % nodes.max(1);
+    }
+    // rank < brokers < nodes: the indexes rank, rank + brokers, ... below nodes.
+    let slots = (nodes - 1 - rank) / brokers + 1;
+    rank + brokers * modulo(hash, slots)
+}
+
 fn modulo(hash: u64, n: usize) -> usize {
     // n > 0 everywhere this is called; usize fits in u64 on every target.
     (hash % n.max(1) as u64) as usize
@@ -114,6 +207,8 @@ fn modulo(hash: u64, n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::collections::BTreeSet;
+
     use super::*;
     use crate::topology::fixtures;
 
@@ -124,6 +219,31 @@ mod tests {
         assert_ne!(stable_hash(&[b"ab", b"c"]), stable_hash(&[b"a", b"bc"]));
         assert_ne!(partition_hash(b"t", 0), partition_hash(b"t", 1));
         assert_eq!(stable_hash(&[b"sluice"]), 0x4235_a9a2_f0fa_a7ff);
+    }
+
+    #[test]
+    fn a_node_stands_for_whole_brokers() {
+        // No more nodes than brokers: rank modulo the nodes, whatever the hash.
+        for hash in 0..20 {
+            assert_eq!(
+                (0..3).map(|r| stand_for(r, 3, 3, hash)).collect::<Vec<_>>(),
+                [0, 1, 2]
+            );
+            assert_eq!(
+                (0..5).map(|r| stand_for(r, 5, 2, hash)).collect::<Vec<_>>(),
+                [0, 1, 0, 1, 0]
+            );
+            assert_eq!(stand_for(0, 1, 1, hash), 0);
+        }
+        // More nodes: the nodes at the rank modulo the brokers, all used.
+        let seen = |rank| {
+            (0..64)
+                .map(|h| stand_for(rank, 3, 8, h))
+                .collect::<BTreeSet<_>>()
+        };
+        assert_eq!(seen(0), BTreeSet::from([0, 3, 6]));
+        assert_eq!(seen(1), BTreeSet::from([1, 4, 7]));
+        assert_eq!(seen(2), BTreeSet::from([2, 5]));
     }
 
     #[test]

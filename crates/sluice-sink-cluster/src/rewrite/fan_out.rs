@@ -173,7 +173,11 @@ impl Rewriter<'_> {
                     .or_else(|| brokers.first().copied())?;
                 let rack = leader.and_then(|l| self.view.broker_rack(l)).map(|r| &**r);
                 let key = self.topic_key(Some(&topic.0), TopicId::NIL);
-                let shown = self.chooser.pick(rack, partition_hash(&key, partition));
+                let hash = partition_hash(&key, partition);
+                let shown = match leader {
+                    Some(l) => self.chooser.pick_leader(l, rack, &self.ranks, hash),
+                    None => self.chooser.pick(rack, hash),
+                };
                 (shown.broker_id == local).then_some(((topic, partition), source))
             })
             .collect()

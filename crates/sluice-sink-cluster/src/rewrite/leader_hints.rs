@@ -55,7 +55,10 @@ impl<'r, 'a> LeaderMap<'r, 'a> {
         }
         let rack = self.rewriter.rack_of(*leader, &self.listed);
         let hash = partition_hash(topic_key, partition);
-        let node = self.rewriter.chooser.pick(rack, hash);
+        let node = self
+            .rewriter
+            .chooser
+            .pick_leader(*leader, rack, &self.rewriter.ranks, hash);
         self.named.insert(node.broker_id, node);
         *leader = node.broker_id;
     }

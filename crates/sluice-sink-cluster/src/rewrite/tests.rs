@@ -26,7 +26,7 @@ use super::*;
 use crate::topology::fixtures::{
     self, REAL_CONTROLLER, SLUICE, assert_no_real_hosts, name, reparse, through_wire, wire_bytes,
 };
-use crate::topology::{ClusterView, ShotoverNode, SluiceNodes};
+use crate::topology::{Address, ClusterView, ShotoverNode, SluiceNodes};
 
 mod api_versions;
 mod configs;
@@ -218,6 +218,71 @@ fn metadata_prefers_the_leaders_rack_and_spreads() {
     assert!(counts.values().all(|&c| c > 150), "even spread: {counts:?}");
 }
 
+/// `count` Sluice nodes 0.. in one rack, all up.
+fn rackless_nodes(count: i32) -> Vec<ShotoverNode> {
+    (0..count)
+        .map(|id| ShotoverNode {
+            broker_id: BrokerId(id),
+            rack: StrBytes::from_static_str("rack0"),
+            address_for_clients: Address::new(StrBytes::from_static_str("sluice"), 9192 + id),
+            address_for_peers: Address::new(StrBytes::from_static_str("sluice"), 9292 + id),
+            up: true,
+        })
+        .collect()
+}
+
+/// Which Sluice nodes show the partitions of `orders` each real broker
+/// leads, with brokers and nodes in no common rack (the usual single-rack
+/// setup: brokers without `broker.rack`).
+fn nodes_per_broker(nodes: &[ShotoverNode]) -> BTreeMap<i32, BTreeSet<i32>> {
+    let mut resp = fixtures::metadata_response(5);
+    for broker in &mut resp.brokers {
+        broker.rack = None;
+    }
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &resp);
+    let (_, m) = rewrite_metadata(12, resp, &view, nodes);
+    let mut per_broker: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    for (partition, leader) in leaders(&m, "orders") {
+        // Real leaders: partition % 3 + 1.
+        per_broker
+            .entry(partition % 3 + 1)
+            .or_default()
+            .insert(leader);
+    }
+    per_broker
+}
+
+#[test]
+fn leaders_follow_whole_brokers() {
+    // As many nodes as brokers: each node stands for exactly one broker.
+    let one_each = nodes_per_broker(&rackless_nodes(3));
+    assert_eq!(
+        one_each
+            .values()
+            .map(|n| n.iter().copied().collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+        [vec![0], vec![1], vec![2]],
+        "brokers 1, 2, 3 (ranks 0, 1, 2) on nodes 0, 1, 2"
+    );
+    // Fewer: each node stands for whole brokers.
+    let fewer = nodes_per_broker(&rackless_nodes(2));
+    assert!(fewer.values().all(|n| n.len() == 1), "{fewer:?}");
+    assert_eq!(fewer[&1], fewer[&3], "ranks 0 and 2 share node 0");
+    assert_ne!(fewer[&1], fewer[&2]);
+    // More: a broker's partitions spread over the nodes of its rank modulo 3.
+    let more = nodes_per_broker(&rackless_nodes(7));
+    let slots = [
+        BTreeSet::from([0, 3, 6]),
+        BTreeSet::from([1, 4]),
+        BTreeSet::from([2, 5]),
+    ];
+    for (broker, slots) in (1..=3).zip(&slots) {
+        assert!(more[&broker].is_subset(slots), "{broker}: {more:?}");
+    }
+    assert!(more[&1].len() > 1, "spread by partition: {more:?}");
+}
+
 /// A response with one topic of `partitions` partitions, all led by `leader`.
 fn one_topic_response(topic: &'static str, partitions: i32, leader: i32) -> MetadataResponse {
     let mut resp = fixtures::metadata_response(1);
@@ -333,10 +398,21 @@ fn metadata_is_deterministic_across_rewriters_and_versions() {
     let (bytes_a, ma) = rewrite_metadata(12, fixtures::metadata_response(5), &view(), &a);
     let (bytes_b, _) = rewrite_metadata(12, fixtures::metadata_response(5), &view(), &b);
     assert_eq!(bytes_a, bytes_b, "same input, same bytes");
-    // Another Metadata version, and an empty view (racks from the response).
-    let (_, m4) = rewrite_metadata(4, fixtures::metadata_response(5), &ClusterView::new(), &a);
+    // Another Metadata version.
+    let (_, m4) = rewrite_metadata(4, fixtures::metadata_response(5), &view(), &a);
     assert_eq!(leaders(&ma, "orders"), leaders(&m4, "orders"));
     assert_eq!(ma.controller_id, m4.controller_id);
+    // An empty view (racks from the response): brokers it does not rank yet
+    // are placed by the partition hash, still on up nodes in their rack.
+    let (_, empty) = rewrite_metadata(4, fixtures::metadata_response(5), &ClusterView::new(), &a);
+    assert_eq!(ma.controller_id, empty.controller_id);
+    for (partition, leader) in leaders(&empty, "orders") {
+        match partition % 3 {
+            0 => assert!([100, 101].contains(&leader), "rack-a → rack-a node"),
+            1 => assert!([102, 103].contains(&leader), "rack-b → rack-b node"),
+            _ => assert!(UP.contains(&leader)),
+        }
+    }
 }
 
 #[test]
