@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -355,6 +355,51 @@ fn three_sluice_nodes_list_each_group_and_transaction_once() {
 /// from the Sluice node shown as its leader. `known` is in every node's view
 /// (each answered a Metadata request for it); `unseen` is in none until the
 /// tool asks, so its partitions are placed without a known leader.
+/// With as many Sluice nodes as brokers, each node stands for one whole
+/// broker: every partition a broker leads is shown led by the same node, and
+/// no two brokers share a node, so a consumer's fetch to a node goes to one
+/// broker, as its fetch to a broker does directly (see `rewrite/choose.rs`).
+#[test]
+fn three_sluice_nodes_each_stand_for_one_broker() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 3);
+    let topic = unique("whole-brokers");
+    fronted::create_spread_topic(&cluster, &topic, 12);
+    // Read twice around the shown leaders, so that a leader moving between
+    // the reads is retried rather than taken for a wrong placement.
+    let node_of = wait::until(
+        Duration::from_secs(30),
+        &format!("one node per broker for {topic}"),
+        || {
+            let real = cluster.partition_leaders(&topic);
+            let shown = fronted::topic_replicas(&nodes[0], &topic)
+                .ok_or_else(|| "node 0 does not know the topic yet".to_owned())?;
+            if cluster.partition_leaders(&topic) != real {
+                return Err(format!("leaders moved while reading: {real:?}"));
+            }
+            let mut node_of: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+            for (partition, leader) in &real {
+                let (node, _) = shown
+                    .get(partition)
+                    .ok_or_else(|| format!("partition {partition} not shown: {shown:?}"))?;
+                node_of.entry(*leader).or_default().insert(*node);
+            }
+            Ok(node_of)
+        },
+    );
+    assert_eq!(node_of.len(), 3, "leaders on every broker: {node_of:?}");
+    assert!(
+        node_of.values().all(|n| n.len() == 1),
+        "each broker's partitions on one node: {node_of:?}"
+    );
+    let distinct: BTreeSet<&BTreeSet<i32>> = node_of.values().collect();
+    assert_eq!(
+        distinct.len(),
+        3,
+        "no two brokers share a node: {node_of:?}"
+    );
+}
+
 #[test]
 fn three_sluice_nodes_describe_each_partition_log_once() {
     let cluster = Cluster::get(TRIO);
