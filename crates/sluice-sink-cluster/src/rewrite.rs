@@ -62,12 +62,15 @@ pub use api_versions::{codec_versions, intersect_api_versions};
 pub(crate) use configs::refused_answer;
 pub use configs::rewrite_configs_answer;
 
+use std::cell::OnceCell;
+
 use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{CodecError, Response, ResponseKind};
 
 use crate::topology::{ClusterView, ShotoverNode, TopicId};
+
 use choose::{BrokerRanks, Chooser, stable_hash};
 
 /// Why a response could not be rewritten.
@@ -153,8 +156,9 @@ fn node_entries<'n, E: NodeEntry>(nodes: impl IntoIterator<Item = &'n ShotoverNo
 pub struct Rewriter<'a> {
     view: &'a ClusterView,
     chooser: Chooser<'a>,
-    /// Where each real broker stands, for the node shown as a leader.
-    ranks: BrokerRanks<'a>,
+    /// Where each real broker stands, for the node shown as a leader:
+    /// built on first use, since most rewrites show no partition leader.
+    ranks: OnceCell<BrokerRanks<'a>>,
 }
 
 impl<'a> Rewriter<'a> {
@@ -162,12 +166,16 @@ impl<'a> Rewriter<'a> {
     /// `SluiceNodes::snapshot()`) in place of the brokers of `view`.
     pub fn new(view: &'a ClusterView, nodes: &'a [ShotoverNode]) -> Result<Self, RewriteError> {
         let chooser = Chooser::new(nodes).ok_or(RewriteError::NoSluiceNodeUp)?;
-        let ranks = BrokerRanks::new(view);
         Ok(Self {
             view,
             chooser,
-            ranks,
+            ranks: OnceCell::new(),
         })
+    }
+
+    /// Where each real broker of the view stands (see `choose`).
+    fn ranks(&self) -> &BrokerRanks<'a> {
+        self.ranks.get_or_init(|| BrokerRanks::new(self.view))
     }
 
     /// Rewrites a Metadata, FindCoordinator, DescribeCluster or

@@ -175,7 +175,7 @@ impl Rewriter<'_> {
                 let key = self.topic_key(Some(&topic.0), TopicId::NIL);
                 let hash = partition_hash(&key, partition);
                 let shown = match leader {
-                    Some(l) => self.chooser.pick_leader(l, rack, &self.ranks, hash),
+                    Some(l) => self.chooser.pick_leader(l, rack, self.ranks(), hash),
                     None => self.chooser.pick(rack, hash),
                 };
                 (shown.broker_id == local).then_some(((topic, partition), source))

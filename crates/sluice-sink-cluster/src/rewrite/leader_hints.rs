@@ -58,7 +58,7 @@ impl<'r, 'a> LeaderMap<'r, 'a> {
         let node = self
             .rewriter
             .chooser
-            .pick_leader(*leader, rack, &self.rewriter.ranks, hash);
+            .pick_leader(*leader, rack, self.rewriter.ranks(), hash);
         self.named.insert(node.broker_id, node);
         *leader = node.broker_id;
     }

@@ -97,7 +97,8 @@ impl Rewriter<'_> {
         let hash = partition_hash(topic_key, p.index);
         let leader = (p.leader.0 >= 0).then(|| {
             let rack = self.rack_of(*p.leader, listed);
-            self.chooser.pick_leader(*p.leader, rack, &self.ranks, hash)
+            self.chooser
+                .pick_leader(*p.leader, rack, self.ranks(), hash)
         });
         if let Some(leader) = leader {
             *p.leader = leader.broker_id;
