@@ -15,6 +15,7 @@ use sluice_codec::{ApiKey, Response, ResponseKind};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::combine::GATHER_BYTES;
 use super::*;
 use crate::connections::Target;
 use crate::pending::Part;

@@ -1,0 +1,295 @@
+//! When a split fetch's entry has waited enough, and what it sends while
+//! it waits: the answer-early rules of the module doc, applied to the parts
+//! in hand ([`FetchCombine::enough`], [`FetchCombine::wait`]), and the
+//! parts a broker that has answered empty gets for the time left
+//! ([`FetchCombine::refetches`]).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_codec::ResponseKind;
+use tokio::time::Instant;
+
+use super::{
+    Claim, ERROR_WEIGHT, FetchCombine, NewPart, PartMeta, PartitionKey, Source, UpstreamSessions,
+    kept, learn, push_partition, weight,
+};
+use crate::pending::{Part, PartState};
+use crate::split::order::TopicEntry;
+use crate::topology::BrokerId;
+
+impl FetchCombine {
+    /// Learns the broker sessions from the parts that have answered since
+    /// last time (see [`learn`]).
+    pub(crate) fn learn(&mut self, parts: &mut [Part], upstream: &mut UpstreamSessions) {
+        for (part, meta) in parts.iter_mut().zip(self.metas.iter_mut()) {
+            learn(part, meta, upstream);
+        }
+    }
+
+    /// The client's id, for the header of parts sent later.
+    pub(crate) fn client_id(&self) -> Option<Bytes> {
+        self.client_id.clone()
+    }
+
+    /// Whether the entry has waited enough: its deadline has passed, or the
+    /// answers in hand carry `min_bytes` (and, catching up, the parts sent
+    /// with them had their moment: see [`GATHER_BYTES`]). Never for an
+    /// entry without a deadline, which waits for every part.
+    pub(crate) fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
+        self.next_look(parts, now).is_none()
+    }
+
+    /// `None` once the entry has waited [`enough`](Self::enough); else when
+    /// to look again if no part answers first: the deadline, or the end of
+    /// a gathering moment. An entry without a deadline waits for its parts
+    /// alone (the hour is never reached).
+    fn next_look(&self, parts: &mut [Part], now: Instant) -> Option<Instant> {
+        let Some(deadline) = self.deadline else {
+            return Some(now + Duration::from_secs(3600));
+        };
+        if now >= deadline {
+            return None;
+        }
+        let bytes = self.ready_bytes(parts);
+        if bytes < usize::try_from(self.min_bytes).unwrap_or(0) {
+            return Some(deadline);
+        }
+        // Small answers (tailing) and errors go out at once.
+        if !(GATHER_BYTES..ERROR_WEIGHT).contains(&bytes) {
+            return None;
+        }
+        self.gathering(parts, now).map(|until| until.min(deadline))
+    }
+
+    /// The latest moment a part sent within [`GATHER_WINDOW`] of `now` is
+    /// still waited for, if any.
+    fn gathering(&self, parts: &[Part], now: Instant) -> Option<Instant> {
+        parts
+            .iter()
+            .zip(&self.metas)
+            .filter(|(part, _)| part.is_waiting())
+            .map(|(_, meta)| meta.sent_at + GATHER_WINDOW)
+            .filter(|until| *until > now)
+            .max()
+    }
+
+    /// Waits (cancel-safe) until the entry has waited [`enough`](Self::enough),
+    /// or every part has answered, or one more part has.
+    pub(crate) async fn wait(&self, parts: &mut [Part]) {
+        if parts.iter().all(|p| !p.is_waiting()) {
+            return;
+        }
+        if self.deadline.is_none() {
+            for part in parts.iter_mut() {
+                part.wait().await;
+            }
+            return;
+        }
+        let Some(wake) = self.next_look(parts, Instant::now()) else {
+            return;
+        };
+        let waiting: Vec<_> = parts
+            .iter_mut()
+            .filter(|p| p.is_waiting())
+            .map(|p| Box::pin(p.wait()))
+            .collect();
+        tokio::select! {
+            _ = futures::future::select_all(waiting) => {}
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+
+    /// Record bytes the entry would answer with now.
+    fn ready_bytes(&self, parts: &mut [Part]) -> usize {
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
+        let mut bytes: usize = 0;
+        for topic in &self.topics {
+            for plan in &topic.partitions {
+                match &plan.source {
+                    Source::Stashed(data) => bytes = bytes.saturating_add(weight(data)),
+                    Source::Part(index) => {
+                        // A failed part's partitions are answered with an error.
+                        if parts.get(*index).is_some_and(|p| p.error().is_some()) {
+                            bytes = bytes.saturating_add(ERROR_WEIGHT);
+                            continue;
+                        }
+                        let sizes = answers
+                            .entry(*index)
+                            .or_insert_with(|| answer_sizes(parts.get_mut(*index)));
+                        let key = (topic.key.clone(), plan.request.partition);
+                        let size = sizes.as_ref().and_then(|s| s.get(&key));
+                        bytes = bytes.saturating_add(size.copied().unwrap_or(0));
+                    }
+                    Source::Pending | Source::Error(_) => {}
+                }
+            }
+        }
+        bytes
+    }
+
+    /// New parts for the brokers that have nothing out for this entry any
+    /// more but owe it partitions (an adopted part asked other offsets, or a
+    /// part answered them empty), with the time left as their `max_wait_ms`.
+    /// Each is [`commit`](Self::commit)ted once sent.
+    pub(crate) fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
+        let Some(deadline) = self.deadline else {
+            return Vec::new();
+        };
+        let left = deadline.saturating_duration_since(now).as_millis();
+        let left_ms = i32::try_from(left).unwrap_or(i32::MAX);
+        if left_ms <= 0 {
+            return Vec::new();
+        }
+        let busy: HashSet<BrokerId> = parts
+            .iter()
+            .zip(&self.metas)
+            .filter(|(part, _)| part.is_waiting())
+            .map(|(_, meta)| meta.broker)
+            .collect();
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
+        let mut owed = HashSet::new();
+        for (t, topic) in self.topics.iter().enumerate() {
+            for (p, plan) in topic.partitions.iter().enumerate() {
+                let empty = match plan.source {
+                    Source::Pending => true,
+                    Source::Part(index) => {
+                        let sizes = answers
+                            .entry(index)
+                            .or_insert_with(|| answer_sizes(parts.get_mut(index)));
+                        // Answered, without records and without an error.
+                        let key = (topic.key.clone(), plan.request.partition);
+                        sizes
+                            .as_ref()
+                            .is_some_and(|s| s.get(&key).copied().unwrap_or(0) == 0)
+                    }
+                    Source::Stashed(_) | Source::Error(_) => false,
+                };
+                if empty {
+                    owed.insert((t, p));
+                }
+            }
+        }
+        self.new_parts(|slot| owed.contains(&slot), |b| !busy.contains(&b), left_ms)
+    }
+
+    /// One part per free broker (`free`) for the partitions that need one
+    /// (`needs`, by topic and partition slot).
+    pub(super) fn new_parts(
+        &self,
+        needs: impl Fn((usize, usize)) -> bool,
+        free: impl Fn(BrokerId) -> bool,
+        max_wait_ms: i32,
+    ) -> Vec<NewPart> {
+        let mut fresh: Vec<NewPart> = Vec::new();
+        for (t, topic) in self.topics.iter().enumerate() {
+            for (p, plan) in topic.partitions.iter().enumerate() {
+                let Some(broker) = plan.broker.filter(|b| free(*b) && needs((t, p))) else {
+                    continue;
+                };
+                let at = match fresh.iter().position(|n| n.broker == broker) {
+                    Some(at) => at,
+                    None => {
+                        fresh.push(NewPart {
+                            broker,
+                            request: self.base.clone().with_max_wait_ms(max_wait_ms),
+                            claim: Claim {
+                                meta: PartMeta {
+                                    broker,
+                                    version: self.version,
+                                    asked: HashMap::new(),
+                                    sent_in: None,
+                                    learned: false,
+                                    sent_at: Instant::now(),
+                                    may_bring_bytes: 0,
+                                    ahead: false,
+                                },
+                                slots: Vec::new(),
+                            },
+                        });
+                        fresh.len() - 1
+                    }
+                };
+                let Some(new) = fresh.get_mut(at) else {
+                    continue;
+                };
+                push_partition(
+                    &mut new.request,
+                    &topic.topic,
+                    topic.topic_id,
+                    &plan.request,
+                );
+                let key = (topic.key.clone(), plan.request.partition);
+                new.claim.meta.asked.insert(key, plan.request.fetch_offset);
+                new.claim.slots.push((t, p));
+            }
+        }
+        for new in &mut fresh {
+            new.claim.meta.may_bring_bytes = kept::may_bring_bytes(&new.request);
+        }
+        fresh
+    }
+
+    /// Records a sent [`NewPart`] as the entry's next part: its partitions
+    /// wait for it.
+    pub(crate) fn commit(&mut self, mut claim: Claim) {
+        claim.meta.sent_at = Instant::now();
+        let index = self.metas.len();
+        for (t, p) in claim.slots {
+            if let Some(plan) = self.topics.get_mut(t).and_then(|t| t.partitions.get_mut(p)) {
+                plan.source = Source::Part(index);
+            }
+        }
+        self.metas.push(claim.meta);
+    }
+
+    /// What part `index` asked for.
+    pub(crate) fn meta(&self, index: usize) -> Option<&PartMeta> {
+        self.metas.get(index)
+    }
+}
+
+impl Part {
+    /// Whether the part's answer has not arrived.
+    pub(crate) fn is_waiting(&self) -> bool {
+        matches!(self.state, PartState::Waiting(_))
+    }
+}
+
+/// Answers in hand of at least this many bytes mean the client is catching
+/// up rather than tailing: the brokers asked with the one that answered
+/// most likely have data too, a moment away. Waiting for them then (up to
+/// [`GATHER_WINDOW`] after each was sent) answers with all of it at once,
+/// instead of one broker's share per client round trip.
+pub(super) const GATHER_BYTES: usize = 64 * 1024;
+
+/// How long after it was sent a part is waited for by an entry that has
+/// [`GATHER_BYTES`] in hand. A broker with data answers well within it; a
+/// part out longer is waiting for data at its broker.
+const GATHER_WINDOW: Duration = Duration::from_millis(5);
+
+/// Per partition of a part's answer (if it has arrived and decodes): its
+/// [`weight`]; `None` while it is out, or if it failed or is undecodable. A
+/// partition an incremental answer leaves out has no news: weight 0.
+fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, usize>> {
+    let mut sizes = HashMap::new();
+    let Some(Part {
+        state: PartState::Done(Ok(response)),
+        ..
+    }) = part
+    else {
+        return None;
+    };
+    let version = response.api_version();
+    if let Ok(ResponseKind::Fetch(answer)) = response.body() {
+        for topic in &answer.responses {
+            let key = topic.topic_ref(version);
+            for p in &topic.partitions {
+                sizes.insert((key.clone(), p.partition_index), weight(p));
+            }
+        }
+        return Some(sizes);
+    }
+    None
+}
