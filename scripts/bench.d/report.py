@@ -7,7 +7,8 @@ NODES: how many Sluice nodes the process served (BENCH_SLUICE_NODES).
 Rows of RESULTS (tab-separated):
   produce  VIA  <ProducerPerformance's last line>
   consume  VIA  <ConsumerPerformance's last line>
-  cpu      produce|consume  CPU_SECONDS  BYTES       (Sluice's utime+stime over one run through it)
+  reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in pairs)
+  cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
@@ -23,6 +24,7 @@ import sys
 
 path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes = sys.argv[1:]
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
+reread = {}  # VIA -> fetch MB/s of each re-read, in order
 rounds = 0
 for line in open(path):
     f = line.rstrip("\n").split("\t")
@@ -35,11 +37,16 @@ for line in open(path):
             sys.exit(f"cannot read ProducerPerformance output: {f[2]}")
         vals = {"produce MB/s": float(m[2]), "produce avg latency ms": float(m[3]),
                 "produce p99 latency ms": float(m[4])}
-    elif kind == "consume":
+    elif kind in ("consume", "reread"):
         # start, end, MB, MB.sec, nMsg, nMsg.sec, rebalance ms, fetch ms, fetch MB.sec, fetch nMsg.sec
         c = [x.strip() for x in f[2].split(",")]
         if len(c) < 10:
             sys.exit(f"cannot read ConsumerPerformance output: {f[2]}")
+        if int(float(c[4])) != int(records):
+            sys.exit(f"ConsumerPerformance read {c[4]} records, not {records}: {f[2]}")
+        if kind == "reread":
+            reread.setdefault(f[1], []).append(float(c[8]))
+            continue
         vals = {"consume MB/s (fetch time)": float(c[8]), "consumed records": float(c[4])}
     elif kind == "cpu":
         cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
@@ -90,6 +97,17 @@ for phase, target in (("consume", "<= 1.0"), ("produce", "-")):
     if phase in cpu:
         row(f"sluice CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target)
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
+
+pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
+if pairs:
+    section(f"consumer re-reads of one topic ({records} x {size} B): {len(pairs)} pairs, direct and sluice"
+            " back to back; median (each pair's ratio in brackets)")
+    each = "/".join(f"{s / d:.2f}" for d, s in pairs)
+    med = statistics.median(s / d for d, s in pairs)
+    row("consume MB/s (fetch time)", f"{statistics.median(d for d, _ in pairs):.1f}",
+        f"{statistics.median(s for _, s in pairs):.1f}", f"{med:.2f}x ({each})", ">= 0.98x")
+    if "reread" in cpu:
+        row("sluice CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-", "<= 1.0")
 
 if lat:
     tail_rounds = max(len(v) for v in lat.values())
