@@ -28,9 +28,13 @@ impl Drop for OpenGuard {
 
 /// A connection's counters, registered once (by api, on first use) so that
 /// the hot path neither formats labels nor looks metrics up.
+///
+/// Kept as short lists searched in order, not tables indexed by api key: a
+/// client uses a handful of APIs, and an idle connection that asked only
+/// ApiVersions (key 18) should not hold 19 empty slots twice over.
 pub(super) struct ConnectionCounters {
-    requests: Vec<Option<Counter>>,
-    responses: Vec<Option<Counter>>,
+    requests: Vec<(ApiKey, Counter)>,
+    responses: Vec<(ApiKey, Counter)>,
     pub(super) bytes_in: Counter,
     pub(super) bytes_out: Counter,
 }
@@ -56,14 +60,17 @@ impl ConnectionCounters {
     }
 
     fn slot<'a>(
-        slots: &'a mut Vec<Option<Counter>>,
+        slots: &'a mut Vec<(ApiKey, Counter)>,
         name: &'static str,
         api: ApiKey,
     ) -> &'a Counter {
-        let index = usize::try_from(api as i16).unwrap_or(0);
-        if slots.len() <= index {
-            slots.resize_with(index + 1, || None);
-        }
-        slots[index].get_or_insert_with(|| counter!(name, "api" => format!("{api:?}")))
+        let at = match slots.iter().position(|(key, _)| *key == api) {
+            Some(at) => at,
+            None => {
+                slots.push((api, counter!(name, "api" => format!("{api:?}"))));
+                slots.len() - 1
+            }
+        };
+        &slots[at].1
     }
 }
