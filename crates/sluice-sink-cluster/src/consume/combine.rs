@@ -1,7 +1,7 @@
 //! When a split fetch's entry has waited enough, and what it sends while
-//! it waits: the answer-early rules of the module doc, applied to the parts
-//! in hand ([`FetchCombine::enough`], [`FetchCombine::wait`]), and the
-//! parts a broker that has answered empty gets for the time left
+//! it waits: the answer-early rules of `consume`'s module doc, applied to
+//! the parts in hand ([`FetchCombine::enough`], [`FetchCombine::wait`]),
+//! and the parts a broker that has answered empty gets for the time left
 //! ([`FetchCombine::refetches`]).
 
 use std::collections::{HashMap, HashSet};
