@@ -1,8 +1,9 @@
 """Prints scripts/bench's table from its results.tsv (one row per measurement).
 
-    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS NODES
+    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS NODES CPUSTAT
 
 NODES: how many Sluice nodes the process served (BENCH_SLUICE_NODES).
+CPUSTAT: cpustat.py's samples of the machine's CPU time ("EPOCH_MS BUSY IDLE STEAL").
 
 Rows of RESULTS (tab-separated):
   produce  VIA  <ProducerPerformance's last line>
@@ -18,13 +19,38 @@ Rows of RESULTS (tab-separated):
 Targets are printed for comparison only; nothing is asserted.
 """
 
+import os
 import re
 import statistics
 import sys
+from datetime import datetime
 
-path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes = sys.argv[1:]
+path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes, cpustat_path = sys.argv[1:]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+cpustat = [tuple(int(x) for x in line.split()) for line in open(cpustat_path) if len(line.split()) == 4]
+
+
+def machine(c):
+    """The machine's CPU over a ConsumerPerformance run's fetch window (it ends
+    at end.time, c[1], and lasts fetch.time.ms, c[7]): (busy CPU-s, busy share
+    of the CPU time the guest had, steal share), or None without samples."""
+    end = datetime.strptime(c[1], "%Y-%m-%d %H:%M:%S:%f").timestamp() * 1000
+    start = end - float(c[7])
+    inside = [s for s in cpustat if start <= s[0] <= end]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    a, b = inside[0], inside[-1]
+    busy, idle, steal = (b[i] - a[i] for i in (1, 2, 3))
+    if busy + idle <= 0:
+        return None
+    scale = (end - start) / (b[0] - a[0])
+    return busy / CLK_TCK * scale, busy / (busy + idle), steal / (busy + idle + steal)
+
+
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
 reread = {}  # VIA -> fetch MB/s of each re-read, in order
+reread_machine = {}  # VIA -> machine(c) of each re-read, in order
+reread_cpu_s = []  # Sluice's CPU-s over each re-read through it, in order
 rounds = 0
 for line in open(path):
     f = line.rstrip("\n").split("\t")
@@ -46,10 +72,13 @@ for line in open(path):
             sys.exit(f"ConsumerPerformance read {c[4]} records, not {records}: {f[2]}")
         if kind == "reread":
             reread.setdefault(f[1], []).append(float(c[8]))
+            reread_machine.setdefault(f[1], []).append(machine(c))
             continue
         vals = {"consume MB/s (fetch time)": float(c[8]), "consumed records": float(c[4])}
     elif kind == "cpu":
         cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
+        if f[1] == "reread":
+            reread_cpu_s.append(float(f[2]))
         continue
     elif kind == "latency":
         lat.setdefault((f[1], int(f[2]), f[3]), []).append((float(f[4]), float(f[5]), float(f[6]), int(f[7])))
@@ -108,6 +137,19 @@ if pairs:
         f"{statistics.median(s for _, s in pairs):.1f}", f"{med:.2f}x ({each})", ">= 0.98x")
     if "reread" in cpu:
         row("sluice CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-", "<= 1.0")
+    windows = {via: [m for m in reread_machine.get(via, []) if m] for via in ("direct", "sluice")}
+    if windows["direct"] and windows["sluice"]:
+
+        def busy(via):
+            ms = windows[via]
+            return (f"{100 * statistics.median(m[1] for m in ms):.0f}%"
+                    f" ({100 * statistics.median(m[2] for m in ms):.0f}%)")
+
+        row("machine busy in the fetch windows (steal)", busy("direct"), busy("sluice"))
+        caps = [m[0] / (m[0] + s) for m, s in zip(reread_machine.get("direct", []), reread_cpu_s) if m]
+        if caps:
+            row("ceiling if saturated: C/(C+S)", "-", "-",
+                f"{statistics.median(caps):.2f}x ({'/'.join(f'{c:.2f}' for c in caps)})")
 
 if lat:
     tail_rounds = max(len(v) for v in lat.values())
