@@ -1,6 +1,6 @@
 """Prints scripts/bench's table from its results.tsv (one row per measurement).
 
-    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS NODES CPUSTAT
+    report.py RESULTS IDLE_RSS_KB PEAK_RSS_KB RECORDS RECORD_SIZE TAIL_SECS WARMUP_SECS IDLE_SECS NODES CPUSTAT REREAD_RECORDS
 
 NODES: how many Sluice nodes the process served (BENCH_SLUICE_NODES).
 CPUSTAT: cpustat.py's samples of the machine's CPU time ("EPOCH_MS BUSY IDLE STEAL").
@@ -10,6 +10,7 @@ Rows of RESULTS (tab-separated):
   consume  VIA  <ConsumerPerformance's last line>
   reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in pairs)
   cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
+  cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
@@ -25,7 +26,7 @@ import statistics
 import sys
 from datetime import datetime
 
-path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes, cpustat_path = sys.argv[1:]
+path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes, cpustat_path, reread_records = sys.argv[1:]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 cpustat = [tuple(int(x) for x in line.split()) for line in open(cpustat_path) if len(line.split()) == 4]
 
@@ -50,7 +51,7 @@ def machine(c):
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
 reread = {}  # VIA -> fetch MB/s of each re-read, in order
 reread_machine = {}  # VIA -> machine(c) of each re-read, in order
-reread_cpu_s = []  # Sluice's CPU-s over each re-read through it, in order
+reread_cpu_s = {"reread": [], "reread-relay": []}  # CPU-s of Sluice / the relay over each re-read through it
 rounds = 0
 for line in open(path):
     f = line.rstrip("\n").split("\t")
@@ -68,8 +69,9 @@ for line in open(path):
         c = [x.strip() for x in f[2].split(",")]
         if len(c) < 10:
             sys.exit(f"cannot read ConsumerPerformance output: {f[2]}")
-        if int(float(c[4])) != int(records):
-            sys.exit(f"ConsumerPerformance read {c[4]} records, not {records}: {f[2]}")
+        want = reread_records if kind == "reread" else records
+        if int(float(c[4])) != int(want):
+            sys.exit(f"ConsumerPerformance read {c[4]} records, not {want}: {f[2]}")
         if kind == "reread":
             reread.setdefault(f[1], []).append(float(c[8]))
             reread_machine.setdefault(f[1], []).append(machine(c))
@@ -77,8 +79,8 @@ for line in open(path):
         vals = {"consume MB/s (fetch time)": float(c[8]), "consumed records": float(c[4])}
     elif kind == "cpu":
         cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
-        if f[1] == "reread":
-            reread_cpu_s.append(float(f[2]))
+        if f[1] in reread_cpu_s:
+            reread_cpu_s[f[1]].append(float(f[2]))
         continue
     elif kind == "latency":
         lat.setdefault((f[1], int(f[2]), f[3]), []).append((float(f[4]), float(f[5]), float(f[6]), int(f[7])))
@@ -129,8 +131,8 @@ row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_k
 
 pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
 if pairs:
-    section(f"consumer re-reads of one topic ({records} x {size} B): {len(pairs)} pairs, direct and sluice"
-            " back to back; median (each pair's ratio in brackets)")
+    section(f"consumer re-reads of one topic ({reread_records} x {size} B): {len(pairs)} passes, direct and sluice"
+            " back to back, and a bare relay; median (each pass's ratio in brackets)")
     each = "/".join(f"{s / d:.2f}" for d, s in pairs)
     med = statistics.median(s / d for d, s in pairs)
     row("consume MB/s (fetch time)", f"{statistics.median(d for d, _ in pairs):.1f}",
@@ -146,10 +148,18 @@ if pairs:
                     f" ({100 * statistics.median(m[2] for m in ms):.0f}%)")
 
         row("machine busy in the fetch windows (steal)", busy("direct"), busy("sluice"))
-        caps = [m[0] / (m[0] + s) for m, s in zip(reread_machine.get("direct", []), reread_cpu_s) if m]
+        caps = [m[0] / (m[0] + s) for m, s in zip(reread_machine.get("direct", []), reread_cpu_s["reread"]) if m]
         if caps:
             row("ceiling if saturated: C/(C+S)", "-", "-",
                 f"{statistics.median(caps):.2f}x ({'/'.join(f'{c:.2f}' for c in caps)})")
+    relayed = list(zip(reread.get("direct", []), reread.get("relay", [])))
+    if relayed:
+        each = "/".join(f"{r / d:.2f}" for d, r in relayed)
+        row("bare splice relay instead of sluice: consume MB/s", f"{statistics.median(d for d, _ in relayed):.1f}",
+            f"{statistics.median(r for _, r in relayed):.1f}",
+            f"{statistics.median(r / d for d, r in relayed):.2f}x ({each})")
+    if "reread-relay" in cpu:
+        row("bare splice relay CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread-relay']):.2f}")
 
 if lat:
     tail_rounds = max(len(v) for v in lat.values())
