@@ -8,7 +8,7 @@ CPUSTAT: cpustat.py's samples of the machine's CPU time ("EPOCH_MS BUSY IDLE STE
 Rows of RESULTS (tab-separated):
   produce  VIA  <ProducerPerformance's last line>
   consume  VIA  <ConsumerPerformance's last line>
-  reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in pairs)
+  reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in passes)
   cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
   cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
@@ -51,7 +51,7 @@ def machine(c):
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
 reread = {}  # VIA -> fetch MB/s of each re-read, in order
 reread_machine = {}  # VIA -> machine(c) of each re-read, in order
-reread_cpu_s = {"reread": [], "reread-relay": []}  # CPU-s of Sluice / the relay over each re-read through it
+reread_cpu_s = []  # Sluice's CPU-s over each re-read through it, in order
 rounds = 0
 for line in open(path):
     f = line.rstrip("\n").split("\t")
@@ -79,8 +79,8 @@ for line in open(path):
         vals = {"consume MB/s (fetch time)": float(c[8]), "consumed records": float(c[4])}
     elif kind == "cpu":
         cpu.setdefault(f[1], []).append(float(f[2]) / (float(f[3]) / 1e9))
-        if f[1] in reread_cpu_s:
-            reread_cpu_s[f[1]].append(float(f[2]))
+        if f[1] == "reread":
+            reread_cpu_s.append(float(f[2]))
         continue
     elif kind == "latency":
         lat.setdefault((f[1], int(f[2]), f[3]), []).append((float(f[4]), float(f[5]), float(f[6]), int(f[7])))
@@ -148,7 +148,7 @@ if pairs:
                     f" ({100 * statistics.median(m[2] for m in ms):.0f}%)")
 
         row("machine busy in the fetch windows (steal)", busy("direct"), busy("sluice"))
-        caps = [m[0] / (m[0] + s) for m, s in zip(reread_machine.get("direct", []), reread_cpu_s["reread"]) if m]
+        caps = [m[0] / (m[0] + s) for m, s in zip(reread_machine.get("direct", []), reread_cpu_s) if m]
         if caps:
             row("ceiling if saturated: C/(C+S)", "-", "-",
                 f"{statistics.median(caps):.2f}x ({'/'.join(f'{c:.2f}' for c in caps)})")
