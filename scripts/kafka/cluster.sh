@@ -16,6 +16,7 @@
 #   B+10i+2 SSL             (mTLS, ssl.client.auth=required, principal = certificate CN)
 #   B+10i+3 CONTROLLER      (SSL, broker certificate)
 #   B+10i+4 INTERNAL        (SSL, inter-broker, broker certificate => User:broker)
+#   B+10i+5 RELAY           (only with SLUICE_KAFKA_RELAY_LISTENER=1; see below)
 #
 # State: ${SLUICE_STATE_DIR:-<repo>/.sluice}/clusters/NAME (see README.md here).
 # Environment:
