@@ -152,7 +152,8 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
 
 /// Runs every source until shutdown and waits, bounded, for them to drain
 /// (`stop`: the first signal; `shutdown`: the drain, after the leave). A
-/// source that fails (or stops on its own) shuts the others down at once.
+/// source that fails, or stops on its own before any signal, shuts the
+/// others down at once.
 async fn run_sources(
     sources: Vec<(String, KafkaSource)>,
     [stop, shutdown]: [&CancellationToken; 2],
@@ -187,7 +188,11 @@ async fn run_sources(
         };
         let Some(joined) = joined else { break };
         let failure = match joined {
-            Ok((name, Ok(()))) if shutdown.is_cancelled() => {
+            // A source returns once it stops accepting and its last
+            // connection has closed: on an idle node that is right after
+            // the first signal, before the leave is over and `shutdown` is
+            // cancelled. Only a source that stops before any signal failed.
+            Ok((name, Ok(()))) if stop.is_cancelled() || shutdown.is_cancelled() => {
                 info!(source = %name, "source stopped");
                 None
             }

@@ -187,14 +187,24 @@ sources:
 
     #[test]
     fn cluster_sink_with_a_bad_contact_point_fails_to_build() {
+        // The config layer refuses it, naming the file and the field.
         let yaml = CLUSTER.replace("127.0.0.1:29092", "no-port");
-        let t = Topology::parse(&yaml, Path::new("t.yaml"));
-        // The config layer may already refuse it; if not, the builder must.
-        if let Ok(t) = t {
-            let SourceConfig::Kafka(k) = &t.sources[0];
-            let e = build_chain(k).unwrap_err();
-            assert!(format!("{e:#}").contains("first_contact_points"), "{e:#}");
-        }
+        let e = Topology::parse(&yaml, Path::new("t.yaml")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("t.yaml"), "{text}");
+        assert!(text.contains("first_contact_points"), "{text}");
+        // A config that skipped validation is still refused by the builder,
+        // which names the address it could not read.
+        let mut t = Topology::parse(CLUSTER, Path::new("t.yaml")).unwrap();
+        let SourceConfig::Kafka(k) = &mut t.sources[0];
+        let Some(TransformConfig::KafkaSinkCluster(cfg)) = k.chain.last_mut() else {
+            panic!("the chain ends in a cluster sink");
+        };
+        cfg.first_contact_points = vec!["no-port".into()];
+        let e = build_chain(k)
+            .err()
+            .expect("a contact point without a port is refused");
+        assert!(format!("{e:#}").contains("no-port"), "{e:#}");
     }
 
     #[test]

@@ -249,6 +249,65 @@ fn sigterm_drains_and_exits_zero() {
     assert_eq!(status.code(), Some(0), "{status}");
 }
 
+/// A one-node `KafkaSinkCluster` topology; its contact point has no broker,
+/// which an idle node never notices.
+fn cluster_source(listen_addr: &str) -> String {
+    format!(
+        "sources:\n  - Kafka:\n      name: \"kafka\"\n      listen_addr: \"{listen_addr}\"\n      \
+         chain:\n        - KafkaSinkCluster:\n            shotover_nodes:\n              \
+         - address_for_clients: \"{listen_addr}\"\n                \
+         address_for_peers: \"{listen_addr}\"\n                rack: \"rack0\"\n                \
+         broker_id: 0\n            local_shotover_broker_id: 0\n            \
+         first_contact_points: [\"127.0.0.1:9\"]\n            connect_timeout_ms: 3000\n"
+    )
+}
+
+/// Stops an idle node with SIGTERM `times` times; every stop must exit 0.
+/// An idle source returns as soon as it stops accepting, which can come
+/// before the drain begins: that is a normal stop, not a failure.
+fn idle_stops_exit_zero(tag: &str, topology: impl Fn(&str) -> String, times: usize) {
+    let dir = Scratch::new(tag);
+    for round in 1..=times {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let (topology, config) = dir.files(&topology(&addr));
+        let mut sluice = Running::start(sluice(&topology, &config));
+        sluice.wait_for_line(&["sluice started"]);
+        sluice.signal("TERM");
+        let status = sluice.wait(Duration::from_secs(10));
+        if status.code() != Some(0) {
+            // The log lines up to the exit, for the failure message.
+            let log: Vec<String> = sluice.lines.try_iter().collect();
+            panic!(
+                "stop {round} of {times} exited {status}; log:\n{}",
+                log.join("\n")
+            );
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+#[test]
+fn sigterm_to_an_idle_cluster_node_exits_zero_every_time() {
+    idle_stops_exit_zero("idle-cluster", cluster_source, 20);
+}
+
+#[test]
+fn sigterm_to_an_idle_single_node_exits_zero_every_time() {
+    let single = |addr: &str| {
+        single_source(
+            addr,
+            "            destination_address: \"127.0.0.1:9\"\n            connect_timeout_ms: 3000\n",
+        )
+    };
+    idle_stops_exit_zero("idle-single", single, 20);
+}
+
 /// ApiVersions v0 with correlation id 1 and a null client id.
 const API_VERSIONS_V0: [u8; 14] = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
 

@@ -447,3 +447,30 @@ fn three_sluice_nodes_describe_each_partition_log_once() {
         );
     }
 }
+
+/// SIGTERM to a node serving clients (a producer and a consumer) drains and
+/// exits 0, each time: a node with no other node to send its clients to
+/// drains at once, and its source stops once the last connection closes.
+#[test]
+fn sigterm_to_a_node_with_clients_exits_zero() {
+    use sluice_testkit::delivery::{self, ProducerRun};
+    const WAIT: Duration = Duration::from_secs(60);
+    let cluster = Cluster::get(TRIO);
+    let topic = unique("sigterm");
+    fronted::create_spread_topic(&cluster, &topic, 3);
+    for round in 1..=3 {
+        let (mut sluice, listen) = fronted::start_one(sluice_bin(), &cluster);
+        let mut producer = ProducerRun::idempotent(1_000_000, 100).start(&cluster, &listen, &topic);
+        let mut consumer = delivery::start_consumer(&cluster, &listen, &topic, &unique("sigterm"));
+        delivery::wait_assigned(&mut consumer, 3, WAIT);
+        delivery::wait_acked(&mut producer, 50, WAIT);
+        let status = sluice.terminate(WAIT);
+        let log = sluice.log();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "round {round}: sluice exited {status}; log:\n{log}"
+        );
+        assert!(!log.contains("unexpectedly"), "round {round}; log:\n{log}");
+    }
+}
