@@ -201,9 +201,9 @@ sources:
             panic!("the chain ends in a cluster sink");
         };
         cfg.first_contact_points = vec!["no-port".into()];
-        let e = build_chain(k)
-            .err()
-            .expect("a contact point without a port is refused");
+        let Err(e) = build_chain(k) else {
+            panic!("a contact point without a port is refused");
+        };
         assert!(format!("{e:#}").contains("no-port"), "{e:#}");
     }
 
