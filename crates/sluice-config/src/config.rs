@@ -53,13 +53,13 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), FieldError> {
-        validate::non_empty("main_log_level", &self.main_log_level)?;
         if self.main_log_level.chars().any(char::is_whitespace) {
             return Err(FieldError::new(
                 "main_log_level",
                 "must not contain spaces: write directives like `info,sluice=debug`",
             ));
         }
+        validate::log_filter("main_log_level", &self.main_log_level)?;
         self.observability_addr()?;
         Ok(())
     }
@@ -107,6 +107,29 @@ mod tests {
     fn empty_log_level_is_rejected() {
         let e = parse("main_log_level: \"\"\n").unwrap_err();
         assert_eq!(e.field(), Some("main_log_level"));
+    }
+
+    #[test]
+    fn a_log_level_tracing_would_read_as_a_target_is_rejected() {
+        for bad in [
+            "warning",
+            "inf0",
+            "info,sluice=loud",
+            "info,,debug",
+            "sluice",
+        ] {
+            let e = parse(&format!("main_log_level: \"{bad}\"\n")).unwrap_err();
+            assert_eq!(e.field(), Some("main_log_level"), "{bad}: {e}");
+            assert!(e.to_string().starts_with("config.yaml: "), "{e}");
+        }
+        for good in [
+            "info",
+            "WARN",
+            "info,sluice=debug",
+            "off,sluice_sink_cluster=trace",
+        ] {
+            parse(&format!("main_log_level: \"{good}\"\n")).unwrap();
+        }
     }
 
     #[test]

@@ -33,6 +33,63 @@ pub(crate) fn address(field: &str, value: &str, port_zero: bool) -> Result<HostP
     Ok(hp)
 }
 
+/// `value` must be an address clients can connect to: `host:port` with a
+/// non-zero port and a host that is not the unspecified address (`0.0.0.0`
+/// or `::` binds every interface, but a client told to connect there reaches
+/// only itself; Kafka refuses it in `advertised.listeners` for that reason).
+pub(crate) fn advertised_address(field: &str, value: &str) -> Result<HostPort, FieldError> {
+    let hp = address(field, value, false)?;
+    if hp
+        .host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "invalid address `{value}`: clients cannot connect to an unspecified address; \
+                 give the host or IP address clients reach this node at"
+            ),
+        ));
+    }
+    Ok(hp)
+}
+
+/// The log levels a filter directive may name (`tracing`'s, any case).
+const LOG_LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// `value` must be a log filter whose every directive names a level:
+/// `level` or `target=level`, comma-separated, e.g. `info,sluice=debug`.
+/// `tracing`'s own parser reads a bare word such as `warning` as a target
+/// with every level enabled, which silences everything else: an operator
+/// who wrote `warning` would get no log at all.
+pub(crate) fn log_filter(field: &str, value: &str) -> Result<(), FieldError> {
+    non_empty(field, value)?;
+    for directive in value.split(',') {
+        let directive = directive.trim();
+        if directive.is_empty() {
+            return Err(FieldError::new(
+                field,
+                format!("empty directive in `{value}`"),
+            ));
+        }
+        let level = directive
+            .rsplit_once('=')
+            .map_or(directive, |(_, level)| level);
+        if !LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level)) {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "`{directive}` names no log level: write `level` or `target=level`, \
+                     with a level of {}",
+                    LOG_LEVELS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Each element of `values` must be `host:port` with a non-zero port.
 pub(crate) fn addresses(field: &str, values: &[String]) -> Result<(), FieldError> {
     if values.is_empty() {

@@ -253,7 +253,7 @@ impl TryFrom<ShotoverNodeFile> for ShotoverNodeConfig {
 impl ShotoverNodeConfig {
     /// Checks both addresses, the rack and the broker id.
     fn check(&self) -> Result<(), FieldError> {
-        validate::address("address_for_clients", &self.address_for_clients, false)?;
+        validate::advertised_address("address_for_clients", &self.address_for_clients)?;
         validate::address("address_for_peers", &self.address_for_peers, false)?;
         validate::non_empty("rack", &self.rack)?;
         if self.broker_id < 0 {

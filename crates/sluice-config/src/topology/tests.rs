@@ -556,6 +556,17 @@ fn cluster_rules() {
         &format!("{sink}.first_contact_points"),
         "at least one",
     );
+    for unspecified in ["0.0.0.0:9192", "[::]:9192"] {
+        let yaml = cluster_yaml(&certs, 15, 0).replace(
+            "address_for_clients: \"127.0.0.1:9192\"",
+            &format!("address_for_clients: \"{unspecified}\""),
+        );
+        assert_err(
+            &err(&yaml),
+            &format!("{sink}.shotover_nodes[1].address_for_clients"),
+            "clients cannot connect to an unspecified address",
+        );
+    }
     let bad_contact = cluster_yaml(&certs, 15, 0).replace("172.16.1.2:9092", "172.16.1.2");
     assert_err(
         &err(&bad_contact),
