@@ -75,7 +75,14 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
-            eprintln!("error: {e:#}");
+            // A JSON log stream already carries the error as a JSON line; a
+            // plain-text line there would break its readers. Without a
+            // logger (it failed to start), stderr is the only place left.
+            let logged_as_json =
+                cli.log_format == cli::LogFormat::Json && tracing::dispatcher::has_been_set();
+            if !logged_as_json {
+                eprintln!("error: {e:#}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -147,6 +147,36 @@ fn bad_listen_address_fails_before_binding() {
 }
 
 #[test]
+fn a_json_log_stream_stays_json_when_sluice_fails() {
+    // The listen address is taken: binding fails after logging started.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = Scratch::new("json-failure");
+    let (topology, config) = dir.files(&single_source(
+        &addr,
+        "            destination_port: 9092\n            connect_timeout_ms: 3000\n",
+    ));
+    let mut cmd = sluice(&topology, &config);
+    cmd.arg("--log-format").arg("json");
+    let out = run(cmd);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().chain(stderr.lines()).collect();
+    for line in &lines {
+        assert!(
+            serde_json::from_str::<serde_json::Value>(line).is_ok(),
+            "a line that is not JSON: {line}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"ERROR\"") && l.contains(&addr)),
+        "the failure is logged as JSON, naming the address: {lines:?}"
+    );
+}
+
+#[test]
 fn missing_config_file_is_named() {
     let dir = Scratch::new("missing-config");
     let (topology, _) = dir.files(&single_source(
