@@ -333,9 +333,76 @@ fn check_limits(deployment: &Value, topology: &Topology) {
         .iter()
         .position(|a| *a == "--leave-timeout-secs")
         .map_or(10, |i| args[i + 1].parse().unwrap());
+    check_user(&at, pod);
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
     assert!(
         grace > leave + drain + SHUTDOWN_GRACE_SECS,
         "{at}: terminationGracePeriodSeconds {grace} must exceed the leave ({leave} s), the drain ({drain} s) and {SHUTDOWN_GRACE_SECS} s"
+    );
+}
+
+/// `runAsNonRoot` comes with a numeric user: the kubelet cannot check that a
+/// user given by name in the image is not root, and refuses to start it.
+fn check_user(at: &str, pod: &Value) {
+    let container = &seq(&pod["containers"])[0];
+    let field = |key: &str| {
+        container["securityContext"][key]
+            .as_u64()
+            .or_else(|| pod["securityContext"][key].as_u64())
+    };
+    let non_root = container["securityContext"]["runAsNonRoot"]
+        .as_bool()
+        .or_else(|| pod["securityContext"]["runAsNonRoot"].as_bool());
+    if non_root == Some(true) {
+        let user = field("runAsUser");
+        assert!(
+            user.is_some_and(|u| u > 0),
+            "{at}: runAsNonRoot needs a numeric, non-zero runAsUser, found {user:?}"
+        );
+    }
+}
+
+/// The image's `USER` is numeric (`uid:gid`), for the same reason, and
+/// `docker stop`'s suggested timeout covers the systemd unit's leave,
+/// drain and grace, as its `TimeoutStopSec` does.
+#[test]
+fn the_image_runs_as_a_numeric_user_and_stops_in_time() {
+    let root = sluice_testkit::repo_root();
+    let dockerfile = std::fs::read_to_string(root.join("deploy/docker/Dockerfile")).unwrap();
+    let user = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("the Dockerfile sets USER");
+    assert!(
+        user.split(':')
+            .all(|id| id.trim().parse::<u32>().is_ok_and(|n| n > 0)),
+        "USER must be numeric and not root, found `{user}`"
+    );
+    let unit = std::fs::read_to_string(root.join("deploy/systemd/sluice.service")).unwrap();
+    // The first `flag` followed by a number (comments name flags too).
+    let secs = |text: &str, flag: &str| -> u64 {
+        text.match_indices(flag)
+            .find_map(|(at, _)| {
+                let digits: String = text[at + flag.len()..]
+                    .trim_start_matches([' ', '='])
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            })
+            .unwrap_or_else(|| panic!("no {flag} with a number"))
+    };
+    let needed = secs(&unit, "--leave-timeout-secs")
+        + secs(&unit, "--drain-timeout-secs")
+        + SHUTDOWN_GRACE_SECS;
+    let systemd = secs(&unit, "TimeoutStopSec");
+    let docker = secs(&dockerfile, "--stop-timeout");
+    assert!(
+        systemd > needed,
+        "TimeoutStopSec {systemd} must exceed {needed}"
+    );
+    assert!(
+        docker > needed,
+        "docker --stop-timeout {docker} must exceed {needed}"
     );
 }
