@@ -333,7 +333,7 @@ fn check_limits(deployment: &Value, topology: &Topology) {
         .iter()
         .position(|a| *a == "--leave-timeout-secs")
         .map_or(10, |i| args[i + 1].parse().unwrap());
-    check_user(&at, pod);
+    check_user(at, pod);
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
     assert!(
         grace > leave + drain + SHUTDOWN_GRACE_SECS,
