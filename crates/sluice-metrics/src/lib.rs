@@ -133,6 +133,8 @@ pub mod names {
     /// Gauge: brokers that answered the sink's latest readiness probe.
     /// Labels: `sink`.
     pub const SINK_BROKERS_REACHABLE: &str = "sluice_sink_brokers_reachable";
+    /// Gauge, always 1: which build is running. Labels: `version`, `commit`.
+    pub const BUILD_INFO: &str = "sluice_build_info";
 
     /// Every name above, for the tests that hold the metrics reference and
     /// the dashboard to what Sluice exports.
@@ -170,7 +172,13 @@ pub mod names {
         TLS_CERTIFICATE_EXPIRY,
         SINK_READY,
         SINK_BROKERS_REACHABLE,
+        BUILD_INFO,
     ];
+}
+
+/// Sets [`names::BUILD_INFO`] for this binary's `version` and `commit`.
+pub fn record_build_info(version: &'static str, commit: &'static str) {
+    metrics::gauge!(names::BUILD_INFO, "version" => version, "commit" => commit).set(1.0);
 }
 
 /// The endpoint could not start.

@@ -8,9 +8,17 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// The version and the commit the binary was built from (see `build.rs`).
+pub(crate) const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SLUICE_COMMIT"),
+    ")"
+);
+
 /// Sluice: a Kafka-protocol proxy, configured like shotover-proxy.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version)]
+#[command(name = "sluice", version = VERSION)]
 pub(crate) struct Cli {
     /// The topology file: sources and their chains.
     #[arg(long, global = true, default_value = "config/topology.yaml")]

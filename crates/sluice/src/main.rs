@@ -116,6 +116,7 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
     let _stop_background = background.clone().drop_guard();
     if let Some(addr) = metrics_addr {
         sluice_metrics::install_prometheus(addr, Arc::clone(&status) as _)?;
+        sluice_metrics::record_build_info(env!("CARGO_PKG_VERSION"), env!("SLUICE_COMMIT"));
         info!(%addr, "observability endpoint listening: /metrics, /health, /ready");
         // Probes only where someone can read their verdict.
         let sinks = wired
@@ -151,6 +152,7 @@ async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
     status.set_serving();
     info!(
         version = env!("CARGO_PKG_VERSION"),
+        commit = env!("SLUICE_COMMIT"),
         sources = sources.len(),
         "sluice started"
     );

@@ -438,3 +438,21 @@ fn validate_config_checks_the_memory_bound_fields() {
         "{stderr}"
     );
 }
+
+#[test]
+fn version_names_the_commit() {
+    let out = run({
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.arg("--version");
+        cmd
+    });
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let expected = format!("sluice {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(stdout.starts_with(&expected), "{stdout}");
+    let commit = stdout[expected.len()..].trim_end().trim_end_matches(')');
+    assert!(
+        commit == "unknown" || commit.chars().take(12).all(|c| c.is_ascii_hexdigit()),
+        "a commit id or `unknown`: {stdout}"
+    );
+}

@@ -129,6 +129,14 @@ fn health_and_ready_are_200_in_front_of_a_running_cluster() {
             "{sink} reachable brokers"
         );
     }
+    assert_eq!(
+        sluice.metric(
+            names::BUILD_INFO,
+            &[&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0,
+        "the build is named"
+    );
     let (status, body) = sluice.http("/nope");
     assert_eq!(status, 404, "{body}");
     // The probe logs nothing at WARN once ready, and Sluice serves clients.
