@@ -1,5 +1,5 @@
-//! `pipeline-fetch`: the hostile consumer of issue #11. It asks for a lot
-//! and never reads.
+//! `pipeline-fetch`: a hostile consumer that asks for a lot and never
+//! reads (the memory phase of `scripts/bench`).
 //!
 //! On one connection to the bootstrap address (a Sluice node that fronts
 //! the cluster, so it leads every partition it shows) it sends ApiVersions

@@ -1,4 +1,4 @@
-//! A rolling restart of three Sluice nodes (issue 12 part 7) against the
+//! A rolling restart of three Sluice nodes (each leaves, then drains) against the
 //! real 3-node cluster (`trio`), under Kafka's `VerifiableProducer`
 //! (idempotent, acks=all), a `VerifiableConsumer` in a group (classic
 //! protocol, committing after each poll) and a librdkafka consumer in a

@@ -1,5 +1,4 @@
-//! Hostile clients (issue #11, part 5) against the real 3-node cluster
-//! (`trio`).
+//! Hostile clients against the real 3-node cluster (`trio`).
 //!
 //! One Sluice process (KafkaSinkCluster in front of trio) with three
 //! sources: `kafka`, plaintext, where the well-behaved clients run and most

@@ -275,7 +275,7 @@ fn assert_brokers_saw_no_expired_session(cluster: &Cluster, marks: &[usize]) {
     );
 }
 
-/// `acks=0` through token rotations (issue #12 part 3): 6,000 records at
+/// `acks=0` through token rotations: 6,000 records at
 /// 200/s, tokens of 10 s replaced every 5 s, each rotation replacing the
 /// producer's broker connections while sends are queued on them. Every
 /// record reaches the log: the topic's offsets add up to what was sent.

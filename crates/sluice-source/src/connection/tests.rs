@@ -551,8 +551,8 @@ async fn requests_read_together_wait_in_the_buffer_while_the_budget_is_full() {
 }
 
 /// Every open connection's task holds `Client::run`'s future for the
-/// connection's life, so its size is paid per idle connection (issue #11's
-/// memory target). The TLS path and the states of a request in flight are
+/// connection's life, so its size is paid per idle connection (the target
+/// of 1,000 idle connections in 24 MiB, `docs/performance.md`). The TLS path and the states of a request in flight are
 /// boxed; inline they made the future 7.8 KiB in a release build.
 #[tokio::test]
 async fn an_idle_plaintext_connection_future_stays_small() {
