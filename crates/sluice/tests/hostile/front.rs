@@ -385,7 +385,7 @@ pub(crate) fn hoard_topic(cluster: &Cluster, addr: &str, per_partition: usize) -
 }
 
 /// A sessionless Fetch of every partition of `topic` from offset 0, up to
-/// 50 MiB (as in the measurement).
+/// 50 MiB (as the bench's pipelining client asks).
 pub(crate) fn fetch_all(topic: &str) -> RequestKind {
     let partitions = (0..3)
         .map(|p| {
