@@ -552,8 +552,9 @@ async fn requests_read_together_wait_in_the_buffer_while_the_budget_is_full() {
 
 /// Every open connection's task holds `Client::run`'s future for the
 /// connection's life, so its size is paid per idle connection (the target
-/// of 1,000 idle connections in 24 MiB, `docs/performance.md`). The TLS path and the states of a request in flight are
-/// boxed; inline they made the future 7.8 KiB in a release build.
+/// of 1,000 idle connections in 24 MiB, `docs/performance.md`). The TLS
+/// path and the states of a request in flight are boxed; inline they make
+/// the future 7.8 KiB in a release build.
 #[tokio::test]
 async fn an_idle_plaintext_connection_future_stays_small() {
     // Unoptimized builds lay futures out larger than release builds; the
