@@ -643,6 +643,59 @@ mod sessions {
             "a new session gets a new id"
         );
     }
+    #[test]
+    fn a_full_fetch_naming_an_unknown_session_is_served() {
+        // A Java client whose connection dropped asks (S, 0) on the next one.
+        let mut sessions = ClientSessions::default();
+        let (full, reply) = sessions
+            .apply(&in_session(7, 0, &[(0, 1), (1, 2)]), VERSION)
+            .expect("a full fetch opens a new session whatever id it names");
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened: {reply:?}");
+        };
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 1), (1, 2)]);
+        assert!(sessions.apply(&in_session(id, 1, &[]), VERSION).is_ok());
+
+        let (full, reply) = sessions
+            .apply(&in_session(99, -1, &[(0, 5)]), VERSION)
+            .expect("a sessionless full fetch is served whatever id it names");
+        assert_eq!(reply, SessionReply::None);
+        let full = full.unwrap();
+        assert_eq!((full.session_id, full.session_epoch), (0, -1));
+        assert_eq!(offsets(&full), vec![(0, 5)]);
+        assert!(
+            sessions.apply(&in_session(id, 2, &[]), VERSION).is_ok(),
+            "closing another id leaves the open session alone"
+        );
+    }
+
+    #[test]
+    fn a_sessionless_fetch_leaves_the_open_session_alone() {
+        let mut sessions = ClientSessions::default();
+        let (_, reply) = sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened");
+        };
+        let (plain, reply) = sessions.apply(&fetch(&[(1, 3)], 1), VERSION).unwrap();
+        assert!(plain.is_none() && reply == SessionReply::None);
+        let (full, reply) = sessions
+            .apply(&in_session(id, 1, &[]), VERSION)
+            .expect("the session a sessionless fetch does not name stays open");
+        assert_eq!(reply, SessionReply::Incremental(id));
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn an_incremental_fetch_without_a_session_id_is_unknown() {
+        let mut sessions = ClientSessions::default();
+        sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let nameless = sessions.apply(&in_session(0, 1, &[(0, 2)]), VERSION);
+        assert_eq!(nameless.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+    }
 }
 
 mod upstream {
