@@ -29,7 +29,8 @@
 //! asked for at the offset the client asks again. A parked part whose answer
 //! arrives between two fetches has its partitions' data *stashed*; a fetch
 //! takes a stashed partition if it asks for it at the same offset, and drops
-//! it if it asks at another. A stashed partition the client leaves out (it
+//! it if it asks at another. "The same offset" is the same [`Position`]:
+//! offset, leader epoch and isolation level all match. A stashed partition the client leaves out (it
 //! still buffers records of it) waits for a later fetch, for at most
 //! [`STASH_KEEP`]. So each partition's records start exactly where the
 //! client asked (none twice, none skipped), and a broker has at most one of
@@ -119,23 +120,46 @@ impl Marks {
     };
 }
 
+/// Where a part asked for a partition. Its answer serves a later fetch of
+/// the partition only at the same position: the same offset, and also the
+/// same leader epoch (an answer at an older one may carry a stale
+/// FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER) and isolation level (a
+/// read_uncommitted answer holds records past the last stable offset and no
+/// aborted transactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Position {
+    fetch_offset: i64,
+    current_leader_epoch: i32,
+    isolation_level: i8,
+}
+
+impl Position {
+    /// Where `p`, of a fetch at `isolation_level`, asks.
+    fn of(p: &FetchPartition, isolation_level: i8) -> Self {
+        Self {
+            fetch_offset: p.fetch_offset,
+            current_leader_epoch: p.current_leader_epoch,
+            isolation_level,
+        }
+    }
+}
+
 /// A partition answer that came after its fetch was answered.
 #[derive(Debug)]
 struct Stashed {
-    /// The offset the part asked for: the answer serves only a fetch at it.
-    fetch_offset: i64,
+    /// Where the part asked: the answer serves only a fetch there.
+    at: Position,
     data: Box<PartitionData>,
     /// When it was stashed: it is dropped [`STASH_KEEP`] later.
-    at: Instant,
+    since: Instant,
 }
 
 impl Stashed {
-    fn new(fetch_offset: i64, data: Box<PartitionData>) -> Self {
-        let at = Instant::now();
+    fn new(at: Position, data: Box<PartitionData>) -> Self {
         Self {
-            fetch_offset,
-            data,
             at,
+            data,
+            since: Instant::now(),
         }
     }
 }
@@ -162,8 +186,8 @@ pub(crate) struct PartMeta {
     pub(crate) broker: BrokerId,
     /// The version it was sent at (its answer's topics are keyed by it).
     pub(crate) version: i16,
-    /// Each partition it asked for, at which offset.
-    pub(crate) asked: HashMap<PartitionKey, i64>,
+    /// Each partition it asked for, and where.
+    pub(crate) asked: HashMap<PartitionKey, Position>,
     /// The broker session it went out in.
     pub(crate) sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
@@ -332,10 +356,9 @@ impl FetchState {
     /// Stashes `error_code` for every partition a failed parked part asked
     /// for, so that the client's next fetch of them learns it.
     pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
-        for (key, &fetch_offset) in &meta.asked {
+        for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash
-                .insert(key.clone(), Stashed::new(fetch_offset, data));
+            self.stash.insert(key.clone(), Stashed::new(at, data));
         }
     }
 
@@ -372,11 +395,12 @@ impl FetchState {
                 .map(|p| {
                     let pkey = (key.clone(), p.partition);
                     let broker = route.get(&pkey).copied();
+                    let at = Position::of(p, request.isolation_level);
                     let source = match stash.remove(&pkey) {
-                        Some(s) if s.fetch_offset == p.fetch_offset => Source::Stashed(s.data),
+                        Some(s) if s.at == at => Source::Stashed(s.data),
                         _ => match broker {
                             None => Source::Error(NOT_LEADER_OR_FOLLOWER),
-                            Some(_) => adopted_source(&metas, &pkey, p.fetch_offset),
+                            Some(_) => adopted_source(&metas, &pkey, at),
                         },
                     };
                     PartitionPlan {
@@ -396,7 +420,7 @@ impl FetchState {
         // A stashed partition the fetch asked for is taken or dropped
         // above; the client may still ask for the others, until they are
         // too old (see [`STASH_KEEP`]).
-        stash.retain(|_, s| now.saturating_duration_since(s.at) < STASH_KEEP);
+        stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
         self.stash = stash;
         let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
             .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
@@ -535,11 +559,11 @@ impl FetchState {
     /// Stashes a partition's answer from a part that asked for it, if it
     /// tells the client something.
     fn stash_answer(&mut self, meta: &PartMeta, key: PartitionKey, data: PartitionData) {
-        if let Some(&fetch_offset) = meta.asked.get(&key)
+        if let Some(&at) = meta.asked.get(&key)
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash.insert(key, Stashed::new(fetch_offset, data));
+            self.stash.insert(key, Stashed::new(at, data));
         }
     }
 
@@ -618,10 +642,10 @@ fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> HashMap<Partitio
     route
 }
 
-/// An adopted part asking for `key` at `offset` serves it; else it waits for
+/// An adopted part asking for `key` at `at` serves it; else it waits for
 /// its broker.
-fn adopted_source(metas: &[PartMeta], key: &PartitionKey, offset: i64) -> Source {
-    match metas.iter().position(|m| m.asked.get(key) == Some(&offset)) {
+fn adopted_source(metas: &[PartMeta], key: &PartitionKey, at: Position) -> Source {
+    match metas.iter().position(|m| m.asked.get(key) == Some(&at)) {
         Some(index) => Source::Part(index),
         None => Source::Pending,
     }

@@ -474,6 +474,72 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
     );
 }
 
+/// The first fetch (read_uncommitted, no leader epoch) answered by broker
+/// 1; broker 2's part answers partition 1 between fetches (stashed), broker
+/// 3's stays parked. The next fetch asks the same offsets, changed by
+/// `change`: neither the stash nor the parked part may serve it.
+async fn same_offsets_asked_otherwise(change: impl Fn(&mut FetchRequest)) {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, third) = out.remove(1);
+    let (_, _, second) = out.remove(0);
+    second.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    let mut request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
+    change(&mut request);
+    let planned = plan(&mut state, &request, Instant::now());
+    let (combine, mut parts, mut replies) = send(planned);
+    let asked: Vec<(i32, i32, i64)> = replies
+        .iter()
+        .flat_map(|(b, r, _)| {
+            r.topics[0]
+                .partitions
+                .iter()
+                .map(move |p| (b.0, p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(1, 0, 12), (2, 1, 20)],
+        "partition 1 is asked again, not served from the stash"
+    );
+    third.send(Ok(answer(vec![data(2, 50, 33)]))).unwrap();
+    let (_, _, to_2) = replies.remove(1);
+    let (_, _, to_1) = replies.remove(0);
+    to_1.send(Ok(answer(vec![data(0, 0, 12)]))).unwrap();
+    to_2.send(Ok(answer(vec![data(1, 7, 22)]))).unwrap();
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, 12), (1, 7, 0, 22), (2, 0, 0, 33)],
+        "partition 2 is not served by the part parked for the other fetch"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_uncommitted_answer_never_serves_a_read_committed_fetch() {
+    same_offsets_asked_otherwise(|r| r.isolation_level = 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_at_an_older_leader_epoch_never_serves_a_newer_one() {
+    same_offsets_asked_otherwise(|r| {
+        for p in &mut r.topics[0].partitions {
+            p.current_leader_epoch = 6;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let mut state = FetchState::default();
