@@ -63,6 +63,7 @@
 //! untouched (see `sink/fetch.rs`).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,6 +95,7 @@ mod upstream;
 mod tests;
 
 pub(crate) use ahead::ReadAhead;
+use kept::Frame;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
@@ -152,14 +154,18 @@ struct Stashed {
     data: Box<PartitionData>,
     /// When it was stashed: it is dropped [`STASH_KEEP`] later.
     since: Instant,
+    /// The broker frame its records are a slice of, if they are (see
+    /// [`kept`]).
+    frame: Option<Arc<Frame>>,
 }
 
 impl Stashed {
-    fn new(at: Position, data: Box<PartitionData>) -> Self {
+    fn new(at: Position, data: Box<PartitionData>, frame: Option<Arc<Frame>>) -> Self {
         Self {
             at,
             data,
             since: Instant::now(),
+            frame,
         }
     }
 }
@@ -277,14 +283,17 @@ struct Arrived {
     throttle_time_ms: i32,
     /// The first top-level error.
     error_code: i16,
+    /// The frame each part's answer came in, by part index.
+    frames: HashMap<usize, Arc<Frame>>,
     node_endpoints: Vec<NodeEndpoint>,
 }
 
 /// What a finished part yielded, for [`FetchState::assemble`].
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The broker's answer, decoded.
-    Answer(FetchResponse),
+    /// The broker's answer, decoded, and the size of the frame it came in
+    /// (0 when not read from a broker).
+    Answer(FetchResponse, usize),
     /// No answer: its partitions get this error.
     Failed(i16),
     /// Still out: parked.
@@ -345,11 +354,13 @@ impl FetchState {
         self.parked.push(parked);
     }
 
-    /// Stashes the answer of a parked part that arrived between fetches.
-    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
+    /// Stashes the answer of a parked part that arrived between fetches
+    /// (in a frame of `frame_bytes`; 0 when not read from a broker).
+    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse, frame_bytes: usize) {
+        let frame = Frame::of(frame_bytes);
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
-            self.stash_answer(meta, key, data);
+            self.stash_answer(meta, key, data, frame.as_ref());
         }
     }
 
@@ -358,7 +369,7 @@ impl FetchState {
     pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
         for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash.insert(key.clone(), Stashed::new(at, data));
+            self.stash.insert(key.clone(), Stashed::new(at, data, None));
         }
     }
 
@@ -422,6 +433,7 @@ impl FetchState {
         // too old (see [`STASH_KEEP`]).
         stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
         self.stash = stash;
+        self.compact_stash();
         let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
             .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
         let combine = FetchCombine {
@@ -510,9 +522,10 @@ impl FetchState {
         // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in arrived.answered {
             if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
-                self.stash_answer(meta, key, data);
+                self.stash_answer(meta, key, data, arrived.frames.get(&part));
             }
         }
+        self.compact_stash();
         self.prune_marks(&requested);
         dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
@@ -535,7 +548,10 @@ impl FetchState {
         let mut arrived = Arrived::default();
         for (index, (outcome, meta)) in outcomes.into_iter().zip(metas).enumerate() {
             match outcome {
-                Outcome::Answer(mut answer) => {
+                Outcome::Answer(mut answer, frame_bytes) => {
+                    if let Some(frame) = Frame::of(frame_bytes) {
+                        arrived.frames.insert(index, frame);
+                    }
                     arrived.throttle_time_ms =
                         arrived.throttle_time_ms.max(answer.throttle_time_ms);
                     if arrived.error_code == 0 {
@@ -558,12 +574,19 @@ impl FetchState {
 
     /// Stashes a partition's answer from a part that asked for it, if it
     /// tells the client something.
-    fn stash_answer(&mut self, meta: &PartMeta, key: PartitionKey, data: PartitionData) {
+    fn stash_answer(
+        &mut self,
+        meta: &PartMeta,
+        key: PartitionKey,
+        data: PartitionData,
+        frame: Option<&Arc<Frame>>,
+    ) {
         if let Some(&at) = meta.asked.get(&key)
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash.insert(key, Stashed::new(at, data));
+            self.stash
+                .insert(key, Stashed::new(at, data, frame.cloned()));
         }
     }
 

@@ -142,7 +142,7 @@ fn outcomes(state: &mut FetchState, combine: &FetchCombine, parts: Vec<Part>) ->
                     Outcome::Parked
                 }
                 Some(Ok(response)) => match response.into_body().unwrap() {
-                    ResponseKind::Fetch(answer) => Outcome::Answer(answer),
+                    ResponseKind::Fetch(answer) => Outcome::Answer(answer, 0),
                     other => panic!("not a fetch answer: {other:?}"),
                 },
                 Some(Err(_)) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
@@ -160,7 +160,7 @@ async fn absorb_answered(state: &mut FetchState, mut parked: Parked) {
     let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
         panic!("a fetch answer");
     };
-    state.absorb(&parked.meta, answer);
+    state.absorb(&parked.meta, answer, 0);
 }
 
 /// Each partition's (index, record bytes, error, high watermark), in order.
@@ -538,6 +538,80 @@ async fn an_answer_at_an_older_leader_epoch_never_serves_a_newer_one() {
         }
     })
     .await;
+}
+
+/// `response` as a broker sends it: its records slices of one frame.
+fn from_the_wire(response: &Response) -> Response {
+    let mut frame = bytes::BytesMut::new();
+    response.encode(&mut frame).unwrap();
+    let frame = frame.split_off(4);
+    Response::parse(frame, ApiKey::Fetch, VERSION).unwrap()
+}
+
+/// Whether `slice` lies inside `frame`'s bytes (shares its allocation).
+fn inside(slice: &[u8], frame: &[u8]) -> bool {
+    let range = frame.as_ptr_range();
+    !slice.is_empty() && range.contains(&slice.as_ptr())
+}
+
+/// Broker 2's parked part answers partition 1 with 4 MiB and partition 4
+/// (asked along with it) with 1 KiB, in one frame, between fetches; the
+/// next fetch asks `next`. Returns the frame.
+async fn stash_from_one_frame(state: &mut FetchState, next: &[(i32, i64)]) -> Bytes {
+    let mut out = first_fetch_answered_by_broker_1(state).await;
+    let (_, _, tx) = out.remove(0);
+    let wire = from_the_wire(&answer(vec![data(1, 4 << 20, 22), data(4, 1024, 9)]));
+    let frame = wire.raw_frame().unwrap().clone();
+    tx.send(Ok(wire)).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    let mut second = parked.swap_remove(at.unwrap());
+    for p in parked {
+        state.park(p);
+    }
+    second.meta.asked.insert(key(4), second.meta.asked[&key(1)]);
+    second.part.wait().await;
+    let Some(Ok(response)) = second.part.take_result() else {
+        panic!("answered");
+    };
+    let frame_bytes = response.wire_len();
+    let ResponseKind::Fetch(body) = response.into_body().unwrap() else {
+        panic!("a fetch answer");
+    };
+    state.absorb(&second.meta, body, frame_bytes);
+    drop(plan(state, &fetch(next, 1), Instant::now()));
+    frame
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_stashed_answer_does_not_hide_the_big_frame_it_came_in() {
+    let mut state = FetchState::default();
+    // The client takes partition 1 and still buffers partition 4.
+    let frame = stash_from_one_frame(&mut state, &[(0, 12), (1, 20), (2, 30)]).await;
+    let kept = state.kept_bytes();
+    let records = state.stash[&key(4)].data.records.as_deref().unwrap();
+    assert_eq!(records.len(), 1024);
+    assert!(
+        !inside(records, &frame) || kept >= frame.len(),
+        "1 KiB stashed keeps the {} bytes frame it is a slice of, counted {kept}",
+        frame.len()
+    );
+    assert!(kept < 64 * 1024, "the slice was copied out: counted {kept}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_big_stashed_answer_counts_its_frame_once() {
+    let mut state = FetchState::default();
+    // The client buffers both partitions.
+    let frame = stash_from_one_frame(&mut state, &[(0, 12), (2, 30)]).await;
+    let kept = state.kept_bytes();
+    let big = state.stash[&key(1)].data.records.as_deref().unwrap();
+    assert!(inside(big, &frame), "4 MiB of a 4 MiB frame is not copied");
+    assert!(
+        (frame.len()..frame.len() + 4096).contains(&kept),
+        "the frame counted once, the copied 1 KiB besides: {kept} for a {} bytes frame",
+        frame.len()
+    );
 }
 
 #[tokio::test(start_paused = true)]

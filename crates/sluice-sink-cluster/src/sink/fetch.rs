@@ -306,7 +306,9 @@ impl KafkaSinkCluster {
             }
             let Parked { part, mut meta } = parked;
             match self.fetch_outcome(part, &mut meta) {
-                Outcome::Answer(answer) => self.fetch.get().absorb(&meta, answer),
+                Outcome::Answer(answer, frame_bytes) => {
+                    self.fetch.get().absorb(&meta, answer, frame_bytes);
+                }
                 // Nobody asked for a part sent ahead.
                 Outcome::Failed(_) if meta.ahead => {}
                 Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code),
@@ -334,11 +336,12 @@ impl KafkaSinkCluster {
                 return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
             }
         };
+        let frame_bytes = response.wire_len();
         let decoded = self
             .post_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
-            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer),
+            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer, frame_bytes),
             Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
             Err(e) => {
                 warn!(broker = %part.broker_label(), "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
