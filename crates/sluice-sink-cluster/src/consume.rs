@@ -99,7 +99,7 @@ use kept::Frame;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
-pub(crate) use upstream::{SentIn, UpstreamSessions};
+pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub(crate) type PartitionKey = (TopicRef, i32);

@@ -841,6 +841,41 @@ mod sessions {
 mod upstream {
     use super::*;
 
+    /// Prepares `part` for broker `b` and commits it, as a part that was sent.
+    fn sent_as(
+        sessions: &mut UpstreamSessions,
+        b: BrokerId,
+        part: &mut FetchRequest,
+        version: i16,
+    ) -> SentIn {
+        let prepared = sessions.prepare(b, part, version);
+        sessions.commit(prepared)
+    }
+
+    #[test]
+    fn a_part_never_sent_leaves_the_session_as_it_was() {
+        let mut sessions = UpstreamSessions::default();
+        let mut lost = part_of(&[(0, 10)]);
+        drop(sessions.prepare(B, &mut lost, VERSION));
+        let mut first = part_of(&[(0, 10)]);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
+        assert_eq!(
+            in_first,
+            Some((0, 0)),
+            "still closed: the next part opens one"
+        );
+        sessions.answered(B, in_first, &opened(42));
+        let mut lost = part_of(&[(0, 11)]);
+        drop(sessions.prepare(B, &mut lost, VERSION));
+        let mut next = part_of(&[(0, 11)]);
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut next, VERSION),
+            Some((42, 1)),
+            "the epoch a lost part would have used is used again"
+        );
+        assert_eq!(sent(&next).0, vec![(0, 11)], "and the change it carried");
+    }
+
     fn part_of(partitions: &[(i32, i64)]) -> FetchRequest {
         let mut part = fetch(partitions, 1);
         part.session_id = 0;
@@ -873,12 +908,12 @@ mod upstream {
     fn parts_go_out_incrementally_in_the_broker_session() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10), (1, 20), (2, 30)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         assert_eq!(in_first, Some((0, 0)), "the first part opens a session");
         assert_eq!(sent(&first).0.len(), 3, "in full");
 
         let mut meanwhile = part_of(&[(0, 10)]);
-        assert_eq!(sessions.prepare(B, &mut meanwhile, VERSION), None);
+        assert_eq!(sent_as(&mut sessions, B, &mut meanwhile, VERSION), None);
         assert_eq!(
             (meanwhile.session_id, meanwhile.session_epoch),
             (0, -1),
@@ -887,7 +922,7 @@ mod upstream {
 
         sessions.answered(B, in_first, &opened(42));
         let mut next = part_of(&[(0, 10), (1, 25)]);
-        assert_eq!(sessions.prepare(B, &mut next, VERSION), Some((42, 1)));
+        assert_eq!(sent_as(&mut sessions, B, &mut next, VERSION), Some((42, 1)));
         assert_eq!((next.session_id, next.session_epoch), (42, 1));
         assert_eq!(
             sent(&next),
@@ -895,7 +930,10 @@ mod upstream {
             "only the changed partition, and the dropped one forgotten"
         );
         let mut again = part_of(&[(0, 10), (1, 25)]);
-        assert_eq!(sessions.prepare(B, &mut again, VERSION), Some((42, 2)));
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut again, VERSION),
+            Some((42, 2))
+        );
         assert_eq!(sent(&again), (vec![], vec![]), "nothing changed");
     }
 
@@ -903,39 +941,39 @@ mod upstream {
     fn a_session_error_or_a_failure_opens_a_new_session() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         sessions.answered(B, in_first, &opened(42));
         let mut next = part_of(&[(0, 11)]);
-        let in_next = sessions.prepare(B, &mut next, VERSION);
+        let in_next = sent_as(&mut sessions, B, &mut next, VERSION);
         let evicted = FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
         sessions.answered(B, in_next, &evicted);
         let mut full = part_of(&[(0, 11)]);
-        assert_eq!(sessions.prepare(B, &mut full, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut full, VERSION), Some((0, 0)));
         assert_eq!(sent(&full).0, vec![(0, 11)]);
 
         sessions.answered(B, Some((0, 0)), &opened(43));
         let mut lost = part_of(&[(0, 12)]);
-        let in_lost = sessions.prepare(B, &mut lost, VERSION);
+        let in_lost = sent_as(&mut sessions, B, &mut lost, VERSION);
         sessions.failed(B, in_lost);
         let mut after = part_of(&[(0, 12)]);
-        assert_eq!(sessions.prepare(B, &mut after, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut after, VERSION), Some((0, 0)));
     }
 
     #[test]
     fn a_broker_without_room_for_a_session_is_asked_again() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         sessions.answered(B, in_first, &opened(0));
         let mut next = part_of(&[(0, 11)]);
-        assert_eq!(sessions.prepare(B, &mut next, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut next, VERSION), Some((0, 0)));
     }
 
     #[test]
     fn old_versions_have_no_sessions() {
         let mut sessions = UpstreamSessions::default();
         let mut part = part_of(&[(0, 10)]);
-        assert_eq!(sessions.prepare(B, &mut part, 6), None);
+        assert_eq!(sent_as(&mut sessions, B, &mut part, 6), None);
         assert_eq!(part.session_epoch, -1);
     }
 }

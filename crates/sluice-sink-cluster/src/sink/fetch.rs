@@ -20,8 +20,8 @@ use super::send::Dest;
 use crate::close::Invariant;
 use crate::connections::Target;
 use crate::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, ReadAhead, SentIn,
-    SessionReply, learn,
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, Prepared, ReadAhead,
+    SentIn, SessionReply, learn,
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
@@ -176,14 +176,15 @@ impl KafkaSinkCluster {
     }
 
     /// A fetch part for `broker`, in Sluice's session with it, with the
-    /// client's header fields.
+    /// client's header fields; the session moves on once it is sent
+    /// ([`UpstreamSessions::commit`](crate::consume::UpstreamSessions::commit)).
     fn part_request(
         &mut self,
         broker: BrokerId,
         mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
-    ) -> (Request, SentIn) {
-        let sent_in = self
+    ) -> (Request, Prepared) {
+        let prepared = self
             .fetch
             .get()
             .upstream
@@ -195,18 +196,22 @@ impl KafkaSinkCluster {
             client_id,
             RequestKind::Fetch(body),
         );
-        (request, sent_in)
+        (request, prepared)
     }
 
-    /// Sends one fetch part with the client's header fields.
+    /// Sends one fetch part with the client's header fields. Cancel-safe:
+    /// dropped before the part is sent, it leaves the broker session as it
+    /// was (nothing awaits between the send and the session's commit).
     async fn send_fetch_part(
         &mut self,
         broker: BrokerId,
         body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
     ) -> Result<(Part, SentIn), ChainError> {
-        let (part, sent_in) = self.part_request(broker, body, (version, correlation_id, client_id));
-        let part = self.send_part(Dest::Broker(broker), part).await?;
+        let (request, prepared) =
+            self.part_request(broker, body, (version, correlation_id, client_id));
+        let part = self.send_part(Dest::Broker(broker), request).await?;
+        let sent_in = self.fetch.get().upstream.commit(prepared);
         let part = part.ok_or(Invariant::FetchPartWithoutAnswer)?;
         Ok((part, sent_in))
     }
@@ -282,17 +287,14 @@ impl KafkaSinkCluster {
             } = ahead;
             // Its answer goes to no client request: correlation id 0 (the
             // broker connection assigns its own anyway).
-            let (request, sent_in) =
+            let (request, prepared) =
                 self.part_request(broker, request, (meta.version, 0, client_id));
-            meta.sent_in = sent_in;
-            match self.try_send_part(broker, request) {
-                Some(part) => {
-                    self.room_bytes = self.room_bytes.saturating_sub(may_bring);
-                    metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
-                    self.fetch.get().park(Parked { part, meta });
-                }
-                // Not sent: the broker session is as it was.
-                None => self.fetch.get().upstream.failed(broker, meta.sent_in),
+            // Not sent: the broker session is as it was.
+            if let Some(part) = self.try_send_part(broker, request) {
+                meta.sent_in = self.fetch.get().upstream.commit(prepared);
+                self.room_bytes = self.room_bytes.saturating_sub(may_bring);
+                metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
+                self.fetch.get().park(Parked { part, meta });
             }
         }
     }

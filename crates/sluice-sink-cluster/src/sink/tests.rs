@@ -152,6 +152,7 @@ fn answer(request: &mut Request, addr: SocketAddr) -> ResponseKind {
         RequestKind::ApiVersions(_) => {
             let keys = [
                 (ApiKey::Produce, 3, 11),
+                (ApiKey::Fetch, 4, 12),
                 (ApiKey::Metadata, 0, 12),
                 (ApiKey::ApiVersions, 0, 3),
             ];
@@ -214,6 +215,29 @@ fn answer(request: &mut Request, addr: SocketAddr) -> ResponseKind {
                 })
                 .collect();
             ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
+        }
+        // Nothing to fetch, and no room for a fetch session.
+        RequestKind::Fetch(f) => {
+            let responses = f
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            fetch_response::PartitionData::default()
+                                .with_partition_index(p.partition)
+                                .with_high_watermark(0)
+                        })
+                        .collect();
+                    fetch_response::FetchableTopicResponse::default()
+                        .with_topic(t.topic.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
         }
         other => panic!("the fake broker does not serve {other:?}"),
     }
