@@ -10,7 +10,10 @@
 //! broker that
 //! - served at least one partition of it with records, and
 //! - has nothing else of the connection's out (no parked part, nothing
-//!   owed on its connection),
+//!   owed on its connection), and
+//! - its connection needs no replacing (its token or SASL session is not
+//!   about to end; a part ahead is checked as every request is, and the
+//!   client's next fetch, sent as a new part, replaces the connection),
 //!
 //! gets one new part, parked like any part still out (see the parent
 //! module): its partitions of the fetch, each at the offset the client will

@@ -262,8 +262,10 @@ impl KafkaSinkCluster {
 
     /// Sends the parts ahead of the client's next fetch (see
     /// `consume/ahead.rs`) to the brokers that owe the connection nothing,
-    /// on connections already open, and parks them. Not while the node is
-    /// leaving: its clients are moving elsewhere.
+    /// on connections already open and not at risk (a token or SASL
+    /// session about to end: the client's next fetch goes out as a new
+    /// part then, and replaces the connection), and parks them. Not while
+    /// the node is leaving: its clients are moving elsewhere.
     fn send_ahead(&mut self, ahead: Vec<ReadAhead>) {
         if self.shared.nodes.is_hidden() {
             return;
@@ -271,7 +273,7 @@ impl KafkaSinkCluster {
         for mut ahead in ahead {
             let idle = self
                 .connections
-                .get(Target::Broker(ahead.broker))
+                .ready(Target::Broker(ahead.broker))
                 .is_some_and(|c| c.outstanding() == 0);
             if !idle {
                 continue;

@@ -150,11 +150,13 @@ impl KafkaSinkCluster {
     }
 
     /// Sends `request` to broker `id` without waiting: only on a connection
-    /// already open, only if its queue has room now. For work that may as
-    /// well be skipped (a fetch read ahead: `crate::consume::ahead`).
+    /// already open that needs no replacing (its token or SASL session not
+    /// at risk: see [`crate::connections::Connections::ready`]), only if
+    /// its queue has room now. For work that may as well be skipped (a
+    /// fetch read ahead: `crate::consume::ahead`).
     pub(super) fn try_send_part(&self, id: BrokerId, request: Request) -> Option<Part> {
         let target = Target::Broker(id);
-        let conn = self.connections.get(target)?;
+        let conn = self.connections.ready(target)?;
         let broker = conn.address().clone();
         let stalls_at = super::stalled::stalls_at(&request);
         let api = request.api_key();
