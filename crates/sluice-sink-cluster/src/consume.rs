@@ -219,6 +219,9 @@ pub(crate) struct FetchState {
     parked: Vec<Parked>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
+    /// Until when a broker throttles the client, by an answer stashed
+    /// between fetches: the next answer tells the client what is left.
+    throttled_until: Option<Instant>,
 }
 
 /// Where one partition's answer comes from.
@@ -358,6 +361,11 @@ impl FetchState {
     /// (in a frame of `frame_bytes`; 0 when not read from a broker).
     pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse, frame_bytes: usize) {
         let frame = Frame::of(frame_bytes);
+        if answer.throttle_time_ms > 0 {
+            let ms = u64::from(answer.throttle_time_ms.unsigned_abs());
+            let until = Instant::now() + Duration::from_millis(ms);
+            self.throttled_until = Some(self.throttled_until.map_or(until, |u| u.max(until)));
+        }
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
             self.stash_answer(meta, key, data, frame.as_ref());
@@ -385,6 +393,9 @@ impl FetchState {
         now: Instant,
     ) -> Planned {
         let mut stash = std::mem::take(&mut self.stash);
+        // Too old to serve: the client may have fetched elsewhere since,
+        // and its watermarks (or error) are stale.
+        stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
         let route = routes(routed, version);
         let mut adopted = Vec::new();
         let mut metas = Vec::new();
@@ -431,7 +442,6 @@ impl FetchState {
         // A stashed partition the fetch asked for is taken or dropped
         // above; the client may still ask for the others, until they are
         // too old (see [`STASH_KEEP`]).
-        stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
         self.stash = stash;
         self.compact_stash();
         let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
@@ -529,7 +539,7 @@ impl FetchState {
         self.prune_marks(&requested);
         dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
-            .with_throttle_time_ms(arrived.throttle_time_ms)
+            .with_throttle_time_ms(arrived.throttle_time_ms.max(self.throttle_left()))
             .with_error_code(arrived.error_code)
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
@@ -588,6 +598,14 @@ impl FetchState {
             self.stash
                 .insert(key, Stashed::new(at, data, frame.cloned()));
         }
+    }
+
+    /// What is left of a throttle learned between fetches, in ms; told once.
+    fn throttle_left(&mut self) -> i32 {
+        let left = self.throttled_until.take().map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        });
+        i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
     }
 
     fn note_marks(&mut self, key: &PartitionKey, data: &PartitionData) {

@@ -615,6 +615,74 @@ async fn a_big_stashed_answer_counts_its_frame_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stashed_answer_older_than_the_stash_keeps_is_not_served() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, second) = out.remove(0);
+    second.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    // The client processes for longer than STASH_KEEP, then fetches on at
+    // the stashed offset: the answer's watermarks (and any error) are old.
+    tokio::time::advance(STASH_KEEP + Duration::from_secs(1)).await;
+    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), Instant::now());
+    let asked: Vec<(i32, i32, i64)> = planned
+        .fresh
+        .iter()
+        .flat_map(|n| {
+            n.request.topics[0]
+                .partitions
+                .iter()
+                .map(move |p| (n.broker.0, p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(2, 1, 20)],
+        "asked again, not served from the old stash"
+    );
+    assert!(state.stash.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_of_an_answer_harvested_between_fetches_reaches_the_client() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, second) = out.remove(0);
+    let mut throttled = answer(vec![data(1, 40, 22)]);
+    if let Ok(ResponseKind::Fetch(f)) = throttled.body_mut() {
+        f.throttle_time_ms = 300;
+    }
+    second.send(Ok(throttled)).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), Instant::now());
+    let (combine, mut parts, _replies) = send(planned);
+    combine.wait(&mut parts).await;
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(partitions(&response), vec![(1, 40, 0, 22)]);
+    assert_eq!(
+        response.throttle_time_ms, 200,
+        "the client is told to back off for what is left of the broker's throttle"
+    );
+    let planned = plan(&mut state, &fetch(&[(1, 60)], 1), Instant::now());
+    let (combine, parts, _replies) = send(planned);
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(response.throttle_time_ms, 0, "told once");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let mut state = FetchState::default();
     let _out = first_fetch_answered_by_broker_1(&mut state).await;
