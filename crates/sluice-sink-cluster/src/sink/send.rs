@@ -4,9 +4,12 @@
 //!
 //! The hot path: a Produce or Fetch whose partitions all have one leader goes
 //! out as the client's original bytes (the body is decoded to find the
-//! leaders, records stay as shared `Bytes`, nothing is re-encoded). Fetch is
-//! re-encoded only when the client sent a `rack_id` to clear or used a fetch
-//! session (the split module makes every part sessionless).
+//! leaders, records stay as shared `Bytes`, nothing is re-encoded). A Fetch
+//! goes out whole only when it is sessionless, all its partitions go to one
+//! broker and nothing of the connection's is parked or stashed: as the
+//! client's bytes, or re-encoded when it carries a `rack_id` to clear. Any
+//! other is planned by the consume path (`sink/fetch.rs`), whose parts are
+//! re-encoded (records still shared).
 
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
