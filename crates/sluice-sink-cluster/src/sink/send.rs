@@ -57,15 +57,17 @@ impl KafkaSinkCluster {
             ),
             _ => {}
         }
-        // Kafka closes a client that uses a version it does not support
-        // (only ApiVersions is answered, with the versions it does).
-        let offered = route::offered_versions(api);
-        if api != ApiKey::ApiVersions
-            && offered.is_some_and(|range| version < range.min || version > range.max)
-        {
+        // Kafka closes a client that uses a version it does not support, or
+        // an api it does not offer (only ApiVersions is answered, with the
+        // versions it does). An api clients may not send is answered below.
+        let descriptor = crate::api::describe(api);
+        let supported = match route::offered_versions(api) {
+            Some(range) => (range.min..=range.max).contains(&version),
+            None => !descriptor.is_client_facing(),
+        };
+        if api != ApiKey::ApiVersions && !supported {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
-        let descriptor = crate::api::describe(api);
         if let Some(answer) = self.leaving_answer(&mut request, descriptor.family)? {
             return Ok(Some(answer));
         }

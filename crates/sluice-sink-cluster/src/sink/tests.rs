@@ -473,3 +473,28 @@ async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
     );
     assert_eq!(sink.pending(), 0);
 }
+
+/// A share-group API (KIP-932) is left out of the ApiVersions answer, as
+/// Sluice does not route it; a client that sends one anyway is closed, as
+/// Kafka closes a client using an API it does not offer, instead of the
+/// request going whole to some broker.
+#[tokio::test]
+async fn an_api_sluice_does_not_offer_closes_the_client() {
+    let broker = FakeBroker::start().await;
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
+    let version = ApiKey::ShareFetch.valid_versions().max;
+    let body = RequestKind::ShareFetch(ShareFetchRequest::default());
+    let share_fetch = client_request(ApiKey::ShareFetch, version, 2, body);
+    let refused = within("share fetch", sink.send(share_fetch, &ctx)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(sluice_chain::ChainError::UnsupportedVersion {
+                api: ApiKey::ShareFetch,
+                ..
+            })
+        ),
+        "the client is closed: {refused:?}"
+    );
+}
