@@ -219,7 +219,9 @@ impl ApiDescriptor {
 
     /// Not offered to clients beyond what Sluice decodes: the share-group
     /// APIs (KIP-932) need the share coordinator and the partition leaders,
-    /// which Sluice does not route yet.
+    /// which Sluice does not route yet. Left out of the ApiVersions answer;
+    /// a client that sends one anyway is closed, as Kafka closes a client
+    /// using an api it does not offer.
     const fn not_offered(mut self) -> Self {
         self.versions = Versions::Decoded;
         self

@@ -236,6 +236,17 @@ impl Connections {
             .filter(|c| !c.is_closed())
     }
 
+    /// The connection behind `target` if a request may go out on it now
+    /// without opening, reopening or replacing anything: the checks of
+    /// [`Self::ensure`], without waiting. For work that may as well be
+    /// skipped (a fetch read ahead): a connection at risk is left to the
+    /// next request that must go out, which replaces it.
+    pub(crate) fn ready(&self, target: Target) -> Option<&BrokerConnection> {
+        let conn = self.slots.get(&target)?;
+        let owned = self.login.as_ref().is_none_or(|login| login.owns(conn));
+        (owned && conn.state(Instant::now()) == ConnectionState::Open).then(|| conn.link())
+    }
+
     /// The client's auth connection, opened (or reopened) if needed.
     pub(crate) async fn auth_connection(&mut self) -> Result<&BrokerConnection, ConnError> {
         self.ensure(Target::Auth).await?;

@@ -29,7 +29,8 @@
 //! asked for at the offset the client asks again. A parked part whose answer
 //! arrives between two fetches has its partitions' data *stashed*; a fetch
 //! takes a stashed partition if it asks for it at the same offset, and drops
-//! it if it asks at another. A stashed partition the client leaves out (it
+//! it if it asks at another. "The same offset" is the same [`Position`]:
+//! offset, leader epoch and isolation level all match. A stashed partition the client leaves out (it
 //! still buffers records of it) waits for a later fetch, for at most
 //! [`STASH_KEEP`]. So each partition's records start exactly where the
 //! client asked (none twice, none skipped), and a broker has at most one of
@@ -62,6 +63,7 @@
 //! untouched (see `sink/fetch.rs`).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -93,10 +95,11 @@ mod upstream;
 mod tests;
 
 pub(crate) use ahead::ReadAhead;
+use kept::Frame;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
-pub(crate) use upstream::{SentIn, UpstreamSessions};
+pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub(crate) type PartitionKey = (TopicRef, i32);
@@ -119,23 +122,50 @@ impl Marks {
     };
 }
 
+/// Where a part asked for a partition. Its answer serves a later fetch of
+/// the partition only at the same position: the same offset, and also the
+/// same leader epoch (an answer at an older one may carry a stale
+/// FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER) and isolation level (a
+/// read_uncommitted answer holds records past the last stable offset and no
+/// aborted transactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Position {
+    fetch_offset: i64,
+    current_leader_epoch: i32,
+    isolation_level: i8,
+}
+
+impl Position {
+    /// Where `p`, of a fetch at `isolation_level`, asks.
+    fn of(p: &FetchPartition, isolation_level: i8) -> Self {
+        Self {
+            fetch_offset: p.fetch_offset,
+            current_leader_epoch: p.current_leader_epoch,
+            isolation_level,
+        }
+    }
+}
+
 /// A partition answer that came after its fetch was answered.
 #[derive(Debug)]
 struct Stashed {
-    /// The offset the part asked for: the answer serves only a fetch at it.
-    fetch_offset: i64,
+    /// Where the part asked: the answer serves only a fetch there.
+    at: Position,
     data: Box<PartitionData>,
     /// When it was stashed: it is dropped [`STASH_KEEP`] later.
-    at: Instant,
+    since: Instant,
+    /// The broker frame its records are a slice of, if they are (see
+    /// [`kept`]).
+    frame: Option<Arc<Frame>>,
 }
 
 impl Stashed {
-    fn new(fetch_offset: i64, data: Box<PartitionData>) -> Self {
-        let at = Instant::now();
+    fn new(at: Position, data: Box<PartitionData>, frame: Option<Arc<Frame>>) -> Self {
         Self {
-            fetch_offset,
-            data,
             at,
+            data,
+            since: Instant::now(),
+            frame,
         }
     }
 }
@@ -162,8 +192,8 @@ pub(crate) struct PartMeta {
     pub(crate) broker: BrokerId,
     /// The version it was sent at (its answer's topics are keyed by it).
     pub(crate) version: i16,
-    /// Each partition it asked for, at which offset.
-    pub(crate) asked: HashMap<PartitionKey, i64>,
+    /// Each partition it asked for, and where.
+    pub(crate) asked: HashMap<PartitionKey, Position>,
     /// The broker session it went out in.
     pub(crate) sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
@@ -189,6 +219,9 @@ pub(crate) struct FetchState {
     parked: Vec<Parked>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
+    /// Until when a broker throttles the client, by an answer stashed
+    /// between fetches: the next answer tells the client what is left.
+    throttled_until: Option<Instant>,
 }
 
 /// Where one partition's answer comes from.
@@ -253,14 +286,17 @@ struct Arrived {
     throttle_time_ms: i32,
     /// The first top-level error.
     error_code: i16,
+    /// The frame each part's answer came in, by part index.
+    frames: HashMap<usize, Arc<Frame>>,
     node_endpoints: Vec<NodeEndpoint>,
 }
 
 /// What a finished part yielded, for [`FetchState::assemble`].
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The broker's answer, decoded.
-    Answer(FetchResponse),
+    /// The broker's answer, decoded, and the size of the frame it came in
+    /// (0 when not read from a broker).
+    Answer(FetchResponse, usize),
     /// No answer: its partitions get this error.
     Failed(i16),
     /// Still out: parked.
@@ -321,21 +357,27 @@ impl FetchState {
         self.parked.push(parked);
     }
 
-    /// Stashes the answer of a parked part that arrived between fetches.
-    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse) {
+    /// Stashes the answer of a parked part that arrived between fetches
+    /// (in a frame of `frame_bytes`; 0 when not read from a broker).
+    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse, frame_bytes: usize) {
+        let frame = Frame::of(frame_bytes);
+        if answer.throttle_time_ms > 0 {
+            let ms = u64::from(answer.throttle_time_ms.unsigned_abs());
+            let until = Instant::now() + Duration::from_millis(ms);
+            self.throttled_until = Some(self.throttled_until.map_or(until, |u| u.max(until)));
+        }
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
-            self.stash_answer(meta, key, data);
+            self.stash_answer(meta, key, data, frame.as_ref());
         }
     }
 
     /// Stashes `error_code` for every partition a failed parked part asked
     /// for, so that the client's next fetch of them learns it.
     pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
-        for (key, &fetch_offset) in &meta.asked {
+        for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash
-                .insert(key.clone(), Stashed::new(fetch_offset, data));
+            self.stash.insert(key.clone(), Stashed::new(at, data, None));
         }
     }
 
@@ -351,6 +393,9 @@ impl FetchState {
         now: Instant,
     ) -> Planned {
         let mut stash = std::mem::take(&mut self.stash);
+        // Too old to serve: the client may have fetched elsewhere since,
+        // and its watermarks (or error) are stale.
+        stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
         let route = routes(routed, version);
         let mut adopted = Vec::new();
         let mut metas = Vec::new();
@@ -372,11 +417,12 @@ impl FetchState {
                 .map(|p| {
                     let pkey = (key.clone(), p.partition);
                     let broker = route.get(&pkey).copied();
+                    let at = Position::of(p, request.isolation_level);
                     let source = match stash.remove(&pkey) {
-                        Some(s) if s.fetch_offset == p.fetch_offset => Source::Stashed(s.data),
+                        Some(s) if s.at == at => Source::Stashed(s.data),
                         _ => match broker {
                             None => Source::Error(NOT_LEADER_OR_FOLLOWER),
-                            Some(_) => adopted_source(&metas, &pkey, p.fetch_offset),
+                            Some(_) => adopted_source(&metas, &pkey, at),
                         },
                     };
                     PartitionPlan {
@@ -396,8 +442,8 @@ impl FetchState {
         // A stashed partition the fetch asked for is taken or dropped
         // above; the client may still ask for the others, until they are
         // too old (see [`STASH_KEEP`]).
-        stash.retain(|_, s| now.saturating_duration_since(s.at) < STASH_KEEP);
         self.stash = stash;
+        self.compact_stash();
         let deadline = (request.max_wait_ms > 0 && request.min_bytes > 0)
             .then(|| now + Duration::from_millis(u64::from(request.max_wait_ms.unsigned_abs())));
         let combine = FetchCombine {
@@ -486,13 +532,14 @@ impl FetchState {
         // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in arrived.answered {
             if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
-                self.stash_answer(meta, key, data);
+                self.stash_answer(meta, key, data, arrived.frames.get(&part));
             }
         }
+        self.compact_stash();
         self.prune_marks(&requested);
         dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
-            .with_throttle_time_ms(arrived.throttle_time_ms)
+            .with_throttle_time_ms(arrived.throttle_time_ms.max(self.throttle_left()))
             .with_error_code(arrived.error_code)
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
@@ -511,7 +558,10 @@ impl FetchState {
         let mut arrived = Arrived::default();
         for (index, (outcome, meta)) in outcomes.into_iter().zip(metas).enumerate() {
             match outcome {
-                Outcome::Answer(mut answer) => {
+                Outcome::Answer(mut answer, frame_bytes) => {
+                    if let Some(frame) = Frame::of(frame_bytes) {
+                        arrived.frames.insert(index, frame);
+                    }
                     arrived.throttle_time_ms =
                         arrived.throttle_time_ms.max(answer.throttle_time_ms);
                     if arrived.error_code == 0 {
@@ -534,13 +584,28 @@ impl FetchState {
 
     /// Stashes a partition's answer from a part that asked for it, if it
     /// tells the client something.
-    fn stash_answer(&mut self, meta: &PartMeta, key: PartitionKey, data: PartitionData) {
-        if let Some(&fetch_offset) = meta.asked.get(&key)
+    fn stash_answer(
+        &mut self,
+        meta: &PartMeta,
+        key: PartitionKey,
+        data: PartitionData,
+        frame: Option<&Arc<Frame>>,
+    ) {
+        if let Some(&at) = meta.asked.get(&key)
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash.insert(key, Stashed::new(fetch_offset, data));
+            self.stash
+                .insert(key, Stashed::new(at, data, frame.cloned()));
         }
+    }
+
+    /// What is left of a throttle learned between fetches, in ms; told once.
+    fn throttle_left(&mut self) -> i32 {
+        let left = self.throttled_until.take().map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        });
+        i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
     }
 
     fn note_marks(&mut self, key: &PartitionKey, data: &PartitionData) {
@@ -618,10 +683,10 @@ fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> HashMap<Partitio
     route
 }
 
-/// An adopted part asking for `key` at `offset` serves it; else it waits for
+/// An adopted part asking for `key` at `at` serves it; else it waits for
 /// its broker.
-fn adopted_source(metas: &[PartMeta], key: &PartitionKey, offset: i64) -> Source {
-    match metas.iter().position(|m| m.asked.get(key) == Some(&offset)) {
+fn adopted_source(metas: &[PartMeta], key: &PartitionKey, at: Position) -> Source {
+    match metas.iter().position(|m| m.asked.get(key) == Some(&at)) {
         Some(index) => Source::Part(index),
         None => Source::Pending,
     }

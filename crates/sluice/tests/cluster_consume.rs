@@ -755,7 +755,9 @@ fn session_answer(answer: ResponseKind) -> (i32, i16, Vec<i32>) {
 /// lists only what has news, a wrong epoch is INVALID_FETCH_SESSION_EPOCH,
 /// and a session Sluice does not hold (one evicted, or never given) is
 /// FETCH_SESSION_ID_NOT_FOUND; a full fetch then opens a new one, as the
-/// Java client's FetchSessionHandler does.
+/// Java client's FetchSessionHandler does. A full fetch naming a session
+/// Sluice does not hold (a client reconnecting) is served, and a
+/// sessionless fetch leaves the open session alone.
 #[test]
 fn fetch_sessions_recover_from_unknown_ids_and_wrong_epochs() {
     let cluster = Cluster::get(TRIO);
@@ -806,6 +808,31 @@ fn fetch_sessions_recover_from_unknown_ids_and_wrong_epochs() {
         "a new session: {new_id}"
     );
     assert_eq!(listed, vec![0, 1, 2]);
+
+    // A Java client whose connection dropped names its old session in a
+    // full fetch on the next one, (S, 0): served, as Kafka serves it.
+    let mut reconnected = RawClient::connect(&listen);
+    let full = session_fetch(&topic, new_id, 0, &all);
+    let (other_id, error, listed) = session_answer(reconnected.request(ApiKey::Fetch, 12, full));
+    assert!(
+        other_id != 0 && error == 0,
+        "a full fetch naming a session of another connection opens one: id {other_id}, error {error}"
+    );
+    assert_eq!(listed, vec![0, 1, 2]);
+    // A sessionless fetch closes no session: the open one goes on.
+    let plain = session_fetch(&topic, 0, -1, &[(0, 0)]);
+    let (none, error, _) = session_answer(reconnected.request(ApiKey::Fetch, 12, plain));
+    assert_eq!((none, error), (0, 0), "a sessionless answer");
+    let next = session_fetch(&topic, other_id, 1, &[]);
+    let (same, error, _) = session_answer(reconnected.request(ApiKey::Fetch, 12, next));
+    assert_eq!(
+        (same, error),
+        (other_id, 0),
+        "the session outlives a sessionless fetch"
+    );
     let errors = sum_metric(&sluice.metrics(), "sluice_fetch_session_errors_total", &[]);
-    assert_eq!(errors, 2.0, "both session errors are counted");
+    assert_eq!(
+        errors, 2.0,
+        "only the two session errors asked for are counted"
+    );
 }

@@ -20,6 +20,14 @@
 //! connection Sluice replaces writes what was queued on it before it closes,
 //! so a producer that never hears back loses nothing.
 //!
+//! A third keeps one broker's fetches on read-ahead for more than two
+//! token lifetimes: a Java consumer catching up one record batch per fetch
+//! is served every fetch by the part Sluice read ahead for it, so no fetch
+//! of the client's own reaches that broker. A part read ahead must check
+//! its connection as every request does, and move to the new token in
+//! time: no broker closes a connection for an expired session, and Sluice
+//! counts no receive error and logs no WARN.
+//!
 //! No broker is killed here; the tests run in the normal phase.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -27,6 +35,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use sluice_testkit::clients;
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::delivery::{self, Produced, ProducerRun, disconnects};
 use sluice_testkit::scram::{self, DebugLogger, EXPIRED_CHANNEL, NEW_CONNECTION, PROCESSOR_LOGGER};
@@ -313,4 +322,93 @@ fn acks_zero_sends_through_token_rotations_are_all_written() {
         "token connections were replaced under the producer ({replaced})"
     );
     assert_eq!(written, RECORDS, "every acks=0 record reached the log");
+}
+
+/// A consumer whose fetches all go to one broker and are all served by
+/// parts read ahead (`AheadCheck.java`: one partition, one record batch per
+/// fetch, a short pause per poll), for 25 s through tokens of 10 s: the
+/// parts read ahead go out on connections replaced before their token
+/// expires, as every other request's do.
+#[test]
+fn a_consumer_served_by_read_ahead_moves_to_each_new_token_in_time() {
+    const LIFETIME_SECS: u64 = 10;
+    const SECONDS: u64 = 25;
+    let cluster = Cluster::get(TRIO);
+    let _debug = DebugLogger::enable(&cluster, PROCESSOR_LOGGER);
+    let marks = broker_log_marks(&cluster);
+    let (sluice, listen) = scram::start(sluice_bin(), &cluster, LIFETIME_SECS, 60);
+    let topic = unique("token-ahead");
+    cluster.create_topic(&topic, 1, 3);
+    let secs = SECONDS.to_string();
+    let plaintext = cluster.bootstrap("PLAINTEXT");
+    let settings: Vec<String> = scram::client_properties(&cluster, CLIENT_CONFIG);
+    let mut args = vec![
+        "--bootstrap",
+        listen.as_str(),
+        "--produce-bootstrap",
+        plaintext.as_str(),
+        "--topic",
+        topic.as_str(),
+        "--records",
+        "6000",
+        "--seconds",
+        secs.as_str(),
+        "--pause-ms",
+        "10",
+    ];
+    for setting in &settings {
+        args.extend(["-X", setting.as_str()]);
+    }
+    let out = clients::run(
+        clients::java_program(&cluster, "AheadCheck.java", &args),
+        None,
+        Duration::from_secs(SECONDS + 120),
+        "AheadCheck.java",
+    );
+    let report: serde_json::Value = out
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report from AheadCheck.java:\n{}", out.text()));
+    let metric = |name: &str, labels: &[&str]| sluice.metric(name, labels);
+    let ahead = metric("sluice_fetches_read_ahead_total", &[]);
+    let replaced = metric(
+        "sluice_broker_connections_recreated_total",
+        &["reason=\"token_at_risk\""],
+    );
+    let receive_errors = metric("sluice_broker_receive_errors_total", &[]);
+    eprintln!(
+        "read-ahead consumer: {report}; {ahead} parts read ahead, {replaced} token \
+         connections replaced, {receive_errors} receive errors"
+    );
+    out.assert_success("AheadCheck.java");
+    let records = report["records"].as_u64().unwrap_or(0);
+    let polls = report["polls"].as_u64().unwrap_or(0);
+    assert!(
+        records >= 1000,
+        "the consumer kept reading for the whole run: {report}"
+    );
+    assert!(
+        ahead as u64 >= polls * 8 / 10,
+        "most fetches were served by a part read ahead: {ahead} parts for {polls} polls \
+         ({records} records)"
+    );
+    assert!(
+        replaced >= 2.0,
+        "the broker connection moved to each new token ({replaced} replacements in {SECONDS} s \
+         of {LIFETIME_SECS} s tokens)"
+    );
+    assert_eq!(
+        receive_errors, 0.0,
+        "no broker connection failed or was closed by a broker"
+    );
+    let log = sluice.log();
+    let sluice_warnings = warnings(&log);
+    assert!(
+        sluice_warnings.is_empty(),
+        "Sluice logs no WARN or ERROR:\n{}",
+        sluice_warnings.join("\n")
+    );
+    assert_brokers_saw_no_expired_session(&cluster, &marks);
 }

@@ -10,7 +10,10 @@
 //! broker that
 //! - served at least one partition of it with records, and
 //! - has nothing else of the connection's out (no parked part, nothing
-//!   owed on its connection),
+//!   owed on its connection), and
+//! - its connection needs no replacing (its token or SASL session is not
+//!   about to end; a part ahead is checked as every request is, and the
+//!   client's next fetch, sent as a new part, replaces the connection),
 //!
 //! gets one new part, parked like any part still out (see the parent
 //! module): its partitions of the fetch, each at the offset the client will
@@ -48,7 +51,7 @@ use sluice_codec::kafka_protocol::messages::{FetchRequest, TopicName};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{PartMeta, PartitionKey, kept, push_partition};
+use super::{PartMeta, PartitionKey, Position, kept, push_partition};
 use crate::topology::BrokerId;
 
 /// A part to send ahead, and what it asks, to park once sent.
@@ -96,7 +99,7 @@ pub(super) struct Gather {
 struct Ahead {
     broker: BrokerId,
     request: FetchRequest,
-    asked: HashMap<PartitionKey, i64>,
+    asked: HashMap<PartitionKey, FetchPartition>,
     /// Whether any of its partitions was served with records.
     had_records: bool,
 }
@@ -136,7 +139,7 @@ impl Gather {
         };
         ahead.had_records |= had_records;
         push_partition(&mut ahead.request, topic, topic_id, &next);
-        ahead.asked.insert(key.clone(), next.fetch_offset);
+        ahead.asked.insert(key.clone(), next);
     }
 
     /// The parts ahead: one per broker that served records, built on
@@ -154,13 +157,18 @@ impl Gather {
             .map(|a| {
                 let request = base.clone().with_topics(a.request.topics);
                 let may_bring_bytes = kept::may_bring_bytes(&request);
+                let asked = a
+                    .asked
+                    .into_iter()
+                    .map(|(key, p)| (key, Position::of(&p, base.isolation_level)))
+                    .collect();
                 ReadAhead {
                     broker: a.broker,
                     request,
                     meta: PartMeta {
                         broker: a.broker,
                         version,
-                        asked: a.asked,
+                        asked,
                         sent_in: None,
                         learned: false,
                         sent_at: Instant::now(),

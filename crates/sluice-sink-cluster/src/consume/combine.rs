@@ -12,8 +12,8 @@ use sluice_codec::ResponseKind;
 use tokio::time::Instant;
 
 use super::{
-    Claim, ERROR_WEIGHT, FetchCombine, NewPart, PartMeta, PartitionKey, Source, UpstreamSessions,
-    kept, learn, push_partition, weight,
+    Claim, ERROR_WEIGHT, FetchCombine, NewPart, PartMeta, PartitionKey, Position, Source,
+    UpstreamSessions, kept, learn, push_partition, weight,
 };
 use crate::pending::{Part, PartState};
 use crate::split::order::TopicEntry;
@@ -221,7 +221,8 @@ impl FetchCombine {
                     &plan.request,
                 );
                 let key = (topic.key.clone(), plan.request.partition);
-                new.claim.meta.asked.insert(key, plan.request.fetch_offset);
+                let at = Position::of(&plan.request, self.base.isolation_level);
+                new.claim.meta.asked.insert(key, at);
                 new.claim.slots.push((t, p));
             }
         }

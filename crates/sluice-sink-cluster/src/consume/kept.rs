@@ -17,12 +17,36 @@
 //!   less when its partitions' `partition_max_bytes` add up to less (a
 //!   broker returns at least one record batch even above both, which the
 //!   estimate, like Kafka's own fetch sizing, leaves out);
-//! - a stashed partition counts its records.
+//! - a stashed partition counts what it keeps allocated. Its records are a
+//!   slice of the broker's answer frame (nothing is copied on the way), and
+//!   a slice keeps the whole frame: 1 KiB stashed from a 16 MiB answer
+//!   whose other partitions were served holds 16 MiB. So a stashed
+//!   partition left for a later fetch whose records are less than half
+//!   their frame gets them copied out (at most the frame's size in all, and
+//!   only for what outlives the fetch that stashed it); the others count
+//!   their frame, once per frame.
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 
 use super::FetchState;
+
+/// A broker answer frame that stashed records may be slices of.
+#[derive(Debug)]
+pub(super) struct Frame {
+    /// Its size.
+    bytes: usize,
+}
+
+impl Frame {
+    /// A frame of `bytes` (`None` for 0: an answer not read from a broker).
+    pub(super) fn of(bytes: usize) -> Option<Arc<Frame>> {
+        (bytes > 0).then(|| Arc::new(Frame { bytes }))
+    }
+}
 
 /// What a stashed partition answer costs besides its records: the struct,
 /// its box and its map entry, roughly.
@@ -46,12 +70,36 @@ impl FetchState {
     /// parked parts' possible answers and the stashed partitions.
     pub(crate) fn kept_bytes(&self) -> usize {
         let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
-        let stashed: usize = self
-            .stash
-            .values()
-            .map(|s| s.data.records.as_ref().map_or(0, Bytes::len) + STASHED_OVERHEAD_BYTES)
-            .sum();
+        let mut frames = HashSet::new();
+        let mut stashed = 0;
+        for s in self.stash.values() {
+            stashed += STASHED_OVERHEAD_BYTES;
+            match &s.frame {
+                Some(frame) if frames.insert(Arc::as_ptr(frame)) => stashed += frame.bytes,
+                Some(_) => {}
+                None => stashed += s.data.records.as_ref().map_or(0, Bytes::len),
+            }
+        }
         parked + stashed
+    }
+
+    /// Copies out the records of stashed partitions that are less than half
+    /// the frame they are a slice of, so that they stop holding it.
+    pub(super) fn compact_stash(&mut self) {
+        for s in self.stash.values_mut() {
+            let Some(frame) = &s.frame else {
+                continue;
+            };
+            let len = s.data.records.as_ref().map_or(0, Bytes::len);
+            if len == 0 {
+                s.frame = None;
+            } else if len < frame.bytes / 2
+                && let Some(records) = &mut s.data.records
+            {
+                *records = Bytes::copy_from_slice(records);
+                s.frame = None;
+            }
+        }
     }
 }
 

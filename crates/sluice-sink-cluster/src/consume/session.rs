@@ -10,11 +10,16 @@
 //!
 //! | session_id | epoch | meaning |
 //! |---|---|---|
-//! | 0 | -1 | a full fetch, no session (any session is closed) |
+//! | 0 | -1 | a full fetch, no session (the open one stays open) |
 //! | 0 | 0 | a full fetch opening a new session |
-//! | S | 0 | close S, open a new session with this full fetch |
-//! | S | -1 | close S, a full fetch with no session |
+//! | S | 0 | close S if it is open, open a new session with this full fetch |
+//! | S | -1 | close S if it is open, a full fetch with no session |
 //! | S | E > 0 | an incremental fetch in S, which must expect epoch E |
+//!
+//! A full fetch (epoch 0 or -1) is served whatever session id it names, as
+//! Kafka's `FetchManager` does: a client whose connection dropped names its
+//! old session on the new one. Only one session is open per connection, so
+//! opening one closes the other.
 //!
 //! An incremental fetch lists the partitions that are new or whose fetch
 //! fields changed, and `forgotten_topics_data` the ones to drop; the
@@ -121,17 +126,18 @@ impl ClientSessions {
             return Ok((None, SessionReply::None));
         }
         let (id, epoch) = (request.session_id, request.session_epoch);
-        if id != NO_SESSION_ID && self.open.as_ref().is_none_or(|s| s.id != id) {
-            return Err(FETCH_SESSION_ID_NOT_FOUND);
-        }
         match epoch {
+            // A full fetch closes the session it names, if it is open, and
+            // is served whatever that id is (a client reconnecting asks
+            // (S, 0) with the S of its last connection).
             FINAL_EPOCH => {
-                self.open = None;
+                self.close(id);
                 let full = (id != NO_SESSION_ID || !request.forgotten_topics_data.is_empty())
                     .then(|| sessionless(request, request.topics.clone()));
                 Ok((full, SessionReply::None))
             }
             0 => {
+                self.close(id);
                 let id = self.open_new(request, version);
                 Ok((
                     Some(sessionless(request, request.topics.clone())),
@@ -139,7 +145,11 @@ impl ClientSessions {
                 ))
             }
             _ => {
-                let Some(session) = self.open.as_mut() else {
+                let Some(session) = self
+                    .open
+                    .as_mut()
+                    .filter(|s| id != NO_SESSION_ID && s.id == id)
+                else {
                     return Err(FETCH_SESSION_ID_NOT_FOUND);
                 };
                 if epoch != session.next_epoch {
@@ -196,6 +206,15 @@ impl ClientSessions {
         }
     }
 
+    /// Closes session `id` if it is the open one.
+    fn close(&mut self, id: i32) {
+        if id != NO_SESSION_ID && self.open.as_ref().is_some_and(|s| s.id == id) {
+            self.open = None;
+        }
+    }
+
+    /// Opens a new session with the partitions of the full fetch `request`,
+    /// in place of any other (one per connection).
     fn open_new(&mut self, request: &FetchRequest, version: i16) -> i32 {
         self.last_id = next_epoch(self.last_id.max(0));
         let mut session = Session {

@@ -142,7 +142,7 @@ fn outcomes(state: &mut FetchState, combine: &FetchCombine, parts: Vec<Part>) ->
                     Outcome::Parked
                 }
                 Some(Ok(response)) => match response.into_body().unwrap() {
-                    ResponseKind::Fetch(answer) => Outcome::Answer(answer),
+                    ResponseKind::Fetch(answer) => Outcome::Answer(answer, 0),
                     other => panic!("not a fetch answer: {other:?}"),
                 },
                 Some(Err(_)) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
@@ -160,7 +160,7 @@ async fn absorb_answered(state: &mut FetchState, mut parked: Parked) {
     let ResponseKind::Fetch(answer) = response.into_body().unwrap() else {
         panic!("a fetch answer");
     };
-    state.absorb(&parked.meta, answer);
+    state.absorb(&parked.meta, answer, 0);
 }
 
 /// Each partition's (index, record bytes, error, high watermark), in order.
@@ -474,6 +474,214 @@ async fn a_parked_answer_between_fetches_is_served_only_at_its_offset() {
     );
 }
 
+/// The first fetch (read_uncommitted, no leader epoch) answered by broker
+/// 1; broker 2's part answers partition 1 between fetches (stashed), broker
+/// 3's stays parked. The next fetch asks the same offsets, changed by
+/// `change`: neither the stash nor the parked part may serve it.
+async fn same_offsets_asked_otherwise(change: impl Fn(&mut FetchRequest)) {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, third) = out.remove(1);
+    let (_, _, second) = out.remove(0);
+    second.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    let mut request = fetch(&[(0, 12), (1, 20), (2, 30)], 1);
+    change(&mut request);
+    let planned = plan(&mut state, &request, Instant::now());
+    let (combine, mut parts, mut replies) = send(planned);
+    let asked: Vec<(i32, i32, i64)> = replies
+        .iter()
+        .flat_map(|(b, r, _)| {
+            r.topics[0]
+                .partitions
+                .iter()
+                .map(move |p| (b.0, p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(1, 0, 12), (2, 1, 20)],
+        "partition 1 is asked again, not served from the stash"
+    );
+    third.send(Ok(answer(vec![data(2, 50, 33)]))).unwrap();
+    let (_, _, to_2) = replies.remove(1);
+    let (_, _, to_1) = replies.remove(0);
+    to_1.send(Ok(answer(vec![data(0, 0, 12)]))).unwrap();
+    to_2.send(Ok(answer(vec![data(1, 7, 22)]))).unwrap();
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let outcomes = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, outcomes);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 0, 0, 12), (1, 7, 0, 22), (2, 0, 0, 33)],
+        "partition 2 is not served by the part parked for the other fetch"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_uncommitted_answer_never_serves_a_read_committed_fetch() {
+    same_offsets_asked_otherwise(|r| r.isolation_level = 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_at_an_older_leader_epoch_never_serves_a_newer_one() {
+    same_offsets_asked_otherwise(|r| {
+        for p in &mut r.topics[0].partitions {
+            p.current_leader_epoch = 6;
+        }
+    })
+    .await;
+}
+
+/// `response` as a broker sends it: its records slices of one frame.
+fn from_the_wire(response: &Response) -> Response {
+    let mut frame = bytes::BytesMut::new();
+    response.encode(&mut frame).unwrap();
+    let frame = frame.split_off(4);
+    Response::parse(frame, ApiKey::Fetch, VERSION).unwrap()
+}
+
+/// Whether `slice` lies inside `frame`'s bytes (shares its allocation).
+fn inside(slice: &[u8], frame: &[u8]) -> bool {
+    let range = frame.as_ptr_range();
+    !slice.is_empty() && range.contains(&slice.as_ptr())
+}
+
+/// Broker 2's parked part answers partition 1 with 4 MiB and partition 4
+/// (asked along with it) with 1 KiB, in one frame, between fetches; the
+/// next fetch asks `next`. Returns the frame.
+async fn stash_from_one_frame(state: &mut FetchState, next: &[(i32, i64)]) -> Bytes {
+    let mut out = first_fetch_answered_by_broker_1(state).await;
+    let (_, _, tx) = out.remove(0);
+    let wire = from_the_wire(&answer(vec![data(1, 4 << 20, 22), data(4, 1024, 9)]));
+    let frame = wire.raw_frame().unwrap().clone();
+    tx.send(Ok(wire)).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    let mut second = parked.swap_remove(at.unwrap());
+    for p in parked {
+        state.park(p);
+    }
+    second.meta.asked.insert(key(4), second.meta.asked[&key(1)]);
+    second.part.wait().await;
+    let Some(Ok(response)) = second.part.take_result() else {
+        panic!("answered");
+    };
+    let frame_bytes = response.wire_len();
+    let ResponseKind::Fetch(body) = response.into_body().unwrap() else {
+        panic!("a fetch answer");
+    };
+    state.absorb(&second.meta, body, frame_bytes);
+    drop(plan(state, &fetch(next, 1), Instant::now()));
+    frame
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_stashed_answer_does_not_hide_the_big_frame_it_came_in() {
+    let mut state = FetchState::default();
+    // The client takes partition 1 and still buffers partition 4.
+    let frame = stash_from_one_frame(&mut state, &[(0, 12), (1, 20), (2, 30)]).await;
+    let kept = state.kept_bytes();
+    let records = state.stash[&key(4)].data.records.as_deref().unwrap();
+    assert_eq!(records.len(), 1024);
+    assert!(
+        !inside(records, &frame) || kept >= frame.len(),
+        "1 KiB stashed keeps the {} bytes frame it is a slice of, counted {kept}",
+        frame.len()
+    );
+    assert!(kept < 64 * 1024, "the slice was copied out: counted {kept}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_big_stashed_answer_counts_its_frame_once() {
+    let mut state = FetchState::default();
+    // The client buffers both partitions.
+    let frame = stash_from_one_frame(&mut state, &[(0, 12), (2, 30)]).await;
+    let kept = state.kept_bytes();
+    let big = state.stash[&key(1)].data.records.as_deref().unwrap();
+    assert!(inside(big, &frame), "4 MiB of a 4 MiB frame is not copied");
+    assert!(
+        (frame.len()..frame.len() + 4096).contains(&kept),
+        "the frame counted once, the copied 1 KiB besides: {kept} for a {} bytes frame",
+        frame.len()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stashed_answer_older_than_the_stash_keeps_is_not_served() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, second) = out.remove(0);
+    second.send(Ok(answer(vec![data(1, 40, 22)]))).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    // The client processes for longer than STASH_KEEP, then fetches on at
+    // the stashed offset: the answer's watermarks (and any error) are old.
+    tokio::time::advance(STASH_KEEP + Duration::from_secs(1)).await;
+    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), Instant::now());
+    let asked: Vec<(i32, i32, i64)> = planned
+        .fresh
+        .iter()
+        .flat_map(|n| {
+            n.request.topics[0]
+                .partitions
+                .iter()
+                .map(move |p| (n.broker.0, p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        vec![(2, 1, 20)],
+        "asked again, not served from the old stash"
+    );
+    assert!(state.stash.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_of_an_answer_harvested_between_fetches_reaches_the_client() {
+    let mut state = FetchState::default();
+    let mut out = first_fetch_answered_by_broker_1(&mut state).await;
+    let (_, _, second) = out.remove(0);
+    let mut throttled = answer(vec![data(1, 40, 22)]);
+    if let Ok(ResponseKind::Fetch(f)) = throttled.body_mut() {
+        f.throttle_time_ms = 300;
+    }
+    second.send(Ok(throttled)).unwrap();
+    let mut parked = state.take_parked();
+    let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
+    absorb_answered(&mut state, parked.swap_remove(at.unwrap())).await;
+    for p in parked {
+        state.park(p);
+    }
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), Instant::now());
+    let (combine, mut parts, _replies) = send(planned);
+    combine.wait(&mut parts).await;
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(partitions(&response), vec![(1, 40, 0, 22)]);
+    assert_eq!(
+        response.throttle_time_ms, 200,
+        "the client is told to back off for what is left of the broker's throttle"
+    );
+    let planned = plan(&mut state, &fetch(&[(1, 60)], 1), Instant::now());
+    let (combine, parts, _replies) = send(planned);
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(response.throttle_time_ms, 0, "told once");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let mut state = FetchState::default();
@@ -643,10 +851,98 @@ mod sessions {
             "a new session gets a new id"
         );
     }
+    #[test]
+    fn a_full_fetch_naming_an_unknown_session_is_served() {
+        // A Java client whose connection dropped asks (S, 0) on the next one.
+        let mut sessions = ClientSessions::default();
+        let (full, reply) = sessions
+            .apply(&in_session(7, 0, &[(0, 1), (1, 2)]), VERSION)
+            .expect("a full fetch opens a new session whatever id it names");
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened: {reply:?}");
+        };
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 1), (1, 2)]);
+        assert!(sessions.apply(&in_session(id, 1, &[]), VERSION).is_ok());
+
+        let (full, reply) = sessions
+            .apply(&in_session(99, -1, &[(0, 5)]), VERSION)
+            .expect("a sessionless full fetch is served whatever id it names");
+        assert_eq!(reply, SessionReply::None);
+        let full = full.unwrap();
+        assert_eq!((full.session_id, full.session_epoch), (0, -1));
+        assert_eq!(offsets(&full), vec![(0, 5)]);
+        assert!(
+            sessions.apply(&in_session(id, 2, &[]), VERSION).is_ok(),
+            "closing another id leaves the open session alone"
+        );
+    }
+
+    #[test]
+    fn a_sessionless_fetch_leaves_the_open_session_alone() {
+        let mut sessions = ClientSessions::default();
+        let (_, reply) = sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let SessionReply::Opened(id) = reply else {
+            panic!("opened");
+        };
+        let (plain, reply) = sessions.apply(&fetch(&[(1, 3)], 1), VERSION).unwrap();
+        assert!(plain.is_none() && reply == SessionReply::None);
+        let (full, reply) = sessions
+            .apply(&in_session(id, 1, &[]), VERSION)
+            .expect("the session a sessionless fetch does not name stays open");
+        assert_eq!(reply, SessionReply::Incremental(id));
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn an_incremental_fetch_without_a_session_id_is_unknown() {
+        let mut sessions = ClientSessions::default();
+        sessions
+            .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+            .unwrap();
+        let nameless = sessions.apply(&in_session(0, 1, &[(0, 2)]), VERSION);
+        assert_eq!(nameless.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+    }
 }
 
 mod upstream {
     use super::*;
+
+    /// Prepares `part` for broker `b` and commits it, as a part that was sent.
+    fn sent_as(
+        sessions: &mut UpstreamSessions,
+        b: BrokerId,
+        part: &mut FetchRequest,
+        version: i16,
+    ) -> SentIn {
+        let prepared = sessions.prepare(b, part, version);
+        sessions.commit(prepared)
+    }
+
+    #[test]
+    fn a_part_never_sent_leaves_the_session_as_it_was() {
+        let mut sessions = UpstreamSessions::default();
+        let mut lost = part_of(&[(0, 10)]);
+        drop(sessions.prepare(B, &mut lost, VERSION));
+        let mut first = part_of(&[(0, 10)]);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
+        assert_eq!(
+            in_first,
+            Some((0, 0)),
+            "still closed: the next part opens one"
+        );
+        sessions.answered(B, in_first, &opened(42));
+        let mut lost = part_of(&[(0, 11)]);
+        drop(sessions.prepare(B, &mut lost, VERSION));
+        let mut next = part_of(&[(0, 11)]);
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut next, VERSION),
+            Some((42, 1)),
+            "the epoch a lost part would have used is used again"
+        );
+        assert_eq!(sent(&next).0, vec![(0, 11)], "and the change it carried");
+    }
 
     fn part_of(partitions: &[(i32, i64)]) -> FetchRequest {
         let mut part = fetch(partitions, 1);
@@ -680,12 +976,12 @@ mod upstream {
     fn parts_go_out_incrementally_in_the_broker_session() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10), (1, 20), (2, 30)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         assert_eq!(in_first, Some((0, 0)), "the first part opens a session");
         assert_eq!(sent(&first).0.len(), 3, "in full");
 
         let mut meanwhile = part_of(&[(0, 10)]);
-        assert_eq!(sessions.prepare(B, &mut meanwhile, VERSION), None);
+        assert_eq!(sent_as(&mut sessions, B, &mut meanwhile, VERSION), None);
         assert_eq!(
             (meanwhile.session_id, meanwhile.session_epoch),
             (0, -1),
@@ -694,7 +990,7 @@ mod upstream {
 
         sessions.answered(B, in_first, &opened(42));
         let mut next = part_of(&[(0, 10), (1, 25)]);
-        assert_eq!(sessions.prepare(B, &mut next, VERSION), Some((42, 1)));
+        assert_eq!(sent_as(&mut sessions, B, &mut next, VERSION), Some((42, 1)));
         assert_eq!((next.session_id, next.session_epoch), (42, 1));
         assert_eq!(
             sent(&next),
@@ -702,7 +998,10 @@ mod upstream {
             "only the changed partition, and the dropped one forgotten"
         );
         let mut again = part_of(&[(0, 10), (1, 25)]);
-        assert_eq!(sessions.prepare(B, &mut again, VERSION), Some((42, 2)));
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut again, VERSION),
+            Some((42, 2))
+        );
         assert_eq!(sent(&again), (vec![], vec![]), "nothing changed");
     }
 
@@ -710,39 +1009,39 @@ mod upstream {
     fn a_session_error_or_a_failure_opens_a_new_session() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         sessions.answered(B, in_first, &opened(42));
         let mut next = part_of(&[(0, 11)]);
-        let in_next = sessions.prepare(B, &mut next, VERSION);
+        let in_next = sent_as(&mut sessions, B, &mut next, VERSION);
         let evicted = FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
         sessions.answered(B, in_next, &evicted);
         let mut full = part_of(&[(0, 11)]);
-        assert_eq!(sessions.prepare(B, &mut full, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut full, VERSION), Some((0, 0)));
         assert_eq!(sent(&full).0, vec![(0, 11)]);
 
         sessions.answered(B, Some((0, 0)), &opened(43));
         let mut lost = part_of(&[(0, 12)]);
-        let in_lost = sessions.prepare(B, &mut lost, VERSION);
+        let in_lost = sent_as(&mut sessions, B, &mut lost, VERSION);
         sessions.failed(B, in_lost);
         let mut after = part_of(&[(0, 12)]);
-        assert_eq!(sessions.prepare(B, &mut after, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut after, VERSION), Some((0, 0)));
     }
 
     #[test]
     fn a_broker_without_room_for_a_session_is_asked_again() {
         let mut sessions = UpstreamSessions::default();
         let mut first = part_of(&[(0, 10)]);
-        let in_first = sessions.prepare(B, &mut first, VERSION);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
         sessions.answered(B, in_first, &opened(0));
         let mut next = part_of(&[(0, 11)]);
-        assert_eq!(sessions.prepare(B, &mut next, VERSION), Some((0, 0)));
+        assert_eq!(sent_as(&mut sessions, B, &mut next, VERSION), Some((0, 0)));
     }
 
     #[test]
     fn old_versions_have_no_sessions() {
         let mut sessions = UpstreamSessions::default();
         let mut part = part_of(&[(0, 10)]);
-        assert_eq!(sessions.prepare(B, &mut part, 6), None);
+        assert_eq!(sent_as(&mut sessions, B, &mut part, 6), None);
         assert_eq!(part.session_epoch, -1);
     }
 }

@@ -19,6 +19,14 @@
 //! pipelining fetches makes one) goes out sessionless. After an error the
 //! next part is a full fetch opening a new session, as the Java client's
 //! `FetchSessionHandler` does.
+//!
+//! A part is rewritten ([`UpstreamSessions::prepare`]) before it is sent,
+//! but the session moves on ([`UpstreamSessions::commit`]) only once it is:
+//! sending may wait (for a connection to open or be replaced, for room in
+//! its queue), and a part waiting there can be dropped unsent (a refetch
+//! is cancelled when the client sends its next request). Moved on before,
+//! the session would wait for an answer that never comes (stuck opening,
+//! every later part sessionless) or expect an epoch the broker never saw.
 
 use std::collections::HashMap;
 
@@ -67,6 +75,16 @@ struct SessionEntry {
     request: FetchPartition,
 }
 
+/// A part rewritten into a broker session, not yet sent (see the module
+/// doc): [`UpstreamSessions::commit`] it once it is.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    broker: BrokerId,
+    sent_in: SentIn,
+    /// What the broker's session holds once the part is sent.
+    wanted: HashMap<PartitionKey, SessionEntry>,
+}
+
 /// A client connection's fetch sessions with the brokers.
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamSessions {
@@ -77,45 +95,81 @@ pub(crate) struct UpstreamSessions {
 
 impl UpstreamSessions {
     /// Rewrites a sessionless `part` for `broker` (at `version`) into the
-    /// broker's session: opening one, or incremental. Returns the session
-    /// it went out in.
+    /// broker's session: opening one, or incremental. The session is left
+    /// as it is until the part is sent and [`commit`](Self::commit)ted.
     pub(crate) fn prepare(
-        &mut self,
+        &self,
         broker: BrokerId,
         part: &mut FetchRequest,
         version: i16,
-    ) -> SentIn {
-        if version < SESSION_VERSION {
-            return None;
-        }
-        let wanted = entries(part, version);
-        let state = self.brokers.entry(broker).or_default();
-        match state {
-            Upstream::Closed => {
-                *state = Upstream::Opening;
+    ) -> Prepared {
+        let wanted = if version < SESSION_VERSION {
+            HashMap::new()
+        } else {
+            entries(part, version)
+        };
+        let sent_in = match self.brokers.get(&broker) {
+            _ if version < SESSION_VERSION => None,
+            None | Some(Upstream::Closed) => {
                 part.session_id = NO_SESSION_ID;
                 part.session_epoch = 0;
-                self.opening.insert(broker, wanted);
                 Some((NO_SESSION_ID, 0))
             }
-            Upstream::Opening => None,
+            Some(Upstream::Opening) => None,
+            Some(Upstream::Open {
+                id,
+                next_epoch,
+                partitions,
+            }) => {
+                let (topics, forgotten) = delta(partitions, &wanted, version);
+                part.session_id = *id;
+                part.session_epoch = *next_epoch;
+                part.topics = topics;
+                part.forgotten_topics_data = forgotten;
+                Some((*id, *next_epoch))
+            }
+        };
+        Prepared {
+            broker,
+            sent_in,
+            wanted,
+        }
+    }
+
+    /// Moves the session on for a [`prepare`](Self::prepare)d part that
+    /// was sent (or failed to be: its failure then closes the session).
+    /// Returns the session it went out in.
+    pub(crate) fn commit(&mut self, prepared: Prepared) -> SentIn {
+        let Prepared {
+            broker,
+            sent_in,
+            wanted,
+        } = prepared;
+        let (sent_id, sent_epoch) = sent_in?;
+        let state = self.brokers.entry(broker).or_default();
+        match state {
+            Upstream::Closed if sent_epoch == 0 => {
+                *state = Upstream::Opening;
+                self.opening.insert(broker, wanted);
+            }
             Upstream::Open {
                 id,
                 next_epoch,
                 partitions,
-            } => {
-                let epoch = *next_epoch;
-                *next_epoch = epoch.checked_add(1).unwrap_or(1);
-                let (topics, forgotten) = delta(partitions, &wanted, version);
+            } if *id == sent_id && *next_epoch == sent_epoch => {
+                *next_epoch = sent_epoch.checked_add(1).unwrap_or(1);
                 *partitions = wanted;
                 metrics::counter!(names::FETCH_INCREMENTAL, "side" => "broker").increment(1);
-                part.session_id = *id;
-                part.session_epoch = epoch;
-                part.topics = topics;
-                part.forgotten_topics_data = forgotten;
-                Some((*id, epoch))
+            }
+            // Prepared against another state (nothing sends between the
+            // two, so this does not happen): the part's answer cannot be
+            // trusted to the session; start over.
+            _ => {
+                *state = Upstream::Closed;
+                self.opening.remove(&broker);
             }
         }
+        sent_in
     }
 
     /// Learns from the answer to a part sent in `sent`.

@@ -210,3 +210,24 @@ fn client_software_is_checked_as_kafka_checks_it() {
     assert!(!check(&named("bad name", "1.0"), 3));
     assert!(!check(&named("ok", "1.0."), 3));
 }
+
+#[test]
+fn only_the_share_group_apis_are_not_offered() {
+    let unoffered: Vec<ApiKey> = ApiKey::iter()
+        .filter(|api| crate::api::describe(*api).is_client_facing())
+        .filter(|api| offered_versions(*api).is_none())
+        .collect();
+    assert_eq!(
+        unoffered,
+        [
+            ApiKey::ShareGroupHeartbeat,
+            ApiKey::ShareGroupDescribe,
+            ApiKey::ShareFetch,
+            ApiKey::ShareAcknowledge,
+            ApiKey::DescribeShareGroupOffsets,
+            ApiKey::AlterShareGroupOffsets,
+            ApiKey::DeleteShareGroupOffsets,
+        ],
+        "a client sending one of these is closed (sink/send.rs)"
+    );
+}

@@ -20,8 +20,8 @@ use super::send::Dest;
 use crate::close::Invariant;
 use crate::connections::Target;
 use crate::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, ReadAhead, SentIn,
-    SessionReply, learn,
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, Prepared, ReadAhead,
+    SentIn, SessionReply, learn,
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
@@ -176,14 +176,15 @@ impl KafkaSinkCluster {
     }
 
     /// A fetch part for `broker`, in Sluice's session with it, with the
-    /// client's header fields.
+    /// client's header fields; the session moves on once it is sent
+    /// ([`UpstreamSessions::commit`](crate::consume::UpstreamSessions::commit)).
     fn part_request(
         &mut self,
         broker: BrokerId,
         mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
-    ) -> (Request, SentIn) {
-        let sent_in = self
+    ) -> (Request, Prepared) {
+        let prepared = self
             .fetch
             .get()
             .upstream
@@ -195,18 +196,22 @@ impl KafkaSinkCluster {
             client_id,
             RequestKind::Fetch(body),
         );
-        (request, sent_in)
+        (request, prepared)
     }
 
-    /// Sends one fetch part with the client's header fields.
+    /// Sends one fetch part with the client's header fields. Cancel-safe:
+    /// dropped before the part is sent, it leaves the broker session as it
+    /// was (nothing awaits between the send and the session's commit).
     async fn send_fetch_part(
         &mut self,
         broker: BrokerId,
         body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
     ) -> Result<(Part, SentIn), ChainError> {
-        let (part, sent_in) = self.part_request(broker, body, (version, correlation_id, client_id));
-        let part = self.send_part(Dest::Broker(broker), part).await?;
+        let (request, prepared) =
+            self.part_request(broker, body, (version, correlation_id, client_id));
+        let part = self.send_part(Dest::Broker(broker), request).await?;
+        let sent_in = self.fetch.get().upstream.commit(prepared);
         let part = part.ok_or(Invariant::FetchPartWithoutAnswer)?;
         Ok((part, sent_in))
     }
@@ -257,8 +262,10 @@ impl KafkaSinkCluster {
 
     /// Sends the parts ahead of the client's next fetch (see
     /// `consume/ahead.rs`) to the brokers that owe the connection nothing,
-    /// on connections already open, and parks them. Not while the node is
-    /// leaving: its clients are moving elsewhere.
+    /// on connections already open and not at risk (a token or SASL
+    /// session about to end: the client's next fetch goes out as a new
+    /// part then, and replaces the connection), and parks them. Not while
+    /// the node is leaving: its clients are moving elsewhere.
     fn send_ahead(&mut self, ahead: Vec<ReadAhead>) {
         if self.shared.nodes.is_hidden() {
             return;
@@ -266,7 +273,7 @@ impl KafkaSinkCluster {
         for mut ahead in ahead {
             let idle = self
                 .connections
-                .get(Target::Broker(ahead.broker))
+                .ready(Target::Broker(ahead.broker))
                 .is_some_and(|c| c.outstanding() == 0);
             if !idle {
                 continue;
@@ -282,17 +289,14 @@ impl KafkaSinkCluster {
             } = ahead;
             // Its answer goes to no client request: correlation id 0 (the
             // broker connection assigns its own anyway).
-            let (request, sent_in) =
+            let (request, prepared) =
                 self.part_request(broker, request, (meta.version, 0, client_id));
-            meta.sent_in = sent_in;
-            match self.try_send_part(broker, request) {
-                Some(part) => {
-                    self.room_bytes = self.room_bytes.saturating_sub(may_bring);
-                    metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
-                    self.fetch.get().park(Parked { part, meta });
-                }
-                // Not sent: the broker session is as it was.
-                None => self.fetch.get().upstream.failed(broker, meta.sent_in),
+            // Not sent: the broker session is as it was.
+            if let Some(part) = self.try_send_part(broker, request) {
+                meta.sent_in = self.fetch.get().upstream.commit(prepared);
+                self.room_bytes = self.room_bytes.saturating_sub(may_bring);
+                metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
+                self.fetch.get().park(Parked { part, meta });
             }
         }
     }
@@ -306,7 +310,9 @@ impl KafkaSinkCluster {
             }
             let Parked { part, mut meta } = parked;
             match self.fetch_outcome(part, &mut meta) {
-                Outcome::Answer(answer) => self.fetch.get().absorb(&meta, answer),
+                Outcome::Answer(answer, frame_bytes) => {
+                    self.fetch.get().absorb(&meta, answer, frame_bytes);
+                }
                 // Nobody asked for a part sent ahead.
                 Outcome::Failed(_) if meta.ahead => {}
                 Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code),
@@ -334,11 +340,12 @@ impl KafkaSinkCluster {
                 return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
             }
         };
+        let frame_bytes = response.wire_len();
         let decoded = self
             .post_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
-            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer),
+            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer, frame_bytes),
             Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
             Err(e) => {
                 warn!(broker = %part.broker_label(), "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");

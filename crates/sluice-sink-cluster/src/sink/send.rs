@@ -4,9 +4,12 @@
 //!
 //! The hot path: a Produce or Fetch whose partitions all have one leader goes
 //! out as the client's original bytes (the body is decoded to find the
-//! leaders, records stay as shared `Bytes`, nothing is re-encoded). Fetch is
-//! re-encoded only when the client sent a `rack_id` to clear or used a fetch
-//! session (the split module makes every part sessionless).
+//! leaders, records stay as shared `Bytes`, nothing is re-encoded). A Fetch
+//! goes out whole only when it is sessionless, all its partitions go to one
+//! broker and nothing of the connection's is parked or stashed: as the
+//! client's bytes, or re-encoded when it carries a `rack_id` to clear. Any
+//! other is planned by the consume path (`sink/fetch.rs`), whose parts are
+//! re-encoded (records still shared).
 
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
@@ -54,15 +57,17 @@ impl KafkaSinkCluster {
             ),
             _ => {}
         }
-        // Kafka closes a client that uses a version it does not support
-        // (only ApiVersions is answered, with the versions it does).
-        let offered = route::offered_versions(api);
-        if api != ApiKey::ApiVersions
-            && offered.is_some_and(|range| version < range.min || version > range.max)
-        {
+        // Kafka closes a client that uses a version it does not support, or
+        // an api it does not offer (only ApiVersions is answered, with the
+        // versions it does). An api clients may not send is answered below.
+        let descriptor = crate::api::describe(api);
+        let supported = match route::offered_versions(api) {
+            Some(range) => (range.min..=range.max).contains(&version),
+            None => !descriptor.is_client_facing(),
+        };
+        if api != ApiKey::ApiVersions && !supported {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
-        let descriptor = crate::api::describe(api);
         if let Some(answer) = self.leaving_answer(&mut request, descriptor.family)? {
             return Ok(Some(answer));
         }
@@ -150,11 +155,13 @@ impl KafkaSinkCluster {
     }
 
     /// Sends `request` to broker `id` without waiting: only on a connection
-    /// already open, only if its queue has room now. For work that may as
-    /// well be skipped (a fetch read ahead: `crate::consume::ahead`).
+    /// already open that needs no replacing (its token or SASL session not
+    /// at risk: see [`crate::connections::Connections::ready`]), only if
+    /// its queue has room now. For work that may as well be skipped (a
+    /// fetch read ahead: `crate::consume::ahead`).
     pub(super) fn try_send_part(&self, id: BrokerId, request: Request) -> Option<Part> {
         let target = Target::Broker(id);
-        let conn = self.connections.get(target)?;
+        let conn = self.connections.ready(target)?;
         let broker = conn.address().clone();
         let stalls_at = super::stalled::stalls_at(&request);
         let api = request.api_key();

@@ -152,6 +152,7 @@ fn answer(request: &mut Request, addr: SocketAddr) -> ResponseKind {
         RequestKind::ApiVersions(_) => {
             let keys = [
                 (ApiKey::Produce, 3, 11),
+                (ApiKey::Fetch, 4, 12),
                 (ApiKey::Metadata, 0, 12),
                 (ApiKey::ApiVersions, 0, 3),
             ];
@@ -214,6 +215,29 @@ fn answer(request: &mut Request, addr: SocketAddr) -> ResponseKind {
                 })
                 .collect();
             ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
+        }
+        // Nothing to fetch, and no room for a fetch session.
+        RequestKind::Fetch(f) => {
+            let responses = f
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            fetch_response::PartitionData::default()
+                                .with_partition_index(p.partition)
+                                .with_high_watermark(0)
+                        })
+                        .collect();
+                    fetch_response::FetchableTopicResponse::default()
+                        .with_topic(t.topic.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
         }
         other => panic!("the fake broker does not serve {other:?}"),
     }
@@ -448,4 +472,29 @@ async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
         "never written: sent again on a new connection and answered by the broker"
     );
     assert_eq!(sink.pending(), 0);
+}
+
+/// A share-group API (KIP-932) is left out of the ApiVersions answer, as
+/// Sluice does not route it; a client that sends one anyway is closed, as
+/// Kafka closes a client using an API it does not offer, instead of the
+/// request going whole to some broker.
+#[tokio::test]
+async fn an_api_sluice_does_not_offer_closes_the_client() {
+    let broker = FakeBroker::start().await;
+    let (_builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
+    let version = ApiKey::ShareFetch.valid_versions().max;
+    let body = RequestKind::ShareFetch(ShareFetchRequest::default());
+    let share_fetch = client_request(ApiKey::ShareFetch, version, 2, body);
+    let refused = within("share fetch", sink.send(share_fetch, &ctx)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(sluice_chain::ChainError::UnsupportedVersion {
+                api: ApiKey::ShareFetch,
+                ..
+            })
+        ),
+        "the client is closed: {refused:?}"
+    );
 }

@@ -2,20 +2,16 @@
 //!
 //! Topics are named by `topic` up to v12 and by `topic_id` from v13.
 //!
-//! **Fetch sessions.** A fetch session (KIP-227) lives on one broker, and the
-//! partitions behind one client connection span several, so Sluice does not
-//! use sessions at all:
-//! - every part is a full, sessionless fetch: `session_id = 0`,
-//!   `session_epoch = -1` (FINAL_EPOCH: "no session, do not create one") and
-//!   no `forgotten_topics_data`;
-//! - the merged response carries `session_id = 0`, which tells the client that
-//!   no session was created, so its next fetch is again a full one listing
-//!   every partition it wants (the Java client's `FetchSessionHandler` does
-//!   exactly that).
-//!
-//! A client that sends an incremental fetch anyway (a session id Sluice never
-//! gave it) is served the partitions it listed, sessionless; the response's
-//! `session_id = 0` makes it start over with full fetches.
+//! **Fetch sessions.** The split itself is sessionless: every part it builds
+//! is a full fetch with `session_id = 0`, `session_epoch = -1` (FINAL_EPOCH:
+//! "no session, do not create one") and no `forgotten_topics_data`, and a
+//! merge of such parts carries `session_id = 0`. Sessions live above it, in
+//! the consume path: the session Sluice offers the client is turned into the
+//! full fetch it stands for before the split (`consume/session.rs`), and
+//! each part is then rewritten into Sluice's own session with its broker
+//! (`consume/upstream.rs`). Only a sessionless fetch whose partitions all go
+//! to one broker, with nothing parked or stashed, goes out as this split
+//! builds it.
 //!
 //! **Which replica.** A consumer's fetch (`replica_id` -1) of v11+ goes, per
 //! partition, to [`PartitionLeaders::fetch_replica`]: the leader, or an
@@ -23,8 +19,9 @@
 //! Older versions and fetches from replicas always go to the leader.
 //!
 //! Every part keeps the request's `replica_id` / `replica_state`,
-//! `cluster_id`, `max_wait_ms`, `min_bytes`, `max_bytes` (per part, as is:
-//! each broker may return up to it), `isolation_level` and `rack_id`.
+//! `cluster_id`, `max_wait_ms`, `min_bytes`, `isolation_level` and `rack_id`
+//! (the consume path clears `rack_id`: Sluice picks the replica), and an
+//! even share of its `max_bytes` ([`part_max_bytes`]).
 //!
 //! A fetch that names no partition at all has no part: its merge answers at
 //! once with an empty response, without waiting `max_wait_ms` (clients do not

@@ -20,6 +20,8 @@ struct Seen {
     violations: Vec<ApiKey>,
     /// Every request's api, in arrival order.
     requests: Vec<ApiKey>,
+    /// The session id and epoch of every Fetch.
+    fetches: Vec<(i32, i32)>,
 }
 
 /// A one-broker cluster whose connections must authenticate with PLAIN as
@@ -30,6 +32,8 @@ struct SaslBroker {
     addr: SocketAddr,
     seen: Arc<Mutex<Seen>>,
     hold: watch::Sender<bool>,
+    /// Holds the next SaslAuthenticate once armed (`next`).
+    auth_gate: Arc<Stall>,
 }
 
 impl SaslBroker {
@@ -38,14 +42,22 @@ impl SaslBroker {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (hold, _) = watch::channel(false);
-        let broker = Self { addr, seen, hold };
+        let auth_gate = Arc::new(Stall::default());
+        let broker = Self {
+            addr,
+            seen,
+            hold,
+            auth_gate,
+        };
         let (seen, hold) = (broker.seen.clone(), broker.hold.clone());
+        let auth_gate = broker.auth_gate.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let conn = SaslConn {
                     addr,
                     seen: seen.clone(),
                     hold: hold.subscribe(),
+                    auth_gate: auth_gate.clone(),
                     session_lifetime_ms,
                     authenticated: false,
                     held_once: false,
@@ -65,6 +77,7 @@ struct SaslConn {
     addr: SocketAddr,
     seen: Arc<Mutex<Seen>>,
     hold: watch::Receiver<bool>,
+    auth_gate: Arc<Stall>,
     session_lifetime_ms: i64,
     authenticated: bool,
     held_once: bool,
@@ -84,6 +97,22 @@ impl SaslConn {
                 // Like Kafka: a request before authentication ends the connection.
                 self.seen.lock().unwrap().violations.push(api);
                 return;
+            }
+            if api == ApiKey::SaslAuthenticate && self.auth_gate.next.swap(false, Ordering::SeqCst)
+            {
+                self.auth_gate.stalled.notify_one();
+                self.auth_gate.release.notified().await;
+            }
+            if let Ok(RequestKind::Fetch(f)) = request.body() {
+                self.seen
+                    .lock()
+                    .unwrap()
+                    .fetches
+                    .push((f.session_id, f.session_epoch));
+                // An empty answer comes after a while, as from a broker
+                // with nothing new.
+                let wait = u64::try_from(f.max_wait_ms).unwrap_or(0).min(FETCH_HOLD_MS);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
             }
             if api == ApiKey::Produce && !self.held_once {
                 self.held_once = true;
@@ -362,5 +391,77 @@ async fn a_refused_reauthentication_answers_the_brokers_error_then_closes() {
         let metadata = s.requests.iter().filter(|a| **a == ApiKey::Metadata);
         assert_eq!(metadata.count(), 1, "only the one before: {:?}", s.requests);
         assert!(s.violations.is_empty(), "{:?}", s.violations);
+    });
+}
+
+/// How long the fake broker holds an empty fetch answer (at most its
+/// `max_wait_ms`).
+const FETCH_HOLD_MS: u64 = 500;
+
+/// A client Fetch (v12) of both partitions of `t` opening a client session,
+/// waiting up to `max_wait_ms` for one byte.
+fn session_fetch(id: i32, max_wait_ms: i32) -> Request {
+    let partitions = (0..2)
+        .map(|p| {
+            fetch_request::FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let body = FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_id(0)
+        .with_session_epoch(0)
+        .with_topics(vec![
+            fetch_request::FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(partitions),
+        ]);
+    client_request(ApiKey::Fetch, 12, id, RequestKind::Fetch(body))
+}
+
+/// The refetch of a waiting fetch goes out while the client's next request
+/// can cancel it (the source stops waiting for an answer when the client
+/// sends bytes). Cancelled while its connection is being replaced, it must
+/// leave Sluice's fetch session with the broker as it was: this broker has
+/// no room for sessions, so every part must ask it for one (epoch 0), and
+/// none may go out sessionless for the rest of the connection's life.
+#[tokio::test]
+async fn a_refetch_cancelled_while_its_connection_is_replaced_leaves_the_broker_session_as_it_was()
+{
+    let broker = SaslBroker::start(SESSION_MS).await;
+    let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
+    // Sent 900 ms into the session, the fetch's first part is answered
+    // empty 500 ms later, past the 85% at which its connection is at risk:
+    // the refetch replaces the connection first, and the broker holds the
+    // replacement's authentication.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    broker.auth_gate.next.store(true, Ordering::SeqCst);
+    send(&mut *sink, &ctx, session_fetch(5, 3000)).await;
+    within("the replacement's authentication", async {
+        tokio::select! {
+            answer = sink.recv(&ctx) => panic!("answered before the refetch: {answer:?}"),
+            () = broker.auth_gate.stalled.notified() => {}
+        }
+    })
+    .await;
+    // The client sent a request: recv was dropped with the refetch.
+    broker.auth_gate.release.notify_one();
+    let answer = within("the fetch", sink.recv(&ctx)).await.unwrap();
+    assert_eq!(answer.correlation_id(), 5);
+    broker.seen(|s| {
+        assert!(
+            s.fetches.len() >= 2,
+            "the fetch and a refetch after the cancel: {:?}",
+            s.fetches
+        );
+        assert!(
+            s.fetches.iter().all(|&f| f == (0, 0)),
+            "every part asks for a new session, none goes out sessionless: {:?}",
+            s.fetches
+        );
     });
 }
