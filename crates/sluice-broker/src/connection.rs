@@ -239,6 +239,20 @@ impl BrokerConnection {
         Some(rx)
     }
 
+    /// Ends the connection now, with `error` as its failure: unlike a drop,
+    /// nothing still queued is written and no answer still owed is awaited;
+    /// the socket closes, and every request still owed is completed with
+    /// `error` (those never written with [`BrokerError::NotSent`]). For a
+    /// broker whose requests were given up on while it hangs: whatever it
+    /// has not read yet must not reach it once it resumes, and nothing sent
+    /// later may queue behind what it still holds. Does nothing to a
+    /// connection already closed.
+    pub fn abort(&self, error: BrokerError) {
+        if !self.is_closed() {
+            self.shared.fail(error);
+        }
+    }
+
     /// Whether the connection has failed or been shut down. A closed
     /// connection accepts no more requests.
     pub fn is_closed(&self) -> bool {

@@ -523,6 +523,16 @@ impl Connections {
         open_with(&self.shared, self.login.as_mut(), addr).await
     }
 
+    /// Ends the connection behind `target` at once with `error`, then drops
+    /// it (see [`BrokerConnection::abort`]): for a broker that hangs and has
+    /// left the cluster, whose owed requests were answered as failed.
+    pub(crate) fn abort(&mut self, target: Target, error: BrokerError) {
+        if let Some(conn) = self.slots.get(&target) {
+            conn.link().abort(error);
+            self.discard(target);
+        }
+    }
+
     /// Drops the connection behind `target` if it has closed (a closed
     /// connection has already failed everything it owed). Returns whether one
     /// was dropped.

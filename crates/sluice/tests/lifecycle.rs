@@ -20,6 +20,10 @@
 //!   broker (long max wait, a trickle of records), then restarted: no
 //!   record skipped, repeated or committed twice, no client disconnect
 //!   (`cluster_consume.rs` has the same checks without a broker failure).
+//! - The leader of some partitions SIGSTOPped for 30 s under an idempotent
+//!   producer at 1,000 records/s: no record fails, every acknowledged one
+//!   is consumed, no client is disconnected, and Sluice ends its
+//!   connections to the broker once it has left the cluster.
 //! - Every broker killed: `/ready` turns 503 naming the sink and why while
 //!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
@@ -648,6 +652,89 @@ fn broker_frozen_under_load_times_out_no_client_request_and_loses_nothing() {
         sluice.metric(CLOSED_ON_ERROR, &[]),
         0.0,
         "Sluice closed no client connection"
+    );
+}
+
+/// SIGSTOP the leader of some partitions for 30 s under an idempotent
+/// VerifiableProducer at 1,000 records/s (acks=all, five requests in
+/// flight, min.insync.replicas=2), then SIGCONT, and let the producer run
+/// on for as long again. Sluice answers what the frozen broker owes once it
+/// is fenced, while the broker still holds some of those requests; Sluice
+/// must then end its connections there (nothing more reaches the broker on
+/// them, nothing later queues behind them), and the producer must resolve
+/// every batch, as it does directly: no record fails, every acknowledged
+/// one is consumed, and no client is disconnected.
+#[test]
+#[ignore = "stops brokers; run in the serial phase of scripts/test"]
+fn leader_frozen_under_an_idempotent_producer_fails_no_record() {
+    let _serial = serial();
+    let cluster = Cluster::get(TRIO);
+    let front = Front::plaintext(&cluster);
+    let sluice = &front.sluice;
+    let topic = unique("lifecycle-frozen-leader");
+    spread_topic(&cluster, &topic, &["min.insync.replicas=2"]);
+    let mut consumer = front.consumer(&cluster, &topic);
+    wait_assigned(&mut consumer);
+    let mut producer = front
+        .producer(60_000, 1_000, None)
+        .start(&cluster, &front.listen, &topic);
+    delivery::wait_acked(&mut producer, 5_000, Duration::from_secs(60));
+
+    let stopped = cluster.stop_node(VICTIM);
+    let stopped_at = Instant::now();
+    wait::until(
+        FROZEN_FOR + Duration::from_secs(5),
+        "the broker's frozen time to pass",
+        || {
+            producer.assert_running();
+            consumer.assert_running();
+            if stopped_at.elapsed() >= FROZEN_FOR {
+                Ok(())
+            } else {
+                Err(format!("frozen for {:?}", stopped_at.elapsed()))
+            }
+        },
+    );
+    stopped.resume();
+
+    let out = producer.wait_exit(Duration::from_secs(180));
+    out.assert_success("VerifiableProducer");
+    let produced = Produced::from_events(&delivery::events(&out.stdout));
+    let producer_disconnects = disconnects(&out.stderr);
+    let out_of_order = out.stderr.matches("OUT_OF_ORDER_SEQUENCE_NUMBER").count();
+    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
+    let out = consumer.terminate(Duration::from_secs(60));
+    let consumer_disconnects = disconnects(&out.stderr);
+    eprintln!(
+        "{} records acked, {} failed; {out_of_order} OUT_OF_ORDER_SEQUENCE_NUMBER answers; \
+         Sluice synthesized {} error answers",
+        produced.acked.len(),
+        produced.errors.len(),
+        sluice.metric(SYNTHESIZED, &[])
+    );
+
+    assert!(
+        produced.errors.is_empty(),
+        "no record failed ({} failed): {:?}",
+        produced.errors.len(),
+        &produced.errors[..produced.errors.len().min(3)]
+    );
+    assert_eq!(produced.acked.len(), 60_000, "every record acknowledged");
+    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
+    assert_eq!(
+        (producer_disconnects, consumer_disconnects),
+        (Vec::new(), Vec::new()),
+        "clients of Sluice never see a broker disconnect"
+    );
+    assert_eq!(
+        sluice.metric(CLOSED_ON_ERROR, &[]),
+        0.0,
+        "Sluice closed no client connection"
+    );
+    assert!(
+        sluice.metric(RECEIVE_ERRORS, &["kind=\"left_cluster\""]) >= 1.0,
+        "Sluice ended its connections to broker {VICTIM} once it left the cluster, \
+         rather than leaving its unanswered requests queued on them"
     );
 }
 

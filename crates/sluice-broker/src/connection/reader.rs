@@ -93,8 +93,9 @@ impl Reader {
     }
 
     /// Logs and counts the end of the connection, once: a connection that
-    /// owed responses failed them (`BROKER_RECEIVE_ERRORS`, WARN); one that
-    /// owed nothing ended idle, which is routine
+    /// owed responses failed them (`BROKER_RECEIVE_ERRORS`, WARN, or DEBUG
+    /// when its owner ended it because the broker left the cluster); one
+    /// that owed nothing ended idle, which is routine
     /// (`BROKER_CONNECTIONS_IDLE_CLOSED`, DEBUG).
     fn report(&self, error: &BrokerError) {
         let broker = self.shared.broker();
@@ -125,7 +126,11 @@ impl Reader {
             "kind" => error.kind(),
         )
         .increment(1);
-        if outstanding > 0 {
+        if matches!(error, BrokerError::LeftCluster { .. }) {
+            // Ended by its owner, whose own log says why (rate-limited per
+            // broker): one line per client connection would repeat it.
+            debug!(outstanding, "broker connection ended: {error}");
+        } else if outstanding > 0 {
             warn!(
                 in_flight = self.in_flight.len(),
                 outstanding, "broker connection failed, failing its requests: {error}"

@@ -589,3 +589,32 @@ async fn responses_arriving_in_pieces_after_an_idle_spell_arrive_whole() {
     assert_eq!(conn.outstanding(), 0);
     assert!(!conn.is_closed());
 }
+
+/// A connection ended with `abort` fails what it owes with the given error
+/// at once, without waiting for the broker, closes its socket (the broker
+/// reads EOF) and takes no more requests; a dropped one would have waited.
+#[tokio::test]
+async fn an_aborted_connection_fails_what_it_owes_and_closes_at_once() {
+    let broker = FakeBroker::start().await;
+    let (conn, mut fake) = connected(&broker, &options()).await;
+    let rx = conn.send(api_versions(4)).await.unwrap().unwrap();
+    fake.read_request().await;
+    let left = BrokerError::LeftCluster {
+        broker: conn.address().clone(),
+    };
+    conn.abort(left);
+    let error = outcome(rx).await.unwrap_err();
+    assert!(
+        matches!(error, BrokerError::LeftCluster { .. }),
+        "{error:?}"
+    );
+    assert!(conn.is_closed());
+    let mut rest = Vec::new();
+    let read = within("EOF at the broker", fake.stream.read_to_end(&mut rest)).await;
+    assert_eq!(read.unwrap(), 0, "nothing more was written");
+    let refused = conn.send(api_versions(5)).await.unwrap_err();
+    assert!(
+        matches!(refused, BrokerError::NotSent { .. }),
+        "{refused:?}"
+    );
+}

@@ -23,14 +23,26 @@
 //! connection. Idempotent producers make that retry safe. A broker still
 //! listed is asked about again every [`RECHECK_EVERY`].
 //!
+//! The departed broker's connection is ended at the same moment, as a
+//! direct client's is when its request times out. Left open, it would
+//! deliver to the broker when it resumes every request queued on it, which
+//! the client has already retried elsewhere, and it would carry the parts
+//! routed there before the view learns the new leaders, behind those: each
+//! waiting for the resumed broker's answer while every later answer of the
+//! client waits behind it. Ended, it writes nothing more, the broker finds
+//! it closed when it resumes (as after a direct client's timeout), and a
+//! part routed to the broker fails at once, unsent (it has no address in
+//! the view), so the client retries at the new leader.
+//!
 //! ```text
 //! t=0    Produce sent to broker 2; broker 2 is SIGSTOPped
 //! t=2s   stall: broker 2 suspect, metadata from broker 1: broker 2 still listed
 //! t=4s.. checked again every 2 s
 //! t≈9s   the controller fences broker 2 (broker.session.timeout.ms)
 //! t≈10s  metadata no longer lists broker 2: the Produce is answered
-//!        NOT_LEADER_OR_FOLLOWER; the producer retries at the new leader,
-//!        long before its 30 s request timeout
+//!        NOT_LEADER_OR_FOLLOWER and the connection to broker 2 is ended;
+//!        the producer retries at the new leader, long before its 30 s
+//!        request timeout
 //! ```
 
 use std::collections::BTreeSet;
@@ -122,18 +134,29 @@ impl KafkaSinkCluster {
         self.fail_parts_of_departed_brokers();
     }
 
-    /// Fails every owed part whose broker the view no longer lists.
+    /// Fails every owed part whose broker the view no longer lists, and
+    /// ends those brokers' connections (see the module doc: what a hung
+    /// broker has not read must not reach it when it resumes, and nothing
+    /// may be sent behind it).
     fn fail_parts_of_departed_brokers(&mut self) {
         let listed: BTreeSet<BrokerId> = self.shared.view.read().brokers().map(|b| b.id).collect();
+        let mut departed: Vec<(Target, BrokerAddress)> = Vec::new();
         for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
             if let Target::Broker(id) = part.target
                 && !listed.contains(&id)
-                && let Some(broker) = &part.broker
+                && let Some(broker) = part.broker.clone()
             {
                 part.abandon(BrokerError::LeftCluster {
                     broker: broker.clone(),
                 });
+                if !departed.iter().any(|(t, _)| *t == part.target) {
+                    departed.push((part.target, broker));
+                }
             }
+        }
+        for (target, broker) in departed {
+            self.connections
+                .abort(target, BrokerError::LeftCluster { broker });
         }
     }
 }
