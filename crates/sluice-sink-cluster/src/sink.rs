@@ -492,6 +492,12 @@ pub struct KafkaSinkCluster {
     rebalance_wait: Option<Duration>,
 }
 
+impl Drop for KafkaSinkCluster {
+    fn drop(&mut self) {
+        self.close_fetch_sessions();
+    }
+}
+
 impl std::fmt::Debug for KafkaSinkCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaSinkCluster")

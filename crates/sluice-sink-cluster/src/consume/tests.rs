@@ -1024,7 +1024,42 @@ mod upstream {
         let in_lost = sent_as(&mut sessions, B, &mut lost, VERSION);
         sessions.failed(B, in_lost);
         let mut after = part_of(&[(0, 12)]);
-        assert_eq!(sent_as(&mut sessions, B, &mut after, VERSION), Some((0, 0)));
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut after, VERSION),
+            Some((43, 0)),
+            "the broker may have applied the lost part: its session is named, to be dropped"
+        );
+    }
+
+    #[test]
+    fn a_new_session_after_an_error_closes_the_one_the_broker_may_still_hold() {
+        let mut sessions = UpstreamSessions::default();
+        let mut first = part_of(&[(0, 10)]);
+        let in_first = sent_as(&mut sessions, B, &mut first, VERSION);
+        sessions.answered(B, in_first, &opened(42));
+        let mut next = part_of(&[(0, 11)]);
+        let in_next = sent_as(&mut sessions, B, &mut next, VERSION);
+        let skipped = FetchResponse::default().with_error_code(INVALID_FETCH_SESSION_EPOCH);
+        sessions.answered(B, in_next, &skipped);
+        let mut full = part_of(&[(0, 11)]);
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut full, VERSION),
+            Some((42, 0)),
+            "(S, 0): the broker drops S and opens a new session"
+        );
+        assert_eq!((full.session_id, full.session_epoch), (42, 0));
+        sessions.answered(B, Some((42, 0)), &opened(43));
+        let mut lost = part_of(&[(0, 12)]);
+        let in_lost = sent_as(&mut sessions, B, &mut lost, VERSION);
+        sessions.failed(B, in_lost);
+        assert_eq!(sessions.held().collect::<Vec<_>>(), vec![(B, 43)]);
+        let mut after = part_of(&[(0, 12)]);
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut after, VERSION),
+            Some((43, 0))
+        );
+        sessions.answered(B, Some((43, 0)), &opened(44));
+        assert_eq!(sessions.held().collect::<Vec<_>>(), vec![(B, 44)]);
     }
 
     #[test]

@@ -18,7 +18,15 @@
 //! While a session is opening, another part to that broker (only a client
 //! pipelining fetches makes one) goes out sessionless. After an error the
 //! next part is a full fetch opening a new session, as the Java client's
-//! `FetchSessionHandler` does.
+//! `FetchSessionHandler` does: it names the session the broker may still
+//! hold, (S, 0), which makes the broker drop it (unless the broker said it
+//! has none). When the client goes, every session a broker may hold is
+//! closed with a final (S, -1) fetch of nothing, as the Java client's close
+//! does (`sink/fetch.rs`). A broker's session cache has room for few
+//! sessions (1000 by default), and a session left behind holds its slot
+//! until it has been unused for two minutes: short-lived consumers would
+//! otherwise fill it, and every consumer of the cluster would fall back to
+//! full fetches.
 //!
 //! A part is rewritten ([`UpstreamSessions::prepare`]) before it is sent,
 //! but the session moves on ([`UpstreamSessions::commit`]) only once it is:
@@ -83,6 +91,7 @@ pub(crate) struct Prepared {
     sent_in: SentIn,
     /// What the broker's session holds once the part is sent.
     wanted: HashMap<PartitionKey, SessionEntry>,
+    version: i16,
 }
 
 /// A client connection's fetch sessions with the brokers.
@@ -91,6 +100,11 @@ pub(crate) struct UpstreamSessions {
     brokers: HashMap<BrokerId, Upstream>,
     /// What the opening part of each broker asked, to open the session with.
     opening: HashMap<BrokerId, HashMap<PartitionKey, SessionEntry>>,
+    /// A session a broker may still hold though Sluice gave it up (after a
+    /// wrong epoch or a failed part): the next opening part names it.
+    stale: HashMap<BrokerId, i32>,
+    /// The version parts were last sent at.
+    version: i16,
 }
 
 impl UpstreamSessions {
@@ -111,9 +125,10 @@ impl UpstreamSessions {
         let sent_in = match self.brokers.get(&broker) {
             _ if version < SESSION_VERSION => None,
             None | Some(Upstream::Closed) => {
-                part.session_id = NO_SESSION_ID;
+                let id = self.stale.get(&broker).copied().unwrap_or(NO_SESSION_ID);
+                part.session_id = id;
                 part.session_epoch = 0;
-                Some((NO_SESSION_ID, 0))
+                Some((id, 0))
             }
             Some(Upstream::Opening) => None,
             Some(Upstream::Open {
@@ -133,6 +148,7 @@ impl UpstreamSessions {
             broker,
             sent_in,
             wanted,
+            version,
         }
     }
 
@@ -144,13 +160,16 @@ impl UpstreamSessions {
             broker,
             sent_in,
             wanted,
+            version,
         } = prepared;
         let (sent_id, sent_epoch) = sent_in?;
+        self.version = version;
         let state = self.brokers.entry(broker).or_default();
         match state {
             Upstream::Closed if sent_epoch == 0 => {
                 *state = Upstream::Opening;
                 self.opening.insert(broker, wanted);
+                self.stale.remove(&broker);
             }
             Upstream::Open {
                 id,
@@ -185,6 +204,12 @@ impl UpstreamSessions {
         if session_error {
             count_session_error("broker", answer.error_code);
             *state = Upstream::Closed;
+            // A wrong epoch: the broker still holds the session.
+            if let Some((id, _)) = sent.filter(|_| answer.error_code == INVALID_FETCH_SESSION_EPOCH)
+                && id != NO_SESSION_ID
+            {
+                self.stale.insert(broker, id);
+            }
             return;
         }
         if epoch == 0 {
@@ -205,10 +230,34 @@ impl UpstreamSessions {
     /// Forgets the session with `broker` after a part sent in `sent` failed
     /// (the broker may or may not have applied it).
     pub(crate) fn failed(&mut self, broker: BrokerId, sent: SentIn) {
-        if sent.is_some() {
-            self.brokers.insert(broker, Upstream::Closed);
-            self.opening.remove(&broker);
+        let Some((sent_id, _)) = sent else {
+            return;
+        };
+        let held = match self.brokers.insert(broker, Upstream::Closed) {
+            Some(Upstream::Open { id, .. }) => id,
+            _ => sent_id,
+        };
+        if held != NO_SESSION_ID {
+            self.stale.insert(broker, held);
         }
+        self.opening.remove(&broker);
+    }
+
+    /// The sessions the brokers may hold for this connection, by broker.
+    pub(crate) fn held(&self) -> impl Iterator<Item = (BrokerId, i32)> + '_ {
+        let open = self
+            .brokers
+            .iter()
+            .filter_map(|(broker, state)| match state {
+                Upstream::Open { id, .. } => Some((*broker, *id)),
+                Upstream::Closed | Upstream::Opening => None,
+            });
+        open.chain(self.stale.iter().map(|(broker, id)| (*broker, *id)))
+    }
+
+    /// The version parts were last sent at (that of a session's close).
+    pub(crate) fn version(&self) -> i16 {
+        self.version
     }
 }
 

@@ -301,6 +301,30 @@ impl KafkaSinkCluster {
         }
     }
 
+    /// Closes the fetch sessions the brokers may hold for the client, as
+    /// it goes (see `consume/upstream.rs`): a final (S, -1) fetch of
+    /// nothing per session, on connections ready now. The request is
+    /// written after the sink is gone (a dropped connection writes what is
+    /// queued); nobody reads its empty answer.
+    pub(super) fn close_fetch_sessions(&mut self) {
+        let Some(state) = self.fetch.0.as_ref() else {
+            return;
+        };
+        let version = state.upstream.version();
+        for (broker, id) in state.upstream.held() {
+            let close = FetchRequest::default()
+                .with_max_wait_ms(0)
+                .with_min_bytes(0)
+                .with_session_id(id)
+                .with_session_epoch(crate::split::fetch::FINAL_EPOCH);
+            let request =
+                Request::from_body(ApiKey::Fetch, version, 0, None, RequestKind::Fetch(close));
+            if self.try_send_part(broker, request).is_some() {
+                debug!(broker = %broker.0, session_id = id, "closed a broker fetch session as the client goes");
+            }
+        }
+    }
+
     /// Stashes the answers of parked parts that have arrived.
     fn harvest_parked(&mut self) {
         for mut parked in self.fetch.take_parked() {

@@ -50,7 +50,13 @@ struct FakeBroker {
     addr: SocketAddr,
     fail_produce: Arc<AtomicBool>,
     stall: Arc<Stall>,
+    /// The session id and epoch of every Fetch; one opening a session
+    /// (epoch 0) is given session [`FAKE_SESSION`].
+    fetches: Arc<std::sync::Mutex<Vec<(i32, i32)>>>,
 }
+
+/// The fetch session id the fake broker gives.
+const FAKE_SESSION: i32 = 7;
 
 /// Makes the broker stop reading a connection the next time bytes arrive
 /// (`next`), say so (`stalled`), and drop it, unread bytes and all (a
@@ -68,16 +74,19 @@ impl FakeBroker {
         let addr = listener.local_addr().unwrap();
         let fail_produce = Arc::new(AtomicBool::new(false));
         let stall = Arc::new(Stall::default());
-        let (fail, stall_too) = (fail_produce.clone(), stall.clone());
+        let fetches = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (fail, stall_too, seen) = (fail_produce.clone(), stall.clone(), fetches.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, addr, fail.clone(), stall_too.clone()));
+                let (fail, stall, seen) = (fail.clone(), stall_too.clone(), seen.clone());
+                tokio::spawn(serve(stream, addr, fail, stall, seen));
             }
         });
         Self {
             addr,
             fail_produce,
             stall,
+            fetches,
         }
     }
 }
@@ -129,6 +138,7 @@ async fn serve(
     addr: SocketAddr,
     fail_produce: Arc<AtomicBool>,
     stall: Arc<Stall>,
+    fetches: Arc<std::sync::Mutex<Vec<(i32, i32)>>>,
 ) {
     let mut incoming = Incoming::new();
     while let Some(mut request) = incoming.next(&mut stream, Some(&stall)).await {
@@ -136,7 +146,16 @@ async fn serve(
         if api == ApiKey::Produce && fail_produce.load(Ordering::SeqCst) {
             return; // drops the connection with the request in flight
         }
-        let body = answer(&mut request, addr);
+        let mut body = answer(&mut request, addr);
+        if let (Ok(RequestKind::Fetch(f)), ResponseKind::Fetch(a)) = (request.body(), &mut body) {
+            fetches
+                .lock()
+                .unwrap()
+                .push((f.session_id, f.session_epoch));
+            if f.session_epoch == 0 {
+                a.session_id = FAKE_SESSION;
+            }
+        }
         if api == ApiKey::Produce && !request.expects_response() {
             continue;
         }
@@ -497,4 +516,49 @@ async fn an_api_sluice_does_not_offer_closes_the_client() {
         ),
         "the client is closed: {refused:?}"
     );
+}
+
+/// A Fetch (v12) of both partitions of `t` opening a client session.
+fn session_fetch(id: i32) -> Request {
+    let partitions = (0..2)
+        .map(|p| {
+            fetch_request::FetchPartition::default()
+                .with_partition(p)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let body = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_session_epoch(0)
+        .with_topics(vec![
+            fetch_request::FetchTopic::default()
+                .with_topic(topic())
+                .with_partitions(partitions),
+        ]);
+    client_request(ApiKey::Fetch, 12, id, RequestKind::Fetch(body))
+}
+
+/// A client that goes leaves no fetch session behind at its broker: its
+/// session slot is given back (a final (S, -1) fetch), not held until the
+/// broker evicts it.
+#[tokio::test]
+async fn a_client_that_goes_closes_its_broker_fetch_sessions() {
+    let broker = FakeBroker::start().await;
+    let (builder, mut sink, ctx) = client(broker.addr);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
+    exchange(&mut *sink, &ctx, session_fetch(2), "fetch").await;
+    assert_eq!(
+        broker.fetches.lock().unwrap().first(),
+        Some(&(0, 0)),
+        "Sluice opened a session with the broker"
+    );
+    drop(sink);
+    within("the session's close", async {
+        while !broker.fetches.lock().unwrap().contains(&(FAKE_SESSION, -1)) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    drop(builder);
 }
