@@ -24,7 +24,10 @@
 //! Until the client is authenticated only ApiVersions, SaslHandshake and
 //! SaslAuthenticate leave Sluice, on the client's *auth connection*. A client
 //! that sends anything else first:
-//! - with `authorize_scram_over_mtls` (authentication required): is closed;
+//! - where authentication is required (`authorize_scram_over_mtls`,
+//!   `require_authentication`, or brokers that accepted a SaslHandshake
+//!   before the client connected): is closed, as a SASL listener closes
+//!   it, and no broker connection is opened for it;
 //! - otherwise: is taken to use no authentication (a cluster without SASL),
 //!   and its requests are routed as usual from then on.
 //!
@@ -244,9 +247,10 @@ enum Pending {
 /// The authentication state of one client connection.
 #[derive(Debug)]
 pub(crate) struct ClientAuth {
-    /// `authorize_scram_over_mtls` is configured: SCRAM is offered and
-    /// authentication is required.
+    /// `authorize_scram_over_mtls` is configured: SCRAM is offered.
     scram_over_mtls: bool,
+    /// The client must authenticate before anything else reaches a broker.
+    required: bool,
     state: State,
     /// The session of an authenticated client: set by the first successful
     /// authentication, renewed by each re-authentication.
@@ -257,14 +261,23 @@ pub(crate) struct ClientAuth {
 }
 
 impl ClientAuth {
-    /// A client that has sent nothing yet.
+    /// A client that has sent nothing yet (it must authenticate with
+    /// `scram_over_mtls`; see also [`ClientAuth::requiring`]).
     pub(crate) fn new(scram_over_mtls: bool) -> Self {
         Self {
             scram_over_mtls,
+            required: scram_over_mtls,
             state: State::Start,
             session: None,
             offered: Vec::new(),
         }
+    }
+
+    /// The same client, that must authenticate when `required` (the brokers
+    /// require SASL).
+    pub(crate) fn requiring(mut self, required: bool) -> Self {
+        self.required |= required;
+        self
     }
 
     /// Whether the client is past the gate: authenticated (also while it
@@ -272,6 +285,11 @@ impl ClientAuth {
     /// auth connection exists.
     pub(crate) fn decided(&self) -> bool {
         matches!(self.state, State::Authenticated | State::WithoutAuth) || self.session.is_some()
+    }
+
+    /// Whether the client must authenticate (see [`ClientAuth::new`]).
+    pub(crate) fn required(&self) -> bool {
+        self.required
     }
 
     /// The reason the client is being closed, if it is.
@@ -424,7 +442,7 @@ impl ClientAuth {
     fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
         match &self.state {
             State::WithoutAuth => Ok(Admit::Route),
-            State::Start if self.scram_over_mtls => Err(SaslMisuse::Unauthenticated(api).into()),
+            State::Start if self.required => Err(SaslMisuse::Unauthenticated(api).into()),
             State::Start => {
                 self.state = State::WithoutAuth;
                 Ok(Admit::RouteWithoutAuth)

@@ -217,6 +217,10 @@ impl KafkaSinkCluster {
                 return;
             }
         };
+        if step == SaslStep::Handshake && matches!(outcome, Outcome::Continue) {
+            // The broker's listener speaks SASL, so it requires it.
+            self.shared.learn_sasl_required();
+        }
         let (identity, session_lifetime) = match outcome {
             Outcome::Authenticated {
                 identity,
