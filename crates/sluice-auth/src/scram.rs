@@ -313,7 +313,7 @@ impl ScramClient {
     }
 
     /// The client-first-message: `n,,n=<user>,r=<nonce>[,ext=value...]`.
-    pub(crate) fn client_first(&self) -> Vec<u8> {
+    pub fn client_first(&self) -> Vec<u8> {
         format!("{GS2_HEADER}{}", self.client_first_bare).into_bytes()
     }
 

@@ -24,7 +24,10 @@
 //! Until the client is authenticated only ApiVersions, SaslHandshake and
 //! SaslAuthenticate leave Sluice, on the client's *auth connection*. A client
 //! that sends anything else first:
-//! - with `authorize_scram_over_mtls` (authentication required): is closed;
+//! - where authentication is required (`authorize_scram_over_mtls`,
+//!   `require_authentication`, or brokers that accepted a SaslHandshake
+//!   before the client connected): is closed, as a SASL listener closes
+//!   it, and no broker connection is opened for it;
 //! - otherwise: is taken to use no authentication (a cluster without SASL),
 //!   and its requests are routed as usual from then on.
 //!
@@ -46,6 +49,13 @@
 //! again, what a client whose session ended gets, and what happens when no
 //! broker answers: [`reauth`]. Sluice's own broker connections are renewed
 //! before their own sessions end (see [`crate::kafka_connection`]).
+//!
+//! SaslAuthenticate v0 answers carry no lifetime, so a client's v0 round
+//! goes to the broker as v1 (the request bodies are the same) and its answer
+//! goes back to the client as v0: Sluice learns the lifetime whatever
+//! version the client speaks, and closes a v0 client (which cannot
+//! re-authenticate) at the end of its session, as the broker would. An
+//! answer below v1 never starts or renews a session: it fails the client.
 
 pub(crate) mod login;
 pub(crate) mod messages;
@@ -237,9 +247,10 @@ enum Pending {
 /// The authentication state of one client connection.
 #[derive(Debug)]
 pub(crate) struct ClientAuth {
-    /// `authorize_scram_over_mtls` is configured: SCRAM is offered and
-    /// authentication is required.
+    /// `authorize_scram_over_mtls` is configured: SCRAM is offered.
     scram_over_mtls: bool,
+    /// The client must authenticate before anything else reaches a broker.
+    required: bool,
     state: State,
     /// The session of an authenticated client: set by the first successful
     /// authentication, renewed by each re-authentication.
@@ -250,14 +261,23 @@ pub(crate) struct ClientAuth {
 }
 
 impl ClientAuth {
-    /// A client that has sent nothing yet.
+    /// A client that has sent nothing yet (it must authenticate with
+    /// `scram_over_mtls`; see also [`ClientAuth::requiring`]).
     pub(crate) fn new(scram_over_mtls: bool) -> Self {
         Self {
             scram_over_mtls,
+            required: scram_over_mtls,
             state: State::Start,
             session: None,
             offered: Vec::new(),
         }
+    }
+
+    /// The same client, that must authenticate when `required` (the brokers
+    /// require SASL).
+    pub(crate) fn requiring(mut self, required: bool) -> Self {
+        self.required |= required;
+        self
     }
 
     /// Whether the client is past the gate: authenticated (also while it
@@ -265,6 +285,11 @@ impl ClientAuth {
     /// auth connection exists.
     pub(crate) fn decided(&self) -> bool {
         matches!(self.state, State::Authenticated | State::WithoutAuth) || self.session.is_some()
+    }
+
+    /// Whether the client must authenticate (see [`ClientAuth::new`]).
+    pub(crate) fn required(&self) -> bool {
+        self.required
     }
 
     /// The reason the client is being closed, if it is.
@@ -294,8 +319,22 @@ impl ClientAuth {
             .map(Mechanism::Scram)
     }
 
-    /// Decides what happens to `request`. `Err`: close the client now.
+    /// Decides what happens to `request`. `Err`: close the client now. A
+    /// SaslAuthenticate round that goes to a broker is at v1 or later
+    /// afterwards (see [`with_session_lifetime`]); the client's answer must
+    /// then be written at the version it asked for.
     pub(crate) fn admit(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+        let admit = self.gate(request)?;
+        if matches!(
+            admit,
+            Admit::AuthConnection(Some(SaslStep::Authenticate)) | Admit::Reauthenticate { .. }
+        ) {
+            with_session_lifetime(request)?;
+        }
+        Ok(admit)
+    }
+
+    fn gate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
         if matches!(self.state, State::Closing(_)) {
             return Ok(Admit::Drop);
         }
@@ -403,7 +442,7 @@ impl ClientAuth {
     fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
         match &self.state {
             State::WithoutAuth => Ok(Admit::Route),
-            State::Start if self.scram_over_mtls => Err(SaslMisuse::Unauthenticated(api).into()),
+            State::Start if self.required => Err(SaslMisuse::Unauthenticated(api).into()),
             State::Start => {
                 self.state = State::WithoutAuth;
                 Ok(Admit::RouteWithoutAuth)
@@ -421,6 +460,11 @@ impl ClientAuth {
         step: SaslStep,
         response: &mut Response,
     ) -> Result<Outcome, CodecError> {
+        let version = response.api_version();
+        if step != SaslStep::Handshake && version < 1 {
+            self.fail(Invariant::UnversionedSaslAnswer(version));
+            return Ok(Outcome::Failed);
+        }
         match (step, response.body_mut()?) {
             (SaslStep::Handshake, ResponseKind::SaslHandshake(answer)) => {
                 answer
@@ -516,4 +560,45 @@ fn lifetime_of(ms: i64) -> Option<Duration> {
         .ok()
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis)
+}
+
+/// SaslAuthenticate v0 and v1 requests have the same body; only v1's answer
+/// carries `session_lifetime_ms`. A v0 `request` is rebuilt at v1 so that the
+/// broker tells Sluice the session's lifetime (the client's answer goes back
+/// at v0: [`in_client_version`]).
+fn with_session_lifetime(request: &mut Request) -> Result<(), CodecError> {
+    if request.api_key() != ApiKey::SaslAuthenticate || request.api_version() >= 1 {
+        return Ok(());
+    }
+    let body = request.body()?.clone();
+    let header = request.header();
+    *request = Request::from_body(
+        ApiKey::SaslAuthenticate,
+        1,
+        header.correlation_id,
+        header.client_id.clone(),
+        body,
+    );
+    Ok(())
+}
+
+/// `response` at the version the client asked for, `client_version`: a
+/// SaslAuthenticate answer that a broker gave at v1 for a client's v0 round
+/// is rebuilt at v0 (without the lifetime, which v0 cannot carry). Other
+/// answers are already at the client's version and stay as they are.
+pub(crate) fn in_client_version(
+    response: Response,
+    client_version: i16,
+) -> Result<Response, CodecError> {
+    if response.api_key() != ApiKey::SaslAuthenticate || response.api_version() == client_version {
+        return Ok(response);
+    }
+    let correlation_id = response.correlation_id();
+    let body = response.into_body()?;
+    Ok(Response::from_body(
+        ApiKey::SaslAuthenticate,
+        client_version,
+        correlation_id,
+        body,
+    ))
 }

@@ -205,6 +205,10 @@ pub(crate) enum Invariant {
     /// A SASL answer that does not match the authentication state.
     #[error("a SASL answer that does not match the authentication state")]
     UnexpectedSaslAnswer,
+    /// A SaslAuthenticate answer below v1 reached the state machine: it
+    /// carries no session lifetime (Sluice sends every round at v1 or later).
+    #[error("a SaslAuthenticate answer at v{0}, which carries no session lifetime")]
+    UnversionedSaslAnswer(i16),
     /// A SCRAM client authenticated though the sink has no token task.
     #[error("a SCRAM client authenticated without a token task")]
     ScramWithoutTokenTask,

@@ -54,7 +54,7 @@ mod stalled;
 mod tests;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
@@ -126,6 +126,11 @@ pub(crate) struct Shared {
     /// How long after it starts leaving the node answers requests for its
     /// leaders and coordinators with errors (see `sink/leave.rs`).
     pub(crate) leave_errors_after: Duration,
+    /// The brokers require SASL: from the configuration
+    /// (`require_authentication`, `authorize_scram_over_mtls`), or learned
+    /// from the first SaslHandshake a broker accepted. Clients connected
+    /// from then on must authenticate (see `crate::auth`).
+    sasl_required: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -140,6 +145,24 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Whether the brokers require SASL (see [`Shared::sasl_required`]'s field).
+    pub(crate) fn sasl_required(&self) -> bool {
+        self.sasl_required.load(Ordering::Relaxed)
+    }
+
+    /// A broker accepted a client's SaslHandshake: its listener requires
+    /// SASL, and every client connected from now on must authenticate.
+    pub(crate) fn learn_sasl_required(&self) {
+        if !self.sasl_required.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                sink = %self.name,
+                "the brokers require SASL (a broker accepted a SaslHandshake): clients that \
+                 connect from now on must authenticate, under the before-authentication limits \
+                 (set require_authentication: true to apply them from startup)"
+            );
+        }
+    }
+
     /// Whether a request to `broker` failed recently (see `sink/failures.rs`).
     pub(crate) fn is_suspect(&self, broker: &BrokerAddress) -> bool {
         self.failures
@@ -385,6 +408,7 @@ impl KafkaSinkClusterBuilder {
                 leave_errors_after: leave::errors_after(
                     cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
                 ),
+                sasl_required: AtomicBool::new(cfg.requires_authentication()),
             }),
             peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
             peers_started: Once::new(),
@@ -424,12 +448,13 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
         Box::new(self.build_cluster(ctx))
     }
 
-    /// Only with `authorize_scram_over_mtls` is authentication required:
-    /// without it a client that never sends SASL cannot be told from one of
-    /// a cluster without SASL (whose clients may sit idle after ApiVersions),
-    /// so no before-authentication limit applies.
+    /// Authentication is required once the brokers are known to require
+    /// SASL (configured, or learned from a SaslHandshake they accepted).
+    /// Before that a client that never sends SASL cannot be told from one
+    /// of a cluster without SASL (whose clients may sit idle after
+    /// ApiVersions), so no before-authentication limit applies.
     fn authenticates_clients(&self) -> bool {
-        self.shared.tokens.is_some()
+        self.shared.sasl_required()
     }
 
     fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
@@ -455,7 +480,8 @@ impl KafkaSinkClusterBuilder {
             connection_id: ctx.connection_id,
             connections: Connections::new(self.shared.clone()),
             pending: VecDeque::new(),
-            auth: ClientAuth::new(self.shared.tokens.is_some()),
+            auth: ClientAuth::new(self.shared.tokens.is_some())
+                .requiring(self.shared.sasl_required()),
             sasl_in_flight: 0,
             head_resent: Vec::new(),
             fetch: LazyFetchState::default(),
@@ -577,10 +603,10 @@ impl Sink for KafkaSinkCluster {
         self.room_bytes = bytes;
     }
 
-    /// With `authorize_scram_over_mtls`: authenticated (the gate closes a
-    /// client that tries anything else). Without it: at once (see
+    /// Where authentication is required: authenticated (the gate closes a
+    /// client that tries anything else). Otherwise: at once (see
     /// `authenticates_clients`).
     fn authenticated(&self) -> bool {
-        self.shared.tokens.is_none() || self.auth.decided()
+        !self.auth.required() || self.auth.decided()
     }
 }

@@ -6,8 +6,9 @@
 //! the kernel's backlog until a slot frees. With a hard limit it accepts and, if
 //! no permit is free, closes the socket at once.
 //!
-//! When the chain's sink authenticates clients, connections not yet
-//! authenticated also hold a slot of a second, smaller cap,
+//! When the chain's sink authenticates clients (asked at each accept: a
+//! sink may learn that its brokers require SASL while it runs),
+//! connections not yet authenticated also hold a slot of a second, smaller cap,
 //! `unauthenticated_connection_limit`, so that sockets that never
 //! authenticate cannot take every slot of the first: over it, a new
 //! connection is accepted and closed at once (`reason="unauthenticated_limit"`).
@@ -86,8 +87,9 @@ pub struct KafkaSource {
     /// Reloadable: each client takes the acceptor current when it connects.
     tls: Option<tls::SharedAcceptor>,
     limit: Limit,
-    /// The unauthenticated cap, when the sink authenticates clients.
-    unauthenticated: Option<Limit>,
+    /// The unauthenticated cap, for clients accepted while the sink
+    /// authenticates clients.
+    unauthenticated: Limit,
     chain: Arc<ChainBuilder>,
     settings: Arc<ConnectionSettings>,
     shutdown: CancellationToken,
@@ -172,18 +174,19 @@ impl KafkaSource {
         let stop_accepting = opts.stop_accepting;
         gauge!(names::MEMORY_BUDGET_BYTES, "scope" => "connection", "source" => cfg.name.clone())
             .set(settings.connection_budget_bytes as f64);
-        let unauthenticated = chain.authenticates_clients().then(|| Limit {
+        let unauthenticated = Limit {
             permits: Arc::new(Semaphore::new(unauthenticated_max)),
             max: unauthenticated_max,
             hard: true,
-        });
+        };
         info!(
             source = %cfg.name,
             addr = %local_addr,
             tls = tls.is_some(),
             mtls = cfg.tls.as_ref().is_some_and(|t| t.certificate_authority_path.is_some()),
             connection_limit = max,
-            unauthenticated_connection_limit = unauthenticated.as_ref().map(|l| l.max),
+            authenticates_clients = chain.authenticates_clients(),
+            unauthenticated_connection_limit = unauthenticated.max,
             "source {} listening on {local_addr}",
             cfg.name
         );
@@ -230,9 +233,9 @@ impl KafkaSource {
             if let Err(e) = tcp.set_nodelay(true) {
                 debug!(source = %source, client = %client_addr, "cannot set TCP_NODELAY: {e}");
             }
-            let pre_auth = match &self.unauthenticated {
-                None => None,
-                Some(cap) => match Arc::clone(&cap.permits).try_acquire_owned() {
+            let pre_auth = if self.chain.authenticates_clients() {
+                let cap = &self.unauthenticated;
+                match Arc::clone(&cap.permits).try_acquire_owned() {
                     Ok(slot) => Some(PreAuth {
                         _slot: slot,
                         since: tokio::time::Instant::now(),
@@ -241,7 +244,9 @@ impl KafkaSource {
                         self.reject_unauthenticated(tcp, client_addr, cap.max);
                         continue;
                     }
-                },
+                }
+            } else {
+                None
             };
             let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
             let ctx = ConnectionContext {

@@ -101,6 +101,33 @@ impl RawClient {
         response.into_body().expect("decode response")
     }
 
+    /// Sends a request and reads its response body like
+    /// [`RawClient::request`], but returns the I/O error when the peer has
+    /// closed the connection (or does not answer within 30 s) instead of
+    /// panicking: for tests that expect to be cut off.
+    pub fn try_request(
+        &mut self,
+        api: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> std::io::Result<ResponseKind> {
+        let id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        self.stream.write_all(&encode(api, version, id, body))?;
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len)?;
+        let len = usize::try_from(i32::from_be_bytes(len))
+            .map_err(|_| std::io::Error::new(ErrorKind::InvalidData, "negative frame length"))?;
+        let mut frame = vec![0u8; len];
+        self.stream.read_exact(&mut frame)?;
+        let response = Response::parse(BytesMut::from(&frame[..]), api, version)
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.to_string()))?;
+        assert_eq!(response.correlation_id(), id, "correlation id of {api:?}");
+        response
+            .into_body()
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.to_string()))
+    }
+
     /// The id of `topic`, from a Metadata (v12) answer on this connection.
     pub fn topic_id(&mut self, topic: &str) -> Uuid {
         let body = RequestKind::Metadata(MetadataRequest::default().with_topics(None));

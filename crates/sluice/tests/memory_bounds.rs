@@ -3,7 +3,11 @@
 //! well-behaved clients keep working; before authentication (SCRAM over
 //! mTLS) a large frame is refused at once, a client that never
 //! authenticates is closed at the deadline, and unauthenticated connections
-//! have a cap of their own; once authenticated, large frames pass.
+//! have a cap of their own; once authenticated, large frames pass. The
+//! same limits hold with SASL/PLAIN passthrough once Sluice knows that the
+//! brokers require SASL (configured, or learned from a handshake they
+//! accepted), and a request sent before authentication then closes the
+//! client without reaching a broker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,11 +15,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::{
-    FetchRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
+    FetchRequest, MetadataRequest, fetch_request::FetchPartition, fetch_request::FetchTopic,
 };
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients::{java_consume, java_produce, java_round_trip, librdkafka_round_trip};
-use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::cluster::{Cluster, SINGLE, TRIO};
 use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, fronted, unique, wait};
@@ -38,6 +42,166 @@ fn start_sasl(cluster: &Cluster, fields: &[&str]) -> (SluiceProcess, String) {
     let topology = with_source_fields(&topology, fields);
     let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
     (sluice, listen)
+}
+
+/// One Sluice node with SASL/PLAIN passthrough (no SCRAM over mTLS) in
+/// front of `cluster`'s SASL listeners, its source given `fields` and its sink
+/// the `sink_settings` lines.
+fn start_plain(cluster: &Cluster, fields: &[&str], sink_settings: &str) -> (SluiceProcess, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let sasl = fronted::contact_points(cluster, "SASL_PLAINTEXT");
+    let topology = fronted::sink_topology(
+        std::slice::from_ref(&listen),
+        &["rack0"],
+        0,
+        &sasl,
+        60,
+        sink_settings,
+    );
+    let topology = with_source_fields(&topology, fields);
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen]);
+    (sluice, listen)
+}
+
+/// What a broker's SASL listener logs when a request other than
+/// ApiVersions or SASL reaches it first.
+const BEFORE_SASL: &str = "during SASL handshake";
+
+/// How many lines each broker's log has now.
+fn broker_log_lengths(cluster: &Cluster) -> Vec<usize> {
+    (1..=cluster.node_count())
+        .map(|id| sluice_testkit::scram::log_line_count(cluster, id))
+        .collect()
+}
+
+/// The broker log lines since `from` (from [`broker_log_lengths`]) that
+/// contain `text`.
+fn broker_lines_since(cluster: &Cluster, from: &[usize], text: &str) -> Vec<String> {
+    from.iter()
+        .enumerate()
+        .flat_map(|(i, from)| sluice_testkit::scram::log_lines_since(cluster, i + 1, *from))
+        .filter(|l| l.contains(text))
+        .collect()
+}
+
+/// The before-authentication limits of a source in front of brokers that
+/// require SASL (`authentication_timeout_secs: 3`,
+/// `unauthenticated_connection_limit: 4`): a request before authentication
+/// closes the client and reaches no broker, a 100 MiB frame is refused on
+/// its prefix, silence is closed at the deadline, connections over the cap
+/// are closed at once, and a PLAIN client is served.
+fn assert_plain_before_authentication_limits(
+    cluster: &Cluster,
+    sluice: &SluiceProcess,
+    listen: &str,
+) {
+    let logs_from = broker_log_lengths(cluster);
+    let mut early = RawClient::connect(listen);
+    let body = RequestKind::Metadata(MetadataRequest::default().with_topics(None));
+    early.send(ApiKey::Metadata, 12, body);
+    assert!(
+        early.closed_by_peer_within(Duration::from_secs(10)),
+        "a Metadata request before authentication closes the client"
+    );
+    wait_for_log(
+        sluice,
+        Duration::from_secs(10),
+        "Metadata before authentication: this listener requires SASL authentication",
+    );
+
+    let mut big = RawClient::connect(listen);
+    let mut frame = (100 * 1024 * 1024i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&[0u8; 1024]);
+    big.write_raw(&frame).expect("write the frame's start");
+    assert!(
+        big.closed_by_peer_within(Duration::from_secs(10)),
+        "a 100 MiB frame before authentication closes the connection at once"
+    );
+    wait_for_log(
+        sluice,
+        Duration::from_secs(10),
+        "frame of 104857600 bytes exceeds the limit of 524288 bytes before authentication",
+    );
+
+    let mut silent = RawClient::connect(listen);
+    assert!(
+        silent.closed_by_peer_within(Duration::from_secs(30)),
+        "a client that never authenticates is closed"
+    );
+    wait_for_log(
+        sluice,
+        Duration::from_secs(10),
+        "not authenticated within 3s of connecting (authentication_timeout_secs)",
+    );
+
+    wait_for_no_open_connections(sluice);
+    let mut idle: Vec<RawClient> = (0..4).map(|_| RawClient::connect(listen)).collect();
+    let mut excess = RawClient::connect(listen);
+    assert!(
+        excess.closed_by_peer_within(Duration::from_secs(10)),
+        "a connection over the unauthenticated cap is closed at once"
+    );
+    for (i, client) in idle.iter_mut().enumerate() {
+        assert!(
+            !client.readable_within(Duration::from_millis(200)),
+            "idle connection {i} within the cap is kept"
+        );
+    }
+    drop(idle);
+    wait_for_no_open_connections(sluice);
+
+    let topic = unique("plain-after-limits");
+    cluster.create_topic(&topic, 1, 1);
+    let props = cluster.client_config("plain-admin");
+    let sent: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    let got = java_round_trip(cluster, listen, &topic, &sent, Some(&props));
+    assert_eq!(got.len(), sent.len(), "a PLAIN client is served: {got:?}");
+    let reached = broker_lines_since(cluster, &logs_from, BEFORE_SASL);
+    assert!(
+        reached.is_empty(),
+        "an unauthenticated request reached a broker's SASL listener: {reached:?}"
+    );
+}
+
+#[test]
+fn plain_passthrough_configured_to_require_authentication_applies_the_limits() {
+    let cluster = Cluster::get(SINGLE);
+    let (sluice, listen) = start_plain(
+        &cluster,
+        &[
+            "authentication_timeout_secs: 3",
+            "unauthenticated_connection_limit: 4",
+        ],
+        "            require_authentication: true\n",
+    );
+    assert_plain_before_authentication_limits(&cluster, &sluice, &listen);
+}
+
+#[test]
+fn plain_passthrough_learns_that_the_brokers_require_sasl_and_applies_the_limits() {
+    let cluster = Cluster::get(SINGLE);
+    let (sluice, listen) = start_plain(
+        &cluster,
+        &[
+            "authentication_timeout_secs: 3",
+            "unauthenticated_connection_limit: 4",
+        ],
+        "",
+    );
+    // A PLAIN client's handshake, accepted by a broker, tells Sluice.
+    let topic = unique("plain-learns");
+    cluster.create_topic(&topic, 1, 1);
+    let props = cluster.client_config("plain-admin");
+    let got = java_round_trip(
+        &cluster,
+        &listen,
+        &topic,
+        &["first".to_owned()],
+        Some(&props),
+    );
+    assert_eq!(got.len(), 1, "the first PLAIN client is served");
+    assert_plain_before_authentication_limits(&cluster, &sluice, &listen);
+    wait_for_log(&sluice, Duration::from_secs(10), "the brokers require SASL");
 }
 
 fn wait_for_log(sluice: &SluiceProcess, within: Duration, text: &str) {

@@ -13,16 +13,27 @@
 //! fail with an authentication error and it cannot reconnect with the old
 //! password), while another user's client goes on unaffected. A broker that
 //! is down when a client re-authenticates costs the client a reconnection
-//! (NETWORK_EXCEPTION, retriable), never an authentication failure.
+//! (NETWORK_EXCEPTION, retriable), never an authentication failure. A raw
+//! SCRAM client that authenticates with SaslAuthenticate v0 (whose answers
+//! carry no session lifetime) is cut off at the end of its session through
+//! Sluice as directly, its password changed meanwhile.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::Value;
+use sluice_auth::scram::{ScramClient, ScramMechanism};
+use sluice_codec::kafka_protocol::messages::{
+    MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::cluster::{Cluster, REAUTH, REAUTH_MS};
 use sluice_testkit::delivery::ToolProcess;
+use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{clients, free_port, unique, wait};
 
@@ -339,4 +350,104 @@ fn a_broker_down_during_reauthentication_is_retriable_for_the_client() {
         "a broker outage is not an authentication failure: {auth_failures:?}"
     );
     producer.terminate(Duration::from_secs(10));
+}
+
+/// A raw SCRAM-SHA-256 login as `user` on `client`: SaslHandshake v1, then
+/// both SaslAuthenticate rounds at `version` (v0 answers carry no session
+/// lifetime). Panics unless the server accepts it.
+fn raw_scram_login(client: &mut RawClient, user: &str, password: &str, version: i16) {
+    let body = SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_static_str(ScramMechanism::Sha256.name()));
+    let ResponseKind::SaslHandshake(answer) =
+        client.request(ApiKey::SaslHandshake, 1, RequestKind::SaslHandshake(body))
+    else {
+        panic!("not a SaslHandshake answer")
+    };
+    assert_eq!(answer.error_code, 0, "handshake: {answer:?}");
+    let mut scram = ScramClient::new(ScramMechanism::Sha256, user, password, &[]).unwrap();
+    let mut round = |bytes: Vec<u8>| {
+        let body = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+        let ResponseKind::SaslAuthenticate(answer) = client.request(
+            ApiKey::SaslAuthenticate,
+            version,
+            RequestKind::SaslAuthenticate(body),
+        ) else {
+            panic!("not a SaslAuthenticate answer")
+        };
+        assert_eq!(answer.error_code, 0, "authenticate: {answer:?}");
+        assert_eq!(
+            answer.session_lifetime_ms, 0,
+            "v{version} carries no lifetime"
+        );
+        answer.auth_bytes
+    };
+    let server_first = round(scram.client_first());
+    let client_final = scram.handle_server_first(&server_first).unwrap();
+    let server_final = round(client_final);
+    scram.handle_server_final(&server_final).unwrap();
+}
+
+/// Sends Metadata every 250 ms on `client` until the connection is closed;
+/// returns how long after `since` that happened. Panics when it is still
+/// served after `bound`.
+fn served_until_closed(client: &mut RawClient, since: Instant, bound: Duration) -> Duration {
+    loop {
+        let body = RequestKind::Metadata(MetadataRequest::default().with_topics(None));
+        match client.try_request(ApiKey::Metadata, 12, body) {
+            Ok(ResponseKind::Metadata(_)) => {}
+            Ok(other) => panic!("not a Metadata answer: {other:?}"),
+            Err(_) => return since.elapsed(),
+        }
+        assert!(
+            since.elapsed() < bound,
+            "still served {:?} after authenticating (sessions last {LIFETIME:?})",
+            since.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+#[ignore = "needs cluster `reauth` (scripts/test starts it)"]
+fn a_saslauthenticate_v0_client_is_cut_off_at_its_session_end_as_a_direct_one_is() {
+    let cluster = Cluster::get(REAUTH);
+    let (user, old, new) = (unique("reauth-v0"), "old-secret", "new-secret");
+    set_scram_password(&cluster, &user, old);
+    let (sluice, listen) = start_sluice(&cluster, true);
+
+    // Both authenticate with SaslAuthenticate v0 (which cannot learn, and so
+    // never renews, its session); then the password changes.
+    let direct_addr = cluster.bootstrap("SASL_PLAINTEXT");
+    let direct_addr = direct_addr.split(',').next().unwrap();
+    let mut direct = RawClient::connect(direct_addr);
+    raw_scram_login(&mut direct, &user, old, 0);
+    let direct_since = Instant::now();
+    let mut proxied = RawClient::connect(&listen);
+    raw_scram_login(&mut proxied, &user, old, 0);
+    let proxied_since = Instant::now();
+    set_scram_password(&cluster, &user, new);
+
+    // Kafka closes the direct client at its session's end; Sluice must too,
+    // within the same window (the broker's lifetime plus a request's
+    // interval and scheduling slack).
+    let bound = LIFETIME + Duration::from_secs(5);
+    let (direct_after, proxied_after) = std::thread::scope(|s| {
+        let direct = s.spawn(|| served_until_closed(&mut direct, direct_since, bound));
+        let proxied = served_until_closed(&mut proxied, proxied_since, bound);
+        (direct.join().expect("the direct client"), proxied)
+    });
+    eprintln!(
+        "v0 clients closed {direct_after:?} (direct) and {proxied_after:?} (through sluice) \
+         after authenticating; sessions last {LIFETIME:?}"
+    );
+    assert!(
+        proxied_after >= LIFETIME - Duration::from_secs(1),
+        "closed before its session ended: {proxied_after:?}"
+    );
+    assert!(
+        sluice
+            .log()
+            .contains(&format!("sasl session of user {user} has expired")),
+        "sluice logs the end of the session"
+    );
 }

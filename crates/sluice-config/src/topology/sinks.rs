@@ -116,12 +116,26 @@ pub struct KafkaSinkClusterConfig {
     /// SCRAM from clients, delegation tokens to brokers.
     #[serde(default)]
     pub authorize_scram_over_mtls: Option<AuthorizeScramOverMtlsConfig>,
+    /// The brokers' listeners require SASL: clients must authenticate
+    /// before anything but ApiVersions and SASL reaches a broker, and the
+    /// source's before-authentication limits apply from the first
+    /// connection. Implied by `authorize_scram_over_mtls`; without it,
+    /// learned from the first SaslHandshake a broker accepts.
+    #[serde(default)]
+    #[schemars(extend("x-default" = false))]
+    pub require_authentication: Option<bool>,
 }
 
 impl KafkaSinkClusterConfig {
     /// The connect timeout.
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// Whether clients must authenticate from the start
+    /// (`require_authentication`, or `authorize_scram_over_mtls`).
+    pub fn requires_authentication(&self) -> bool {
+        self.require_authentication.unwrap_or(false) || self.authorize_scram_over_mtls.is_some()
     }
 
     /// The response timeout, if any.

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use sluice_auth::AuthError;
 use sluice_chain::ChainError;
-use sluice_codec::{Request, Response};
+use sluice_codec::{ApiKey, Request, Response};
 use tracing::{debug, info, warn};
 
 use super::KafkaSinkCluster;
@@ -38,9 +38,27 @@ impl KafkaSinkCluster {
         &mut self,
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
+        let client_version = request.api_version();
         let admit = self.auth.admit(&mut request).inspect_err(|e| {
             warn!(api = ?request.api_key(), "closing the client: {e}");
         })?;
+        // The gate may have raised a SaslAuthenticate round's version; the
+        // client's answer goes out at the version it asked for.
+        let entry = self.admitted(request, admit).await?;
+        Ok(entry.map(|mut entry| {
+            if entry.api_key == ApiKey::SaslAuthenticate {
+                entry.api_version = client_version;
+            }
+            entry
+        }))
+    }
+
+    /// Carries out the gate's decision on `request`.
+    async fn admitted(
+        &mut self,
+        mut request: Request,
+        admit: Admit,
+    ) -> Result<Option<PendingResponse>, ChainError> {
         match admit {
             Admit::Route => self.route(request).await,
             Admit::RouteWithoutAuth => {
@@ -199,6 +217,10 @@ impl KafkaSinkCluster {
                 return;
             }
         };
+        if step == SaslStep::Handshake && matches!(outcome, Outcome::Continue) {
+            // The broker's listener speaks SASL, so it requires it.
+            self.shared.learn_sasl_required();
+        }
         let (identity, session_lifetime) = match outcome {
             Outcome::Authenticated {
                 identity,

@@ -181,7 +181,7 @@ impl KafkaSinkCluster {
             parts,
             combine,
         } = entry;
-        let mut response = match combine {
+        let response = match combine {
             Combine::Ready(response) => *response,
             Combine::Whole(whole) => {
                 let part = parts
@@ -200,6 +200,7 @@ impl KafkaSinkCluster {
                 self.finish_fetch(api_version, correlation_id, *fetch, parts)?
             }
         };
+        let mut response = crate::auth::in_client_version(response, api_version)?;
         response.set_correlation_id(correlation_id);
         Ok(response)
     }

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use sluice_codec::kafka_protocol::messages::SaslAuthenticateRequest;
-use sluice_codec::{ApiKey, RequestKind, Response, ResponseKind};
+use bytes::{Bytes, BytesMut};
+use sluice_codec::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::time::advance;
 
 use super::super::tests::{
@@ -273,33 +273,143 @@ async fn a_request_pipelined_during_reauthentication_is_refused_and_closes() {
     assert!(reason.contains("Metadata"), "{reason}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn reauthentication_needs_a_versioned_first_authentication_and_a_second_between() {
-    // The first authentication used SaslAuthenticate v0: no lifetime reached
-    // the client, so it may not re-authenticate; its session still ends.
-    let mut auth = ClientAuth::new(false);
-    accepted_handshake(&mut auth, "PLAIN");
+/// A SaslAuthenticate answer as a broker writes it at `version` and Sluice
+/// reads it back: v0 has no `session_lifetime_ms` field at all.
+fn broker_answer(version: i16, lifetime_ms: i64) -> Response {
+    let body = SaslAuthenticateResponse::default()
+        .with_session_lifetime_ms(lifetime_ms)
+        .with_auth_bytes(Bytes::from_static(b"server-message"));
+    let mut frame = BytesMut::new();
+    Response::from_body(
+        ApiKey::SaslAuthenticate,
+        version,
+        7,
+        ResponseKind::SaslAuthenticate(body),
+    )
+    .encode(&mut frame)
+    .unwrap();
+    Response::parse(frame.split_off(4), ApiKey::SaslAuthenticate, version).unwrap()
+}
+
+/// A PLAIN SaslAuthenticate of alice at `version`, as a client sends it.
+fn plain_authenticate(version: i16) -> Request {
     let body = SaslAuthenticateRequest::default()
         .with_auth_bytes(Bytes::from_static(b"\0alice\0alice-secret"));
-    let mut v0 = client_request(
+    client_request(
         ApiKey::SaslAuthenticate,
-        0,
+        version,
         RequestKind::SaslAuthenticate(body),
-    );
-    admitted_to_auth(auth.admit(&mut v0));
-    auth.on_answer(
-        SaslStep::Authenticate,
-        &mut authenticate_answer(0, LIFETIME_MS),
     )
-    .unwrap();
+}
+
+#[test]
+fn a_real_v0_answer_carries_no_lifetime_and_never_starts_a_session() {
+    let mut v0 = broker_answer(0, LIFETIME_MS);
+    let ResponseKind::SaslAuthenticate(body) = v0.body().unwrap() else {
+        panic!("not a SaslAuthenticate answer")
+    };
+    assert_eq!(body.session_lifetime_ms, 0, "v0 has no lifetime field");
+    // Were one to reach the gate, it would fail the client rather than
+    // start a session without an end.
+    let mut auth = ClientAuth::new(true);
+    accepted_handshake(&mut auth, "SCRAM-SHA-256");
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
+    let outcome = auth.on_answer(SaslStep::Authenticate, &mut v0).unwrap();
+    assert!(matches!(outcome, Outcome::Failed), "{outcome:?}");
+    assert!(auth.session_expiry().is_none() && auth.username().is_none());
+    assert!(auth.closing().unwrap().to_string().contains("v0"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_brokers_would() {
+    let mut auth = ClientAuth::new(false);
+    accepted_handshake(&mut auth, "PLAIN");
+    let mut request = plain_authenticate(0);
+    let step = admitted_to_auth(auth.admit(&mut request));
+    assert_eq!(step, Some(SaslStep::Authenticate));
+    // The round leaves for the broker at v1, with the client's bytes.
+    assert_eq!(request.api_version(), 1);
+    let mut sent = BytesMut::new();
+    request.encode(&mut sent).unwrap();
+    let mut sent = Request::parse(sent.split_off(4)).unwrap();
+    assert_eq!(sent.api_version(), 1);
+    let RequestKind::SaslAuthenticate(body) = sent.body().unwrap() else {
+        panic!("not a SaslAuthenticate request")
+    };
+    assert_eq!(&body.auth_bytes[..], b"\0alice\0alice-secret");
+
+    // The broker's v1 answer tells the lifetime; the client's goes back at v0.
+    let mut answer = broker_answer(1, LIFETIME_MS);
+    let outcome = auth.on_answer(SaslStep::Authenticate, &mut answer).unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Authenticated {
+                session_lifetime: Some(l),
+                ..
+            } if l == Duration::from_millis(10_000)
+        ),
+        "{outcome:?}"
+    );
+    assert!(auth.session_expiry().is_some(), "the session has an end");
+    let to_client = crate::auth::in_client_version(answer, 0).unwrap();
+    let mut written = BytesMut::new();
+    to_client.encode(&mut written).unwrap();
+    let mut read = Response::parse(written.split_off(4), ApiKey::SaslAuthenticate, 0).unwrap();
+    let ResponseKind::SaslAuthenticate(body) = read.body().unwrap() else {
+        panic!("not a SaslAuthenticate answer")
+    };
+    assert_eq!(
+        (body.error_code, &body.auth_bytes[..]),
+        (0, &b"server-message"[..])
+    );
+    let v1_len = broker_answer(1, LIFETIME_MS).wire_len();
+    assert_eq!(
+        read.wire_len(),
+        v1_len - 8,
+        "written at v0: no lifetime field"
+    );
+
+    // It cannot re-authenticate (it never learned the lifetime); it is
+    // closed on its first request after the end, as Kafka closes it.
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
-    advance(Duration::from_millis(10_001)).await;
+    advance(Duration::from_millis(10_000)).await;
+    assert!(is_route(auth.admit(&mut metadata())));
+    advance(Duration::from_millis(1)).await;
     assert!(matches!(
-        auth.admit(&mut handshake("PLAIN")).unwrap(),
+        auth.admit(&mut metadata()).unwrap(),
         Admit::Expired
     ));
+}
 
-    // At most one re-authentication a second.
+#[tokio::test(start_paused = true)]
+async fn a_v0_reauthentication_renews_the_session_instead_of_ending_it() {
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    let mut round = plain_authenticate(0);
+    assert!(matches!(
+        auth.admit(&mut round).unwrap(),
+        Admit::Reauthenticate {
+            first_round: true,
+            ..
+        }
+    ));
+    assert_eq!(round.api_version(), 1, "sent to the broker at v1");
+    auth.on_answer(SaslStep::Reauthenticate, &mut broker_answer(1, LIFETIME_MS))
+        .unwrap();
+    assert!(
+        auth.session_expiry().is_some(),
+        "the expiry is renewed, not wiped"
+    );
+    advance(Duration::from_millis(10_001)).await;
+    assert!(matches!(
+        auth.admit(&mut metadata()).unwrap(),
+        Admit::Expired
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn reauthentication_is_at_most_once_a_second() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0alice-secret");
