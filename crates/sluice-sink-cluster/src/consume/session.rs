@@ -20,10 +20,14 @@
 //! fields changed, and `forgotten_topics_data` the ones to drop; the
 //! session remembers the rest. Its answer lists only the partitions with
 //! news: records, an error, watermarks other than the client was last told,
-//! or a diverging epoch, leader or preferred replica. An unknown session id
-//! is answered FETCH_SESSION_ID_NOT_FOUND and a wrong epoch
-//! INVALID_FETCH_SESSION_EPOCH, after which clients start over with a full
-//! fetch.
+//! or a diverging epoch, leader or preferred replica. An incremental fetch
+//! in an unknown session is answered FETCH_SESSION_ID_NOT_FOUND and a wrong
+//! epoch INVALID_FETCH_SESSION_EPOCH, after which clients start over with a
+//! full fetch. A full fetch (epoch 0 or -1) naming a session the connection
+//! does not have is served as the table says, as a broker serves it: a
+//! client that reconnects keeps the session id it had, and some clients
+//! (franz-go) send every later fetch with that id at epoch -1 once a full
+//! fetch failed, so an error there would never end.
 
 use std::collections::HashMap;
 
@@ -121,12 +125,15 @@ impl ClientSessions {
             return Ok((None, SessionReply::None));
         }
         let (id, epoch) = (request.session_id, request.session_epoch);
-        if id != NO_SESSION_ID && self.open.as_ref().is_none_or(|s| s.id != id) {
-            return Err(FETCH_SESSION_ID_NOT_FOUND);
-        }
         match epoch {
+            // A full fetch closes the session it names, if there is one: a
+            // session id the connection does not have (the client's session
+            // lived on a connection it has since closed) is no error here, as
+            // a broker does not treat it as one either.
             FINAL_EPOCH => {
-                self.open = None;
+                if id == NO_SESSION_ID || self.open.as_ref().is_some_and(|s| s.id == id) {
+                    self.open = None;
+                }
                 let full = (id != NO_SESSION_ID || !request.forgotten_topics_data.is_empty())
                     .then(|| sessionless(request, request.topics.clone()));
                 Ok((full, SessionReply::None))
@@ -139,7 +146,7 @@ impl ClientSessions {
                 ))
             }
             _ => {
-                let Some(session) = self.open.as_mut() else {
+                let Some(session) = self.open.as_mut().filter(|s| s.id == id) else {
                     return Err(FETCH_SESSION_ID_NOT_FOUND);
                 };
                 if epoch != session.next_epoch {
