@@ -168,6 +168,7 @@ impl BrokerConnection {
             outstanding: AtomicUsize::new(0),
             opened_at: tokio::time::Instant::now(),
             last_answer_nanos: AtomicU64::new(0),
+            busy_until: Mutex::new(None),
             failure: Mutex::new(None),
             cancel: cancel.clone(),
         });
@@ -271,6 +272,34 @@ impl BrokerConnection {
         now.saturating_duration_since(self.shared.opened_at + last)
     }
 
+    /// When the broker may, by design, have answered a request queued now
+    /// that it may itself hold for `wait` (a Fetch's `max_wait_ms`, a
+    /// JoinGroup's rebalance timeout): a broker serves one request of a
+    /// connection at a time, so a request queued behind others starts only
+    /// once they are answered, and each of them may be held its own wait.
+    /// Call it once per request, just before sending it.
+    ///
+    /// ```text
+    /// t=0  JoinGroup (may be held 60 s) sent; due at 60 s
+    /// t=1  Heartbeat queued behind it: due at 60 s, not at 1 s
+    /// t=70 (nothing owed) Metadata: due at 70 s
+    /// ```
+    pub fn answer_due(&self, wait: Duration) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        let mut busy_until = self
+            .shared
+            .busy_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let start = match *busy_until {
+            Some(busy) if self.outstanding() > 0 => busy.max(now),
+            _ => now,
+        };
+        let due = start + wait;
+        *busy_until = Some(due);
+        due
+    }
+
     /// Requests sent on this connection that are still owed a response.
     pub fn outstanding(&self) -> usize {
         self.shared.outstanding.load(Ordering::Acquire)
@@ -356,6 +385,9 @@ struct Shared {
     /// connection that owes answers and has not answered for a while is
     /// stalled, one whose answers flow is only busy.
     last_answer_nanos: AtomicU64,
+    /// When the broker may, by design, have answered everything queued on
+    /// the connection so far (see [`BrokerConnection::answer_due`]).
+    busy_until: Mutex<Option<tokio::time::Instant>>,
     /// The first error that ended the connection.
     failure: Mutex<Option<BrokerError>>,
     /// Ends both tasks.

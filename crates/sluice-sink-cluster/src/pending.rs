@@ -77,6 +77,9 @@ pub(crate) struct Part {
     /// (plus a margin): from then on the sink checks whether the broker is
     /// still in the cluster (see `sink/stalled.rs`). `None`: never checked.
     pub(crate) stalls_at: Option<Instant>,
+    /// Whether a stall check has already found its broker quiet once: a
+    /// second such check marks the broker suspect (see `sink/stalled.rs`).
+    pub(crate) checked: bool,
 }
 
 /// Where a part stands.
@@ -119,6 +122,7 @@ impl Part {
             broker: Some(broker.clone()),
             state: PartState::Waiting(Sent { receiver, broker }),
             stalls_at: None,
+            checked: false,
         }
     }
 
@@ -166,6 +170,7 @@ impl Part {
             broker: error.broker().cloned(),
             state: PartState::Done(Err(error)),
             stalls_at: None,
+            checked: false,
         }
     }
 

@@ -821,6 +821,40 @@ mod sessions {
         assert!(sessions.apply(&in_session(id, 1, &[]), VERSION).is_ok());
     }
 
+    /// A client that reconnects keeps its session id: its full fetches
+    /// naming a session this connection never had are served (franz-go
+    /// sends every later fetch at epoch -1 with that id once one failed).
+    #[test]
+    fn a_full_fetch_naming_an_unknown_session_is_served() {
+        let mut sessions = ClientSessions::default();
+        let (full, reply) = sessions
+            .apply(&in_session(7, -1, &[(0, 5)]), VERSION)
+            .expect("a sessionless fetch naming an unknown session");
+        assert_eq!(reply, SessionReply::None);
+        let full = full.expect("sent without the session id");
+        assert_eq!((full.session_id, full.session_epoch), (0, -1));
+        assert_eq!(offsets(&full), vec![(0, 5)]);
+
+        let (full, reply) = sessions
+            .apply(&in_session(7, 0, &[(0, 6)]), VERSION)
+            .expect("a full fetch opening a session in place of an unknown one");
+        let SessionReply::Opened(id) = reply else {
+            panic!("a new session: {reply:?}");
+        };
+        assert_eq!(offsets(&full.unwrap()), vec![(0, 6)]);
+        // A full fetch naming another session leaves this one open.
+        let other = if id == 7 { 8 } else { 7 };
+        sessions
+            .apply(&in_session(other, -1, &[(0, 6)]), VERSION)
+            .expect("served");
+        let (_, reply) = sessions
+            .apply(&in_session(id, 1, &[]), VERSION)
+            .expect("still open");
+        assert_eq!(reply, SessionReply::Incremental(id));
+        let unknown = sessions.apply(&in_session(other, 1, &[]), VERSION);
+        assert_eq!(unknown.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+    }
+
     #[test]
     fn the_final_epoch_closes_the_session() {
         let mut sessions = ClientSessions::default();

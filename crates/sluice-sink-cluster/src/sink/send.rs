@@ -146,7 +146,7 @@ impl KafkaSinkCluster {
         };
         let broker = conn.address().clone();
         count_out_of_rack(&self.shared, target, request.api_key());
-        let stalls_at = super::stalled::stalls_at(&request);
+        let stalls_at = super::stalled::stalls_at(&request, conn);
         Ok(match conn.send(request).await {
             Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver).stalling_at(stalls_at)),
             Ok(None) => None,
@@ -163,7 +163,7 @@ impl KafkaSinkCluster {
         let target = Target::Broker(id);
         let conn = self.connections.ready(target)?;
         let broker = conn.address().clone();
-        let stalls_at = super::stalled::stalls_at(&request);
+        let stalls_at = super::stalled::stalls_at(&request, conn);
         let api = request.api_key();
         let receiver = conn.try_send(request)?;
         count_out_of_rack(&self.shared, target, api);

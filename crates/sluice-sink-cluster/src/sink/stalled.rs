@@ -9,19 +9,27 @@
 //! notices.
 //!
 //! Sluice notices sooner. Each part sent to a broker carries a *stall time*:
-//! when it was sent, plus the time the broker may legitimately hold it (a
-//! Fetch's `max_wait_ms`, a JoinGroup's rebalance timeout, ...; not a
-//! Produce's `timeout_ms`, see [`stalls_at`]), plus [`STALL_AFTER`]. While the client's oldest owed answer waits, the sink
-//! also watches for the earliest stall time of anything it is owed. When one
-//! passes, the broker is marked suspect (requests any broker can serve go
-//! elsewhere, and one WARN per broker says it does not answer), the broker
-//! list is refreshed from another broker, and every part still owed by a
-//! broker that has left the cluster metadata is answered as failed
-//! ([`BrokerError::LeftCluster`], retriable): the client gets
-//! NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR or the like, refreshes its
-//! metadata and retries where the partitions moved, on the same Sluice
-//! connection. Idempotent producers make that retry safe. A broker still
-//! listed is asked about again every [`RECHECK_EVERY`].
+//! when the broker may have answered it by design, plus [`STALL_AFTER`].
+//! That is when it was sent plus the time the broker may legitimately hold
+//! it (a Fetch's `max_wait_ms`, a JoinGroup's rebalance timeout, ...; not a
+//! Produce's `timeout_ms`, see [`own_wait`]), counted from when the broker
+//! can start on it: a broker serves one request of a connection at a time,
+//! so a part queued behind a JoinGroup, a long Fetch or a client's other
+//! pipelined requests on the same broker connection waits for them too
+//! ([`BrokerConnection::answer_due`]). While the client's oldest owed answer
+//! waits, the sink also watches for the earliest stall time of anything it
+//! is owed. When one passes and the broker has answered nothing on that
+//! connection for [`STALL_AFTER`], the broker list is refreshed from
+//! another broker (one Metadata request, waited for at most
+//! [`RECHECK_EVERY`]), and every part still owed by a broker that has left
+//! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`],
+//! retriable): the client gets NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR or
+//! the like, refreshes its metadata and retries where the partitions moved,
+//! on the same Sluice connection. Idempotent producers make that retry
+//! safe. A broker still listed is asked about again every
+//! [`RECHECK_EVERY`]; one still quiet then is marked suspect (requests any
+//! broker can serve go elsewhere, and one WARN per broker says it does not
+//! answer). A false alarm thus costs one Metadata request and nothing else.
 //!
 //! The departed broker's connection is ended at the same moment, as a
 //! direct client's is when its request times out. Left open, it would
@@ -36,8 +44,8 @@
 //!
 //! ```text
 //! t=0    Produce sent to broker 2; broker 2 is SIGSTOPped
-//! t=2s   stall: broker 2 suspect, metadata from broker 1: broker 2 still listed
-//! t=4s.. checked again every 2 s
+//! t=2s   stall: metadata from broker 1: broker 2 still listed
+//! t=4s   checked again, still quiet: broker 2 suspect (WARN); every 2 s on
 //! t≈9s   the controller fences broker 2 (broker.session.timeout.ms)
 //! t≈10s  metadata no longer lists broker 2: the Produce is answered
 //!        NOT_LEADER_OR_FOLLOWER and the connection to broker 2 is ended;
@@ -48,10 +56,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sluice_broker::{BrokerAddress, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError};
 use sluice_codec::{ApiKey, Request};
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::failures::Verdict;
@@ -66,16 +74,24 @@ pub(crate) const STALL_AFTER: Duration = Duration::from_secs(2);
 /// How often a broker that stays stalled and listed is checked again.
 pub(crate) const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// The stall time of `request`, sent now. A Produce's `timeout_ms` bounds
-/// its wait for the replicas, which a healthy cluster meets in
-/// milliseconds: the check comes [`STALL_AFTER`] after sending, and only
-/// fails the request if the broker has left the cluster.
-pub(crate) fn stalls_at(request: &Request) -> Instant {
-    let wait = match request.api_key() {
+/// How long the broker may legitimately hold `request` itself. A Produce's
+/// `timeout_ms` bounds its wait for the replicas, which a healthy cluster
+/// meets in milliseconds: none (the check only fails the request if the
+/// broker has left the cluster).
+pub(crate) fn own_wait(request: &Request) -> Duration {
+    match request.api_key() {
         ApiKey::Produce => Duration::ZERO,
         _ => request.broker_wait(),
-    };
-    Instant::now() + wait + STALL_AFTER
+    }
+}
+
+/// The stall time of `request`, about to be sent on `conn`: [`STALL_AFTER`]
+/// past the time the broker may have answered it by design, which counts
+/// the waits of the requests queued ahead of it on the same connection
+/// ([`BrokerConnection::answer_due`]): a Heartbeat behind a JoinGroup, a
+/// Fetch behind a fetch part still out, a client's pipelined requests.
+pub(crate) fn stalls_at(request: &Request, conn: &BrokerConnection) -> Instant {
+    conn.answer_due(own_wait(request)) + STALL_AFTER
 }
 
 impl KafkaSinkCluster {
@@ -92,8 +108,8 @@ impl KafkaSinkCluster {
     /// parts owed by a broker that left the cluster metadata are failed.
     pub(super) async fn check_stalled(&mut self) {
         let now = Instant::now();
-        let mut stalled: BTreeSet<(i32, String)> = BTreeSet::new();
-        let mut addresses: Vec<BrokerAddress> = Vec::new();
+        let mut quiet_brokers: BTreeSet<(i32, String)> = BTreeSet::new();
+        let mut suspects: Vec<BrokerAddress> = Vec::new();
         let connections = &self.connections;
         for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
             // Answered, but behind an answer the client has not taken yet.
@@ -109,29 +125,39 @@ impl KafkaSinkCluster {
                 .is_some_and(|c| c.quiet_for(now) >= STALL_AFTER);
             if quiet && let Some(broker) = &part.broker {
                 let key = (broker.id.unwrap_or(-1), broker.to_string());
-                if stalled.insert(key) {
-                    addresses.push(broker.clone());
+                let first = quiet_brokers.insert(key);
+                if std::mem::replace(&mut part.checked, true) && first {
+                    suspects.push(broker.clone());
+                } else if first {
+                    debug!(broker = %broker, "a broker has not answered a request within its wait; checking whether it left the cluster");
                 }
             }
         }
-        if addresses.is_empty() {
+        if quiet_brokers.is_empty() {
             return;
         }
-        for broker in &addresses {
+        // Only a broker still quiet when checked again is suspect: a false
+        // alarm costs the one Metadata request below.
+        for broker in &suspects {
             if let Verdict::Warn { quieted } = self.shared.failures.record(broker, now) {
                 warn!(
                     broker = %broker,
                     quieted,
-                    "a broker has not answered a request within its wait; checking whether it left the cluster"
+                    "a broker has not answered a request within its wait, nor since; checking whether it left the cluster"
                 );
             }
         }
-        // Failure is logged inside; the parts keep waiting and are checked
-        // again at their next stall time.
-        if self.refresh_metadata(None).await.is_err() {
-            return;
+        // The Metadata request may queue behind a long wait on the
+        // connection it goes out on: the client's answers do not wait for it
+        // longer than until the next check. A failure is logged inside; the
+        // parts keep waiting and are checked again at their next stall time.
+        match tokio::time::timeout(RECHECK_EVERY, self.refresh_metadata(None)).await {
+            Ok(Ok(())) => self.fail_parts_of_departed_brokers(),
+            Ok(Err(_)) => {}
+            Err(_) => {
+                debug!("no metadata within {RECHECK_EVERY:?}; the stalled parts are checked again")
+            }
         }
-        self.fail_parts_of_departed_brokers();
     }
 
     /// Fails every owed part whose broker the view no longer lists, and

@@ -2,27 +2,90 @@
 
 use std::time::Duration;
 
-use sluice_codec::kafka_protocol::messages::JoinGroupRequest;
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_codec::kafka_protocol::messages::{FetchRequest, JoinGroupRequest};
 use tokio::time::Instant;
 
 use super::*;
-use crate::sink::stalled::{STALL_AFTER, stalls_at};
+use crate::sink::stalled::{STALL_AFTER, own_wait, stalls_at};
 
-#[tokio::test(start_paused = true)]
-async fn a_produce_is_checked_soon_whatever_its_timeout_and_a_join_after_its_rebalance_wait() {
-    let now = Instant::now();
-    // produce() asks the broker to wait up to 1 s for the replicas: a hung
-    // leader is checked on after STALL_AFTER all the same.
-    assert_eq!(stalls_at(&produce(1, -1)), now + STALL_AFTER);
+fn join() -> Request {
     let join = JoinGroupRequest::default()
         .with_group_id(StrBytes::from_static_str("g").into())
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(60_000);
-    let join = client_request(ApiKey::JoinGroup, 9, 2, RequestKind::JoinGroup(join));
+    client_request(ApiKey::JoinGroup, 9, 2, RequestKind::JoinGroup(join))
+}
+
+fn long_fetch(id: i32) -> Request {
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(5_000)
+        .with_session_epoch(-1);
+    client_request(ApiKey::Fetch, 12, id, RequestKind::Fetch(fetch))
+}
+
+#[test]
+fn a_produce_waits_nothing_whatever_its_timeout_and_a_join_its_rebalance_wait() {
+    // produce() asks the broker to wait up to 1 s for the replicas: a hung
+    // leader is checked on after STALL_AFTER all the same.
+    assert_eq!(own_wait(&produce(1, -1)), Duration::ZERO);
     assert_eq!(
-        stalls_at(&join),
-        now + Duration::from_secs(60) + STALL_AFTER,
+        own_wait(&join()),
+        Duration::from_secs(60),
         "a JoinGroup may wait its rebalance timeout at the coordinator"
     );
-    assert_eq!(stalls_at(&metadata(3)), now + STALL_AFTER);
+    assert_eq!(own_wait(&metadata(3)), Duration::ZERO);
+}
+
+/// A connection to a broker that reads nothing and answers nothing.
+async fn silent_broker() -> (BrokerConnection, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let options = BrokerConnectOptions::new(Duration::from_secs(5));
+    let (conn, accepted) = tokio::join!(
+        BrokerConnection::connect(BrokerAddress::new("127.0.0.1", port), &options),
+        listener.accept()
+    );
+    (conn.unwrap(), accepted.unwrap().0)
+}
+
+/// A broker serves one request of a connection at a time: what is queued
+/// behind a JoinGroup or a long Fetch waits for it, and must not look
+/// stalled while it does (a false alarm on healthy brokers).
+#[tokio::test]
+async fn a_request_queued_behind_long_waits_stalls_only_after_them() {
+    let (conn, _socket) = silent_broker().await;
+    tokio::time::pause();
+    let t0 = Instant::now();
+    let join = join();
+    assert_eq!(
+        stalls_at(&join, &conn),
+        t0 + Duration::from_secs(60) + STALL_AFTER,
+        "nothing ahead of it"
+    );
+    conn.send(join).await.unwrap().expect("owed an answer");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(
+        stalls_at(&metadata(3), &conn),
+        t0 + Duration::from_secs(60) + STALL_AFTER,
+        "a request with no wait of its own, behind the JoinGroup"
+    );
+    let _metadata = conn.send(metadata(3)).await.unwrap();
+    assert_eq!(
+        stalls_at(&long_fetch(4), &conn),
+        t0 + Duration::from_secs(65) + STALL_AFTER,
+        "a fetch behind both may wait its own max_wait after them"
+    );
+}
+
+/// Once the connection owes nothing, a request's stall time is its own
+/// again, however long the waits of the requests before it were.
+#[tokio::test]
+async fn a_connection_that_owes_nothing_starts_at_once() {
+    let (conn, _socket) = silent_broker().await;
+    tokio::time::pause();
+    // Queued, but never sent: a produce with acks=0 owes nothing.
+    let _ = stalls_at(&long_fetch(1), &conn);
+    let t0 = Instant::now();
+    assert_eq!(stalls_at(&metadata(2), &conn), t0 + STALL_AFTER);
 }
