@@ -111,6 +111,8 @@ pub(crate) struct ConnectionSettings {
 pub(crate) struct PreAuth {
     /// Its slot in the source's unauthenticated cap.
     pub(crate) _slot: OwnedSemaphorePermit,
+    /// Its slot in its address's share of that cap.
+    pub(crate) _address: Option<crate::listener::AddressSlot>,
     /// When the connection was accepted.
     pub(crate) since: Instant,
 }
