@@ -21,7 +21,9 @@
 //! garbage; slowloris; pipelining without reading (Produce and Fetch); a
 //! slow reader and a one-byte-per-second reader; and, alone at the end, a
 //! flood of connections beyond the limit. `docs/reliability.md` lists what
-//! Sluice does in each and the log line an operator sees.
+//! Sluice does in each and the log line an operator sees. Two more tests
+//! bound memory under a tight process budget: clients that hoard answers,
+//! and frames started on many connections at once and never finished.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -180,6 +182,85 @@ fn hoarders_stay_within_a_tight_memory_budget() {
         rss.peak() >> 20,
         bound >> 20
     );
+    let findings = front.findings.lock().unwrap().clone();
+    assert!(findings.is_empty(), "{}", findings.join("\n"));
+}
+
+/// Frames started on many connections at once and never finished, against
+/// a process budget of 256 MiB (against `single`: no broker is involved).
+/// Sixteen connections idle first (so that each already waits in a read),
+/// then each gets the length prefix of a 95 MiB frame at the same moment
+/// and as much of its body as Sluice reads, up to 40 MiB. Only the frames
+/// that find room in the budget when their prefix arrives are read on:
+/// RSS stays within the budget plus one frame plus slack (without that
+/// admission each connection read its 40 MiB: 640 MiB). When they leave a
+/// librdkafka client is served.
+#[test]
+fn frames_started_and_never_finished_stay_within_the_memory_budget() {
+    use sluice_testkit::cluster::SINGLE;
+    use sluice_testkit::raw::RawClient;
+    const CONNECTIONS: usize = 16;
+    const FRAME: usize = 95 * MIB;
+    const SENT: usize = 40 * MIB;
+    let cluster = Cluster::get(SINGLE);
+    let front = Front::start(&cluster, Some((TIGHT_BUDGET_BYTES, 64 * MIB as u64)));
+    let open = |front: &Front| {
+        front
+            .sluice
+            .metric("sluice_client_connections_open", &["source=\"kafka\""])
+    };
+    let before = open(&front);
+    let mut clients: Vec<RawClient> = (0..CONNECTIONS)
+        .map(|_| RawClient::connect(&front.plain))
+        .collect();
+    sluice_testkit::wait::until(Duration::from_secs(30), "the connections open", || {
+        let now = open(&front);
+        (now >= before + CONNECTIONS as f64)
+            .then_some(())
+            .ok_or_else(|| format!("{now} open"))
+    });
+    let rss = RssWatch::start(&front);
+    let prefix = i32::try_from(FRAME).unwrap().to_be_bytes();
+    for client in &mut clients {
+        client.write_raw(&prefix).expect("write a prefix");
+    }
+    // Each writes its body until Sluice stops reading it (a write that
+    // blocks for 2 s) or 40 MiB are out.
+    let sent: Vec<usize> = thread::scope(|s| {
+        let writers: Vec<_> = clients
+            .iter_mut()
+            .map(|client| {
+                s.spawn(move || {
+                    client.set_write_timeout(Some(Duration::from_secs(2)));
+                    let chunk = vec![0u8; MIB];
+                    let mut sent = 0;
+                    while sent < SENT && client.write_raw(&chunk).is_ok() {
+                        sent += chunk.len();
+                    }
+                    sent
+                })
+            })
+            .collect();
+        writers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let bound = TIGHT_BUDGET_BYTES + FRAME as u64 + RSS_SLACK_BYTES;
+    let read_whole = sent.iter().filter(|n| **n >= SENT).count();
+    eprintln!(
+        "frames read to 40 MiB: {read_whole} of {CONNECTIONS}; sent (MiB) {:?}; RSS peak {} MiB (bound {} MiB)",
+        sent.iter().map(|n| n >> 20).collect::<Vec<_>>(),
+        rss.peak() >> 20,
+        bound >> 20
+    );
+    rss.check(&front, "frames started and never finished", bound);
+    assert!(
+        read_whole <= 3,
+        "{read_whole} frames of 95 MiB were read on under a 256 MiB budget"
+    );
+    drop(clients);
+    let after = unique("after-started-frames");
+    cluster.create_topic(&after, 1, 1);
+    let what = "librdkafka after frames never finished";
+    clients::librdkafka_round_trip(&front.plain, &after, 50, &[], what);
     let findings = front.findings.lock().unwrap().clone();
     assert!(findings.is_empty(), "{}", findings.join("\n"));
 }
