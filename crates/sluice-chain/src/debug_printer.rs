@@ -122,11 +122,16 @@ impl Transform for DebugPrinter {
 }
 
 /// Messages whose request or response may hold a password, a SASL proof, a
-/// token HMAC or SCRAM credentials.
+/// token HMAC or SCRAM credentials; config changes carry config values,
+/// which for dynamic broker and topic configs can be passwords
+/// (`sasl.jaas.config`, `ssl.keystore.password`, ...).
 fn carries_secrets(api: ApiKey) -> bool {
     matches!(
         api,
         ApiKey::SaslAuthenticate
+            | ApiKey::AlterConfigs
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::CreateTopics
             | ApiKey::CreateDelegationToken
             | ApiKey::RenewDelegationToken
             | ApiKey::ExpireDelegationToken
@@ -162,6 +167,13 @@ mod tests {
         assert!(!request.is_dirty());
         assert_eq!(request.correlation_id(), 7);
         assert!(carries_secrets(ApiKey::SaslAuthenticate));
+        for api in [
+            ApiKey::AlterConfigs,
+            ApiKey::IncrementalAlterConfigs,
+            ApiKey::CreateTopics,
+        ] {
+            assert!(carries_secrets(api), "{api:?} carries config values");
+        }
         assert!(!carries_secrets(ApiKey::Produce));
     }
 
@@ -202,5 +214,37 @@ mod tests {
         assert!(out.contains("request body: (redacted)"), "{out}");
         assert!(logs.lines_with("hunter2").is_empty(), "credentials leaked");
         assert!(!versions.is_dirty() && !sasl.is_dirty());
+    }
+
+    #[test]
+    fn config_changes_are_not_printed() {
+        use sluice_codec::kafka_protocol::messages::IncrementalAlterConfigsRequest;
+        use sluice_codec::kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        let ctx = context("127.0.0.1:9192".parse().unwrap());
+        let mut printer = DebugPrinterBuilder::new().build(&ctx);
+        let config = AlterableConfig::default()
+            .with_name(StrBytes::from_static_str("sasl.jaas.config"))
+            .with_value(Some(StrBytes::from_static_str(
+                "password=\"hunter3-secret\"",
+            )));
+        let body = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default().with_configs(vec![config]),
+        ]);
+        let mut alter = request(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            7319,
+            RequestKind::IncrementalAlterConfigs(body),
+        );
+        let logs = Logs::global();
+        printer.on_request(&mut alter, &ctx).unwrap();
+        let out = logs.lines_with("correlation_id=7319").join("\n");
+        assert!(out.contains("request body: (redacted)"), "{out}");
+        assert!(
+            logs.lines_with("hunter3").is_empty(),
+            "a config password leaked"
+        );
     }
 }

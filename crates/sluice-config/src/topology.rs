@@ -63,6 +63,12 @@ pub(crate) const DEFAULT_AUTHENTICATION_TIMEOUT_SECS: u64 = 10;
 /// Connections not yet authenticated a source holds at once unless
 /// `unauthenticated_connection_limit` says otherwise.
 pub(crate) const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT: usize = 128;
+/// Of those, how many one client address may hold unless
+/// `unauthenticated_connection_limit_per_address` says otherwise: an eighth
+/// of the cap, so that one address cannot lock every other client out, and
+/// a burst of clients behind one NAT that all connect at once mostly gets
+/// in (a refused one reconnects, as after any lost connection).
+pub(crate) const DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT_PER_ADDRESS: usize = 16;
 /// Bytes one client connection may hold unless
 /// `connection_memory_budget_bytes` says otherwise: room for one Fetch at
 /// the Java consumer's default `fetch.max.bytes` (50 MiB) plus the requests
@@ -230,6 +236,12 @@ pub struct KafkaSourceConfig {
     #[serde(default)]
     #[schemars(extend("x-default" = DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT))]
     pub unauthenticated_connection_limit: Option<usize>,
+    /// Of those, how many one client IP address may hold at once; the
+    /// excess is accepted and closed (default
+    /// `DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT_PER_ADDRESS`).
+    #[serde(default)]
+    #[schemars(extend("x-default" = DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT_PER_ADDRESS))]
+    pub unauthenticated_connection_limit_per_address: Option<usize>,
     /// Bytes one client connection may hold (default
     /// `DEFAULT_CONNECTION_MEMORY_BUDGET_BYTES`); at the limit Sluice stops
     /// reading from that client until its responses drain, and clamps its
@@ -294,6 +306,12 @@ impl KafkaSourceConfig {
             .unwrap_or(DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT)
     }
 
+    /// `unauthenticated_connection_limit_per_address`, or its default.
+    pub fn unauthenticated_connection_limit_per_address_or_default(&self) -> usize {
+        self.unauthenticated_connection_limit_per_address
+            .unwrap_or(DEFAULT_UNAUTHENTICATED_CONNECTION_LIMIT_PER_ADDRESS)
+    }
+
     /// `connection_memory_budget_bytes`, or its default.
     pub fn connection_memory_budget_bytes_or_default(&self) -> usize {
         self.connection_memory_budget_bytes
@@ -333,6 +351,12 @@ impl KafkaSourceConfig {
         if self.unauthenticated_connection_limit == Some(0) {
             return Err(FieldError::new(
                 "unauthenticated_connection_limit",
+                "must be greater than 0",
+            ));
+        }
+        if self.unauthenticated_connection_limit_per_address == Some(0) {
+            return Err(FieldError::new(
+                "unauthenticated_connection_limit_per_address",
                 "must be greater than 0",
             ));
         }

@@ -35,6 +35,16 @@
 //! the chain keeps is released by the client's next fetch, so a connection
 //! that owes nothing but keeps something may always read its next request.
 //!
+//! A frame is admitted when its length prefix has arrived, like Kafka's
+//! memory pool allocating on the size: its declared size is added to the
+//! process's count by one compare-and-swap that succeeds only while the
+//! process is below its budget. Connections whose reads were already under
+//! way when the budget filled (idle ones wait in a read) may all receive a
+//! prefix at once; each takes its own turn at the swap, so only those that
+//! find room are admitted, and the process exceeds its budget by at most
+//! one frame. A frame not admitted is read no further (beyond the one read
+//! that brought its prefix) until some connection releases memory.
+//!
 //! A Fetch is clamped to fit: its `max_bytes` is lowered to the room left
 //! under both limits (never below [`MIN_FETCH_MAX_BYTES`]), in the frame
 //! itself ([`sluice_codec::Request::parse_with_fetch_limit`]). Kafka still
@@ -91,6 +101,26 @@ impl MemoryBudget {
         self.limit.saturating_sub(self.used_bytes())
     }
 
+    /// Adds `n` if the process is below its budget now, atomically (a
+    /// frame's admission); `n == 0` always fits.
+    fn try_add(&self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let limit = self.limit;
+        match self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used < limit).then_some(used + n)
+            }) {
+            Ok(before) => {
+                self.used_gauge.set((before + n) as f64);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     fn add(&self, n: usize) {
         let now = self.used.fetch_add(n, Ordering::Relaxed) + n;
         self.used_gauge.set(now as f64);
@@ -133,6 +163,8 @@ pub(crate) struct ConnectionBudget {
     held: usize,
     /// Reserved for the frame being read, from its length prefix on.
     reading: usize,
+    /// The frame being read was admitted: its declared size is reserved.
+    admitted: bool,
     /// Reserved for each request the chain still owes a response for, in
     /// request order (the chain answers in that order): its frame plus the
     /// response it will bring.
@@ -149,6 +181,7 @@ impl ConnectionBudget {
             process,
             held: 0,
             reading: 0,
+            admitted: false,
             owed: VecDeque::new(),
             kept: 0,
         }
@@ -239,6 +272,39 @@ impl ConnectionBudget {
         self.adjust(before, bytes);
     }
 
+    /// The frame being read has `buffered` bytes in the read buffer and
+    /// declares `declared` bytes (length prefix included; 0 until the
+    /// prefix is in). Admits it (see the module doc) if it is not yet;
+    /// returns whether it may be read on. Until it is admitted only its
+    /// buffered bytes count.
+    pub(crate) fn reading_frame(&mut self, buffered: usize, declared: usize) -> bool {
+        if declared == 0 {
+            self.admitted = false;
+            self.set_reading(buffered);
+            return true;
+        }
+        let want = buffered.max(declared);
+        if self.admitted {
+            self.set_reading(want);
+            return true;
+        }
+        let extra = want.saturating_sub(self.reading);
+        if self.process.try_add(extra) {
+            self.held += extra;
+            self.reading = want;
+            self.admitted = true;
+            return true;
+        }
+        self.set_reading(buffered);
+        false
+    }
+
+    /// The frame being read left the read buffer (to be forwarded): the
+    /// next one is admitted on its own.
+    pub(crate) fn frame_taken(&mut self) {
+        self.admitted = false;
+    }
+
     /// A whole request of `frame_bytes` was handed to the chain, which now
     /// owes a response expected to be `response_bytes` (or owes nothing, for
     /// Produce with `acks=0`).
@@ -310,6 +376,46 @@ mod tests {
         assert_eq!(c.held(), 200, "the estimate became the real size");
         c.written(200);
         assert_eq!((c.held(), process.used_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn frames_started_at_once_are_admitted_only_while_the_process_has_room() {
+        // Sixteen idle connections whose reads were under way each get the
+        // prefix of a 95 MiB frame at the same moment, against 256 MiB.
+        let process = MemoryBudget::new(256 * MIB);
+        let frame = 95 * MIB + 4;
+        let mut conns: Vec<ConnectionBudget> = (0..16)
+            .map(|_| ConnectionBudget::new(200 * MIB, Arc::clone(&process)))
+            .collect();
+        let admitted: Vec<bool> = conns
+            .iter_mut()
+            .map(|c| c.reading_frame(4096, frame))
+            .collect();
+        assert_eq!(admitted.iter().filter(|a| **a).count(), 3, "{admitted:?}");
+        assert!(
+            process.used_bytes() < 256 * MIB + frame,
+            "over by at most one frame"
+        );
+        // One not admitted is read no further, and counts what it holds.
+        assert!(!conns[3].reading_frame(4096, frame));
+        assert_eq!(conns[3].held(), 4096);
+        // Once an admitted one leaves, another gets in; the rest still wait.
+        conns.remove(0);
+        let waiting = conns.iter_mut().skip(2);
+        let now = waiting
+            .map(|c| c.reading_frame(4096, frame))
+            .filter(|admitted| *admitted)
+            .count();
+        assert_eq!(now, 1, "one more admitted");
+        assert!(process.used_bytes() < 256 * MIB + frame);
+        // An admitted frame keeps its reservation as it grows, and a frame
+        // taken from the buffer releases it when the next one starts.
+        let c = &mut conns[0];
+        assert!(c.reading_frame(50 * MIB, frame));
+        assert_eq!(c.held(), frame);
+        c.frame_taken();
+        assert!(c.reading_frame(0, 0));
+        assert_eq!(c.held(), 0);
     }
 
     #[test]

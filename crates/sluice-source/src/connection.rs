@@ -111,6 +111,8 @@ pub(crate) struct ConnectionSettings {
 pub(crate) struct PreAuth {
     /// Its slot in the source's unauthenticated cap.
     pub(crate) _slot: OwnedSemaphorePermit,
+    /// Its slot in its address's share of that cap.
+    pub(crate) _address: Option<crate::listener::AddressSlot>,
     /// When the connection was accepted.
     pub(crate) since: Instant,
 }
@@ -360,7 +362,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                         Ok(()) => continue,
                         Err(close) => return close,
                     },
-                    Ok(None) => self.note_buffered(),
+                    Ok(None) => {
+                        self.note_buffered();
+                    }
                 }
             }
             if self.chain.pending() == 0 {
@@ -403,8 +407,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 let full = self.budget.full_for_reading();
                 (full, full.is_none())
             }
-            // A frame already started is read to its end.
-            Buffered::Part => (None, true),
+            // A frame already started is read to its end once admitted.
+            Buffered::Part => {
+                if self.note_buffered() {
+                    (None, true)
+                } else {
+                    (Some(Full::Process), false)
+                }
+            }
             // Read whole: it waits for room to be forwarded.
             Buffered::Frame => match self.budget.full_for_forwarding() {
                 None => return Event::BudgetFreed,
@@ -469,6 +479,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Parses one request frame and hands it to the chain, a Fetch clamped
     /// to the room its budgets leave.
     async fn forward(&mut self, frame: BytesMut) -> Result<(), Close> {
+        self.budget.frame_taken();
         self.note_buffered();
         let frame_bytes = frame.len() + 4;
         let (request, fetch) = Request::parse_with_fetch_limit(frame, self.budget.fetch_limit())
@@ -501,15 +512,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     /// Counts what the read buffer holds, or has been promised by the length
-    /// prefix of the frame it has started, against the budgets.
-    fn note_buffered(&mut self) {
+    /// prefix of the frame it has started, against the budgets; returns
+    /// whether that frame may be read on (it is admitted, see
+    /// [`crate::budget`]).
+    fn note_buffered(&mut self) -> bool {
         let buf = &self.io.read_buf;
         let declared = buf
             .get(..4)
             .map(|p| i32::from_be_bytes([p[0], p[1], p[2], p[3]]))
             .and_then(|len| usize::try_from(len).ok())
             .map_or(0, |len| 4 + len.min(self.io.codec.max_frame_bytes()));
-        self.budget.set_reading(buf.len().max(declared));
+        self.budget.reading_frame(buf.len(), declared)
     }
 
     /// Records a change of which budget, if any, keeps the connection from

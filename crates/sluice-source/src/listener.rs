@@ -12,8 +12,13 @@
 //! `unauthenticated_connection_limit`, so that sockets that never
 //! authenticate cannot take every slot of the first: over it, a new
 //! connection is accepted and closed at once (`reason="unauthenticated_limit"`).
-//! The slot is taken at accept (a TLS handshake counts as unauthenticated)
-//! and released when the client authenticates or the connection closes.
+//! One client IP address may hold at most
+//! `unauthenticated_connection_limit_per_address` of those slots, so that
+//! one address re-opening sockets that never authenticate cannot lock every
+//! other client out: over its share, a new connection from that address is
+//! accepted and closed at once (`reason="unauthenticated_address_limit"`).
+//! Both are taken at accept (a TLS handshake counts as unauthenticated) and
+//! released when the client authenticates or the connection closes.
 //!
 //! Shutdown: when the token is cancelled the loop stops accepting and drops the
 //! listening socket; each connection drains (see [`crate::connection`]), and
@@ -25,10 +30,11 @@
 //! are still open).
 
 use std::any::Any;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -90,6 +96,8 @@ pub struct KafkaSource {
     /// The unauthenticated cap, for clients accepted while the sink
     /// authenticates clients.
     unauthenticated: Limit,
+    /// Each client address's share of it.
+    per_address: Arc<AddressShares>,
     chain: Arc<ChainBuilder>,
     settings: Arc<ConnectionSettings>,
     shutdown: CancellationToken,
@@ -127,6 +135,62 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
+/// How many unauthenticated connections each client address holds, up to
+/// `max` each.
+#[derive(Debug)]
+pub(crate) struct AddressShares {
+    max: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl AddressShares {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// One more connection from `ip`, unless it holds its whole share.
+    pub(crate) fn take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            shares: Arc::clone(self),
+            ip,
+        })
+    }
+
+    /// How many addresses hold a slot now.
+    #[cfg(test)]
+    pub(crate) fn addresses(&self) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// One unauthenticated connection of an address; given back on drop.
+#[derive(Debug)]
+pub(crate) struct AddressSlot {
+    shares: Arc<AddressShares>,
+    ip: IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// The connection limit of a source.
 struct Limit {
     permits: Arc<Semaphore>,
@@ -146,6 +210,7 @@ impl KafkaSource {
         check_config(cfg)?;
         let max = cfg.connection_limit.unwrap_or(DEFAULT_CONNECTION_LIMIT);
         let unauthenticated_max = cfg.unauthenticated_connection_limit_or_default();
+        let per_address_max = cfg.unauthenticated_connection_limit_per_address_or_default();
         let tls = cfg
             .tls
             .as_ref()
@@ -187,6 +252,7 @@ impl KafkaSource {
             connection_limit = max,
             authenticates_clients = chain.authenticates_clients(),
             unauthenticated_connection_limit = unauthenticated.max,
+            unauthenticated_connection_limit_per_address = per_address_max,
             "source {} listening on {local_addr}",
             cfg.name
         );
@@ -200,6 +266,7 @@ impl KafkaSource {
                 hard: cfg.hard_connection_limit.unwrap_or(false),
             },
             unauthenticated,
+            per_address: AddressShares::new(per_address_max),
             chain,
             settings: Arc::new(settings),
             shutdown,
@@ -234,14 +301,10 @@ impl KafkaSource {
                 debug!(source = %source, client = %client_addr, "cannot set TCP_NODELAY: {e}");
             }
             let pre_auth = if self.chain.authenticates_clients() {
-                let cap = &self.unauthenticated;
-                match Arc::clone(&cap.permits).try_acquire_owned() {
-                    Ok(slot) => Some(PreAuth {
-                        _slot: slot,
-                        since: tokio::time::Instant::now(),
-                    }),
-                    Err(_) => {
-                        self.reject_unauthenticated(tcp, client_addr, cap.max);
+                match self.pre_auth(client_addr) {
+                    Ok(pre_auth) => Some(pre_auth),
+                    Err(refusal) => {
+                        self.reject_unauthenticated(tcp, client_addr, refusal);
                         continue;
                     }
                 }
@@ -363,13 +426,46 @@ impl KafkaSource {
         drop(tcp);
     }
 
-    /// Closes a connection over the unauthenticated cap.
-    fn reject_unauthenticated(&self, tcp: TcpStream, client_addr: SocketAddr, max: usize) {
+    /// The slots a new unauthenticated client holds: its address's share
+    /// first, then the source's cap.
+    fn pre_auth(&self, client_addr: SocketAddr) -> Result<PreAuth, Refusal> {
+        let address = self
+            .per_address
+            .take(client_addr.ip())
+            .ok_or(Refusal::Address(self.per_address.max))?;
+        let slot = Arc::clone(&self.unauthenticated.permits)
+            .try_acquire_owned()
+            .map_err(|_| Refusal::Source(self.unauthenticated.max))?;
+        Ok(PreAuth {
+            _slot: slot,
+            _address: Some(address),
+            since: tokio::time::Instant::now(),
+        })
+    }
+
+    /// Closes a connection over the unauthenticated cap or its address's
+    /// share of it.
+    fn reject_unauthenticated(&self, tcp: TcpStream, client_addr: SocketAddr, refusal: Refusal) {
         let source = &self.settings.source_name;
+        let (reason, held) = match refusal {
+            Refusal::Source(max) => (
+                "unauthenticated_limit",
+                format!(
+                    "source {source} already holds {max} connections not yet authenticated (unauthenticated_connection_limit)"
+                ),
+            ),
+            Refusal::Address(max) => (
+                "unauthenticated_address_limit",
+                format!(
+                    "{} already holds {max} connections not yet authenticated (unauthenticated_connection_limit_per_address)",
+                    client_addr.ip()
+                ),
+            ),
+        };
         counter!(
             names::CLIENT_CONNECTIONS_REJECTED,
             "source" => source.to_string(),
-            "reason" => "unauthenticated_limit"
+            "reason" => reason
         )
         .increment(1);
         // At info, like the hard limit: a flood of sockets must not become a
@@ -377,8 +473,7 @@ impl KafkaSource {
         info!(
             source = %source,
             client = %client_addr,
-            "client {client_addr}: refused, source {source} already holds {max} connections \
-             not yet authenticated (unauthenticated_connection_limit)"
+            "client {client_addr}: refused, {held}"
         );
         drop(tcp);
     }
@@ -393,6 +488,15 @@ impl KafkaSource {
             () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
         }
     }
+}
+
+/// Why a new unauthenticated client was refused: the limit it hit.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// `unauthenticated_connection_limit`.
+    Source(usize),
+    /// `unauthenticated_connection_limit_per_address`.
+    Address(usize),
 }
 
 /// Refuses values the source cannot use (the config's `validate()` refuses
@@ -433,6 +537,12 @@ fn check_config(cfg: &KafkaSourceConfig) -> Result<(), SourceError> {
             "must be at least 1",
         ));
     }
+    if cfg.unauthenticated_connection_limit_per_address_or_default() == 0 {
+        return Err(invalid(
+            "unauthenticated_connection_limit_per_address",
+            "must be at least 1",
+        ));
+    }
     let unauthenticated_max = cfg.unauthenticated_connection_limit_or_default();
     if unauthenticated_max == 0 || unauthenticated_max > Semaphore::MAX_PERMITS {
         return Err(invalid(
@@ -458,3 +568,6 @@ fn report_panic(source: &str, client: SocketAddr, id: u64, panic: &(dyn Any + Se
         "client {client} (conn {id}): the connection task panicked ({what}); that connection is closed, the others are unaffected"
     );
 }
+
+#[cfg(test)]
+mod tests;

@@ -64,6 +64,39 @@ impl RawClient {
         }
     }
 
+    /// Connects to `addr` (an IPv4 `host:port`) from the local address
+    /// `from` (any of 127.0.0.0/8 reaches a listener on 127.0.0.1): a
+    /// client at another address, for per-address limits.
+    pub fn connect_from(addr: &str, from: std::net::Ipv4Addr) -> Self {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket,
+        };
+        use std::os::fd::AsRawFd;
+        let target: std::net::SocketAddrV4 = addr
+            .parse()
+            .unwrap_or_else(|e| panic!("{addr} is not an IPv4 address: {e}"));
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        let local = SockaddrIn::from(std::net::SocketAddrV4::new(from, 0));
+        bind(fd.as_raw_fd(), &local).unwrap_or_else(|e| panic!("bind {from}: {e}"));
+        connect(fd.as_raw_fd(), &SockaddrIn::from(target))
+            .unwrap_or_else(|e| panic!("connect {addr} from {from}: {e}"));
+        let stream = TcpStream::from(fd);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("set read timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Self {
+            stream,
+            next_correlation_id: 1,
+        }
+    }
+
     /// Sends a request and returns its correlation id.
     pub fn send(&mut self, api: ApiKey, version: i16, body: RequestKind) -> i32 {
         let id = self.next_correlation_id;

@@ -379,11 +379,16 @@ fn memory_bound_fields_parse_with_defaults_and_are_checked() {
     assert_eq!(k.max_unauthenticated_frame_bytes_or_default(), 512 * 1024);
     assert_eq!(k.authentication_timeout(), Duration::from_secs(10));
     assert_eq!(k.unauthenticated_connection_limit_or_default(), 128);
+    assert_eq!(
+        k.unauthenticated_connection_limit_per_address_or_default(),
+        16
+    );
 
     let set = SHOTOVER_PASSTHROUGH.replace(
         "      chain:",
         "      write_timeout_secs: 5\n      max_unauthenticated_frame_bytes: 65536\n      \
-         authentication_timeout_secs: 3\n      unauthenticated_connection_limit: 7\n      chain:",
+         authentication_timeout_secs: 3\n      unauthenticated_connection_limit: 7\n      \
+         unauthenticated_connection_limit_per_address: 2\n      chain:",
     );
     let t = parse(&set).unwrap();
     let SourceConfig::Kafka(k) = &t.sources[0];
@@ -391,6 +396,10 @@ fn memory_bound_fields_parse_with_defaults_and_are_checked() {
     assert_eq!(k.max_unauthenticated_frame_bytes_or_default(), 65536);
     assert_eq!(k.authentication_timeout(), Duration::from_secs(3));
     assert_eq!(k.unauthenticated_connection_limit_or_default(), 7);
+    assert_eq!(
+        k.unauthenticated_connection_limit_per_address_or_default(),
+        2
+    );
 
     for (line, field, text) in [
         (
@@ -406,6 +415,11 @@ fn memory_bound_fields_parse_with_defaults_and_are_checked() {
         (
             "unauthenticated_connection_limit: 0",
             "unauthenticated_connection_limit",
+            "greater than 0",
+        ),
+        (
+            "unauthenticated_connection_limit_per_address: 0",
+            "unauthenticated_connection_limit_per_address",
             "greater than 0",
         ),
         (

@@ -226,6 +226,7 @@ fn spawn_with(
     let cap = Arc::new(Semaphore::new(1));
     let pre_auth = auth.then(|| PreAuth {
         _slot: Arc::clone(&cap).try_acquire_owned().unwrap(),
+        _address: None,
         since: Instant::now(),
     });
     let handle = tokio::spawn(async move {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::client::{TestClient, api_versions};
+use crate::support::client::{Read, TestClient, api_versions};
 use crate::support::harness::{WAIT, source_config, start_authenticating};
 use crate::support::metrics;
 use crate::support::sink::AUTH_CLIENT_ID;
@@ -37,6 +37,65 @@ async fn connections_over_the_unauthenticated_cap_are_closed_at_once() {
     next.round_trip(11).await;
     // The authenticated one keeps working.
     first.round_trip(12).await;
+    source.stop().await;
+}
+
+#[tokio::test]
+async fn one_address_holds_only_its_share_of_the_unauthenticated_cap() {
+    let mut cfg = source_config();
+    cfg.unauthenticated_connection_limit = Some(8);
+    cfg.unauthenticated_connection_limit_per_address = Some(3);
+    let name = cfg.name.clone();
+    let source = start_authenticating(cfg).await;
+    let flooder: std::net::IpAddr = [127, 0, 0, 2].into();
+    // One address keeps re-opening sockets that never authenticate.
+    let mut held = Vec::new();
+    for id in 0..3 {
+        let mut client = TestClient::connect_from(source.addr, flooder).await;
+        client.round_trip(id).await;
+        held.push(client);
+    }
+    for id in 0..3 {
+        let mut excess = TestClient::connect_from(source.addr, flooder).await;
+        excess.send(10 + id).await;
+        excess.expect_closed().await;
+    }
+    let labels = [
+        ("source", name.as_str()),
+        ("reason", "unauthenticated_address_limit"),
+    ];
+    metrics::wait_for("sluice_client_connections_rejected_total", &labels, 3.0).await;
+
+    // Other addresses still get in, each up to its share.
+    let mut others = Vec::new();
+    for id in 0..3 {
+        let mut client = TestClient::connect(source.addr).await;
+        client.round_trip(20 + id).await;
+        others.push(client);
+    }
+    // A slot the flooder gives back is its own again.
+    drop(held.pop());
+    // (The slot returns once the server has seen the close: a bounded poll.)
+    let mut again = None;
+    for attempt in 0..100 {
+        let mut client = TestClient::connect_from(source.addr, flooder).await;
+        client.send(30 + attempt).await;
+        match client.read().await {
+            Read::Frame(id) => {
+                assert_eq!(id, 30 + attempt);
+                again = Some(client);
+                break;
+            }
+            Read::Closed => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    assert!(
+        again.is_some(),
+        "the freed slot of the address is usable again"
+    );
+    for client in &mut held {
+        client.round_trip(40).await;
+    }
     source.stop().await;
 }
 

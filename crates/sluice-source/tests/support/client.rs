@@ -45,6 +45,20 @@ impl TestClient<TcpStream> {
             .expect("connect failed");
         Self::new(stream)
     }
+
+    /// Connects to `addr` from the loopback address `from` (any of
+    /// 127.0.0.0/8 reaches a listener on 127.0.0.1): another client address.
+    pub(crate) async fn connect_from(addr: std::net::SocketAddr, from: std::net::IpAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::new(from, 0))
+            .expect("bind the client address");
+        let stream = tokio::time::timeout(WAIT, socket.connect(addr))
+            .await
+            .expect("connect timed out")
+            .expect("connect failed");
+        Self::new(stream)
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TestClient<S> {

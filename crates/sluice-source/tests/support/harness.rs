@@ -34,6 +34,7 @@ pub(crate) fn source_config() -> KafkaSourceConfig {
         max_unauthenticated_frame_bytes: None,
         authentication_timeout_secs: None,
         unauthenticated_connection_limit: None,
+        unauthenticated_connection_limit_per_address: None,
         connection_memory_budget_bytes: None,
         chain: Vec::new(),
     }
