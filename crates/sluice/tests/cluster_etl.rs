@@ -1,0 +1,98 @@
+//! A chained consume-transform-produce workload (an ETL) through one Sluice
+//! node (KafkaSinkCluster) in front of the shared 3-broker cluster `trio`:
+//! `compat/franz-go-etl` (franz-go) runs chains of groups (classic range,
+//! classic cooperative-sticky with static members, KIP-848, and
+//! a transactional variant with read_committed), members joining and leaving
+//! throughout, and checks that every record arrives exactly once at the end
+//! of each chain within a bound of a few times its direct run time.
+//!
+//! It guards two things such a workload found: a consumer that reconnected
+//! and named its old fetch session in a full fetch was answered
+//! FETCH_SESSION_ID_NOT_FOUND forever (franz-go then fetches at epoch -1
+//! with that id, and every chain stalled); and the stall detector fired on
+//! healthy brokers for requests queued behind long waits on one broker
+//! connection (checked here too: no such WARN in Sluice's log).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sluice_testkit::clients;
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::{fronted, repo_root, unique};
+
+/// The workload's own limit (it runs in about a minute through Sluice on
+/// an idle machine; direct, about as long).
+const WORKLOAD_TIMEOUT: &str = "150s";
+/// The program's limit: the workload's, plus closing its clients.
+const PROGRAM_TIMEOUT: Duration = Duration::from_secs(200);
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// `compat/franz-go-etl` built from its lock file into the cargo target dir.
+fn etl_program() -> PathBuf {
+    let dir = repo_root().join("compat/franz-go-etl");
+    let binary = repo_root().join("target/compat/franz-go-etl");
+    let mut build = Command::new("go");
+    build
+        .args(["build", "-mod=readonly", "-o"])
+        .arg(&binary)
+        .arg(".")
+        .current_dir(&dir)
+        .env("GOFLAGS", "-mod=readonly");
+    let out = clients::run(
+        build,
+        None,
+        Duration::from_secs(480),
+        "go build (franz-go-etl)",
+    );
+    assert_eq!(
+        out.code,
+        Some(0),
+        "go build of compat/franz-go-etl failed\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    binary
+}
+
+#[test]
+fn chained_group_etl_delivers_every_record_exactly_once() {
+    let cluster = Cluster::get(TRIO);
+    let program = etl_program();
+    let (sluice, addr) = fronted::start_one(sluice_bin(), &cluster);
+    let mut run = Command::new(&program);
+    run.args(["--bootstrap", &addr, "--prefix", &unique("etl")])
+        .args(["--records", "20000", "--timeout", WORKLOAD_TIMEOUT]);
+    let out = clients::run(run, None, PROGRAM_TIMEOUT, "franz-go-etl");
+    println!("{}", out.stdout);
+    let log = sluice.log();
+    assert_eq!(
+        out.code,
+        Some(0),
+        "the chained ETL through Sluice failed\n--- stdout ---\n{}\n--- stderr (tail) ---\n{}",
+        out.stdout,
+        tail(&out.stderr, 4000)
+    );
+    let false_alarms = log
+        .lines()
+        .filter(|l| l.contains("has not answered a request within its wait"))
+        .count();
+    assert_eq!(
+        false_alarms,
+        0,
+        "the stall detector fired on healthy brokers:\n{}",
+        tail(&log, 4000)
+    );
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let at = s.len().saturating_sub(n);
+    let at = (at..s.len())
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(s.len());
+    &s[at..]
+}
