@@ -886,7 +886,7 @@ mod sessions {
         );
     }
     #[test]
-    fn a_full_fetch_naming_an_unknown_session_is_served() {
+    fn a_consumer_reconnecting_with_its_old_session_id_is_served() {
         // A Java client whose connection dropped asks (S, 0) on the next one.
         let mut sessions = ClientSessions::default();
         let (full, reply) = sessions
