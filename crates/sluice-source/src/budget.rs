@@ -288,14 +288,17 @@ impl ConnectionBudget {
             self.set_reading(want);
             return true;
         }
-        let extra = want.saturating_sub(self.reading);
+        // What is buffered is held in any case (this also gives back what
+        // was reserved for a frame that has left the buffer); the rest of
+        // the frame's declared size only if the process has room.
+        self.set_reading(buffered);
+        let extra = want - buffered;
         if self.process.try_add(extra) {
             self.held += extra;
             self.reading = want;
             self.admitted = true;
             return true;
         }
-        self.set_reading(buffered);
         false
     }
 
@@ -416,6 +419,23 @@ mod tests {
         c.frame_taken();
         assert!(c.reading_frame(0, 0));
         assert_eq!(c.held(), 0);
+    }
+
+    #[test]
+    fn frames_taken_from_a_full_buffer_give_their_reservation_back() {
+        // Ten pipelined frames of 100 bytes read at once: as each leaves the
+        // buffer, what the connection holds for reading shrinks with it, and
+        // nothing stays behind once the buffer is empty.
+        let process = MemoryBudget::new(100 * MIB);
+        let mut c = ConnectionBudget::new(10 * MIB, Arc::clone(&process));
+        assert!(c.reading_frame(1000, 100));
+        for left in (0..10).rev() {
+            c.frame_taken();
+            let declared = if left == 0 { 0 } else { 100 };
+            assert!(c.reading_frame(left * 100, declared));
+            assert_eq!(c.held(), left * 100);
+        }
+        assert_eq!(process.used_bytes(), 0);
     }
 
     #[test]
