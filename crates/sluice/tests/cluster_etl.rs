@@ -18,9 +18,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use sluice_codec::kafka_protocol::messages::FindCoordinatorRequest;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::clients;
 use sluice_testkit::cluster::{Cluster, TRIO};
-use sluice_testkit::{fronted, repo_root, unique};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::{fronted, repo_root, unique, wait};
 
 /// The workload's own limit (it runs in about a minute through Sluice on
 /// an idle machine; direct, about as long).
@@ -59,10 +63,41 @@ fn etl_program() -> PathBuf {
     binary
 }
 
+/// Waits (bounded) until the cluster has a transaction coordinator. On a
+/// fresh cluster the first transactional lookup creates
+/// `__transaction_state` (50 partitions, 3 replicas), which a loaded
+/// machine takes long enough over to eat the workload's own bound.
+fn wait_transaction_coordinator(cluster: &Cluster) {
+    let addr = format!("127.0.0.1:{}", cluster.port(1, "PLAINTEXT"));
+    wait::until(
+        Duration::from_secs(120),
+        "a transaction coordinator",
+        || {
+            let mut client = RawClient::connect(&addr);
+            let ResponseKind::FindCoordinator(f) = client.request(
+                ApiKey::FindCoordinator,
+                4,
+                RequestKind::FindCoordinator(
+                    FindCoordinatorRequest::default()
+                        .with_key_type(1)
+                        .with_coordinator_keys(vec![StrBytes::from_static_str("etl-warm-up")]),
+                ),
+            ) else {
+                return Err("not a FindCoordinator answer".to_owned());
+            };
+            match f.coordinators.first().map(|c| c.error_code) {
+                Some(0) => Ok(()),
+                code => Err(format!("error code {code:?}")),
+            }
+        },
+    );
+}
+
 #[test]
 fn chained_group_etl_delivers_every_record_exactly_once() {
     let cluster = Cluster::get(TRIO);
     let program = etl_program();
+    wait_transaction_coordinator(&cluster);
     let (sluice, addr) = fronted::start_one(sluice_bin(), &cluster);
     let mut run = Command::new(&program);
     run.args(["--bootstrap", &addr, "--prefix", &unique("etl")])
