@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use sluice_broker::tls::TlsError;
 use sluice_broker::{AddressParseError, BrokerAddress, BrokerError, CallError};
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::error::ResponseError;
+use sluice_error::{ErrorClass, ErrorSide};
 
 use crate::scram::ScramError;
 

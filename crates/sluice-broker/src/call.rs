@@ -26,7 +26,8 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, ResponseKind};
 
-use crate::{BrokerAddress, BrokerConnection, BrokerError, ErrorClass, ErrorSide};
+use crate::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_error::{ErrorClass, ErrorSide};
 
 /// The client id of every request Sluice makes for itself.
 const CLIENT_ID: &str = "sluice";

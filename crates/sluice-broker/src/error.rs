@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use sluice_codec::Request;
 
-use crate::{BrokerAddress, ErrorClass, ErrorSide};
+use crate::BrokerAddress;
+use sluice_error::{ErrorClass, ErrorSide};
 
 /// A broker connection failed, or a request on it could not be served.
 #[derive(Debug, Clone, thiserror::Error)]

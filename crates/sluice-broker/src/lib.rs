@@ -12,8 +12,6 @@
 //!   label names a broker.
 //! - `error`: [`BrokerError`], everything that can go wrong on a broker
 //!   connection, classified.
-//! - `class`: [`ErrorClass`] and [`ErrorSide`], the classification every
-//!   Sluice error carries (client, broker or internal; retriable or not).
 //! - [`tls`]: the rustls client configuration Sluice uses towards brokers.
 //! - `test_support` (feature `test-support`): a fake broker and request
 //!   builders for unit tests, here and in the crates above.
@@ -22,7 +20,6 @@
 
 mod address;
 mod call;
-mod class;
 mod connection;
 mod error;
 #[cfg(any(test, feature = "test-support"))]
@@ -31,6 +28,5 @@ pub mod tls;
 
 pub use address::{AddressParseError, BrokerAddress};
 pub use call::{Call, CallError};
-pub use class::{ErrorClass, ErrorSide};
 pub use connection::{BrokerConnectOptions, BrokerConnection, ResponseReceiver};
 pub use error::{BrokerError, ErrorTarget, Unaddressed, UnsentRequest};

@@ -23,7 +23,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use sluice_config::TlsConnectorConfig;
 use tokio_rustls::TlsConnector;
 
-use crate::{ErrorClass, ErrorSide};
+use sluice_error::{ErrorClass, ErrorSide};
 
 /// A TLS configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]

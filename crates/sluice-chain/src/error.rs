@@ -7,8 +7,9 @@
 //! decides what the client gets: a retriable Kafka error code, a
 //! non-retriable one, or a closed connection.
 
-use sluice_broker::{BrokerError, ErrorClass, ErrorSide};
+use sluice_broker::BrokerError;
 use sluice_codec::{ApiKey, CodecError};
+use sluice_error::{ErrorClass, ErrorSide};
 
 /// An error of one sink or transform, in its own type: what it is and where
 /// it comes from stay with it (its [`ErrorClass`]), where a string would

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use sluice_auth::AuthError;
 use sluice_broker::{BrokerAddress, BrokerError};
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
+use sluice_error::{ErrorClass, ErrorSide};
 
 use crate::auth::SaslStep;
 use crate::auth::messages::MessageError;

@@ -64,10 +64,10 @@ pub use configs::rewrite_configs_answer;
 
 use std::cell::OnceCell;
 
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{CodecError, Response, ResponseKind};
+use sluice_error::{ErrorClass, ErrorSide};
 
 use crate::topology::{ClusterView, ShotoverNode, TopicId};
 

@@ -52,8 +52,8 @@ mod tests;
 
 use std::hash::Hash;
 
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_codec::kafka_protocol::messages::{ApiKey, GroupId};
+use sluice_error::{ErrorClass, ErrorSide};
 
 pub(crate) use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};
 

@@ -12,10 +12,10 @@ use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
-use crate::ErrorClass;
 use crate::test_support::{
     Counters, FakeBroker, FakeConn, Logs, raw_request, request, response_frame, within,
 };
+use sluice_error::ErrorClass;
 
 fn api_versions(correlation_id: i32) -> Request {
     request(

@@ -217,7 +217,7 @@ async fn verify_hostname_false_skips_the_name_but_not_the_chain() {
     let opts = options(&config(&pki, "ca.pem", true, false), "127.0.0.1");
     let err = exchange(addr, &opts).await.unwrap_err();
     assert!(matches!(err, BrokerError::TlsHandshake { .. }), "{err}");
-    assert!(!crate::ErrorClass::retriable(&err));
+    assert!(!sluice_error::ErrorClass::retriable(&err));
 
     let addr = tls_broker(&pki, "misnamed", false).await;
     let opts = options(&config(&pki, "ca.pem", false, false), "127.0.0.1");

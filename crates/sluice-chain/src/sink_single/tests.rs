@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 use super::rewrite::{AdvertisedAddress, rewrite_response};
 use super::*;
 use crate::test_support::{FakeBroker, context, parsed_response, request, within};
-use sluice_broker::ErrorClass;
+use sluice_error::ErrorClass;
 
 const SLUICE: &str = "127.0.0.1:9192";
 

@@ -13,8 +13,8 @@ use sluice_auth::scram::ScramMechanism;
 use sluice_auth::token::{TokenReceiver, TokenTaskHandle};
 use sluice_auth::{AuthError, authenticate_plain, authenticate_token};
 use sluice_broker::{BrokerConnection, BrokerError};
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_chain::ChainError;
+use sluice_error::{ErrorClass, ErrorSide};
 use tokio::time::Instant;
 
 use super::{Identity, PlainCredentials};

@@ -588,7 +588,7 @@ fn no_up_node_is_an_error() {
     let view = view();
     let err = Rewriter::new(&view, &nodes).unwrap_err();
     assert!(matches!(err, RewriteError::NoSluiceNodeUp));
-    assert_eq!(err.side(), sluice_broker::ErrorSide::Internal);
+    assert_eq!(err.side(), sluice_error::ErrorSide::Internal);
     let _: SluiceNodes = fixtures::sluice_nodes();
 }
 

@@ -104,7 +104,7 @@ mod tests {
         down.record(&b, false, Instant::now());
         let err = down.check(&b, Instant::now()).unwrap_err();
         assert!(matches!(err, BrokerError::Down { retry_in, .. } if retry_in == FIRST_WINDOW));
-        assert!(sluice_broker::ErrorClass::retriable(&err));
+        assert!(sluice_error::ErrorClass::retriable(&err));
         assert!(!err.request_may_have_been_sent());
 
         tokio::time::advance(FIRST_WINDOW).await;

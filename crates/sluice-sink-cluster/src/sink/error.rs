@@ -7,9 +7,9 @@
 
 use sluice_broker::tls::TlsError;
 use sluice_broker::{AddressParseError, BrokerError, CallError};
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_chain::ChainError;
 use sluice_codec::ApiKey;
+use sluice_error::{ErrorClass, ErrorSide};
 
 use crate::topology::TopologyError;
 

@@ -24,11 +24,12 @@
 //!   for an error, the broker error is returned and the client connection
 //!   closes with it as the logged reason.
 
-use sluice_broker::{BrokerAddress, BrokerError, ErrorClass, ErrorSide};
+use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_chain::ChainError;
 use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, Response, ResponseKind};
+use sluice_error::{ErrorClass, ErrorSide};
 use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, warn};

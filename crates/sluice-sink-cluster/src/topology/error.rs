@@ -4,7 +4,7 @@
 //! the sink must not trust that it was called with a validated config (tests,
 //! future callers), and a bad node list must fail loudly rather than panic.
 
-use sluice_broker::{ErrorClass, ErrorSide};
+use sluice_error::{ErrorClass, ErrorSide};
 
 /// An unusable `shotover_nodes` / `local_shotover_broker_id` configuration.
 #[derive(Debug, thiserror::Error)]

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use metrics::counter;
-use sluice_broker::{ErrorClass, ErrorSide};
 use sluice_chain::ChainError;
 use sluice_codec::CodecError;
+use sluice_error::{ErrorClass, ErrorSide};
 use sluice_metrics::names;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, info, warn};

@@ -101,11 +101,11 @@ enum TestSinkError {
     NothingOwed,
 }
 
-impl sluice_broker::ErrorClass for TestSinkError {
-    fn side(&self) -> sluice_broker::ErrorSide {
+impl sluice_error::ErrorClass for TestSinkError {
+    fn side(&self) -> sluice_error::ErrorSide {
         match self {
-            TestSinkError::Refused => sluice_broker::ErrorSide::Client,
-            TestSinkError::NothingOwed => sluice_broker::ErrorSide::Internal,
+            TestSinkError::Refused => sluice_error::ErrorSide::Client,
+            TestSinkError::NothingOwed => sluice_error::ErrorSide::Internal,
         }
     }
 

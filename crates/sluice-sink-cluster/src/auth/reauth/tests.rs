@@ -15,7 +15,7 @@ use super::super::tests::{
 };
 use super::*;
 use crate::auth::SaslStep;
-use sluice_broker::ErrorClass;
+use sluice_error::ErrorClass;
 
 const LIFETIME_MS: i64 = 10_000;
 

@@ -3,9 +3,12 @@
 //! Every error is classified where it is raised: on which side it happened
 //! ([`ErrorSide`]) and whether retrying can help. That classification decides
 //! what the client gets: a retriable Kafka error code, a non-retriable one, or
-//! a closed connection. It lives here because this is the lowest crate whose
-//! errors ([`BrokerError`](crate::BrokerError), [`TlsError`](crate::tls::TlsError))
-//! are classified; every crate above implements it for its own errors.
+//! a closed connection. It is a leaf crate, with no dependencies, so that
+//! every crate can classify its errors without depending on another crate
+//! for it: the client side (`sluice-source`) needs it and nothing of the
+//! broker side.
+
+#![deny(missing_docs)]
 
 /// Where an error comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
