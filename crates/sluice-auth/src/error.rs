@@ -11,10 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_broker::tls::TlsError;
 use sluice_broker::{AddressParseError, BrokerAddress, BrokerError, CallError};
 use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_error::{ErrorClass, ErrorSide};
+use sluice_tls::TlsError;
 
 use crate::scram::ScramError;
 

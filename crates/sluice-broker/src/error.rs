@@ -203,8 +203,8 @@ impl fmt::Debug for UnsentRequest {
 }
 
 impl BrokerError {
-    /// A short label for the `kind` metric label.
-    pub(crate) fn kind(&self) -> &'static str {
+    /// A short label for what failed, as the `kind` metric label carries it.
+    pub fn kind(&self) -> &'static str {
         match self {
             BrokerError::Connect { .. } => "connect",
             BrokerError::ConnectTimeout { .. } => "connect_timeout",

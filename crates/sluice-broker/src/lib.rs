@@ -12,7 +12,6 @@
 //!   label names a broker.
 //! - `error`: [`BrokerError`], everything that can go wrong on a broker
 //!   connection, classified.
-//! - [`tls`]: the rustls client configuration Sluice uses towards brokers.
 //! - `test_support` (feature `test-support`): a fake broker and request
 //!   builders for unit tests, here and in the crates above.
 
@@ -24,7 +23,6 @@ mod connection;
 mod error;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
-pub mod tls;
 
 pub use address::{AddressParseError, BrokerAddress};
 pub use call::{Call, CallError};

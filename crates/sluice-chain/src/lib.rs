@@ -8,8 +8,6 @@
 //! - `context`: what a chain knows about its client connection.
 //! - `transform`: the [`Transform`], [`Sink`] and builder traits, and [`Chain`].
 //! - `error`: [`ChainError`], what a transform or sink fails with.
-//! - [`tls`]: reloading TLS files (listeners' acceptors, sinks' broker
-//!   connectors).
 //! - [`readiness`]: each sink's readiness probe and the rule `/ready` applies.
 //! - [`debug_printer`]: the `DebugPrinter` transform.
 //! - [`sink_single`]: the `KafkaSinkSingle` sink.
@@ -21,7 +19,6 @@ pub mod debug_printer;
 mod error;
 pub mod readiness;
 pub mod sink_single;
-pub mod tls;
 mod transform;
 
 #[cfg(test)]

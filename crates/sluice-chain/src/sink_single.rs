@@ -28,20 +28,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rustls_pki_types::ServerName;
-use sluice_broker::tls::{self as broker_tls, TlsError};
 use sluice_broker::{
     AddressParseError, BrokerAddress, BrokerConnectOptions, BrokerConnection, BrokerError,
     ResponseReceiver,
 };
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkSingleConfig;
+use sluice_tls::{self as broker_tls, TlsError};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::readiness::{self, ProbeTargets, Readiness};
-use crate::tls::reload::Reload;
-use crate::tls::{self, SharedConnector};
 use crate::{ChainError, ConnectionContext, Sink, SinkBuilder};
+use sluice_tls::reload::Reload;
+use sluice_tls::{self as tls, SharedConnector};
 
 use rewrite::AdvertisedAddress;
 

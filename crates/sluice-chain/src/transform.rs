@@ -11,8 +11,8 @@ use sluice_codec::{Request, Response};
 use tokio_util::sync::CancellationToken;
 
 use crate::readiness::Readiness;
-use crate::tls::reload::Reload;
 use crate::{ChainError, ConnectionContext};
+use sluice_tls::reload::Reload;
 
 /// A synchronous rewrite of requests and responses.
 pub trait Transform: Send {
@@ -85,7 +85,7 @@ pub trait SinkBuilder: Send + Sync {
         false
     }
     /// The TLS settings of this sink that can be reloaded while it runs
-    /// (see [`crate::tls::reload`]).
+    /// (see [`sluice_tls::reload`]).
     fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
         Vec::new()
     }

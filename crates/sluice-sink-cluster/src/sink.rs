@@ -62,12 +62,12 @@ use async_trait::async_trait;
 use sluice_auth::token::{TokenTask, TokenTaskHandle};
 use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::readiness::{self, ProbeTargets, Readiness};
-use sluice_chain::tls::reload::Reload;
-use sluice_chain::tls::{self, SharedConnector};
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
 use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkClusterConfig;
+use sluice_tls::reload::Reload;
+use sluice_tls::{self as tls, SharedConnector};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub(crate) use error::InternalRequestError;
@@ -192,12 +192,11 @@ impl Shared {
     ) -> Result<BrokerConnectOptions, BrokerError> {
         let mut options = self.options.clone();
         if let Some(connector) = &self.tls {
-            let name = sluice_broker::tls::server_name(&addr.host).map_err(|e| {
-                BrokerError::TlsHandshake {
+            let name =
+                sluice_tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
                     broker: addr.clone(),
                     reason: e.to_string(),
-                }
-            })?;
+                })?;
             options.tls = Some((connector.current(), name));
         }
         Ok(options)

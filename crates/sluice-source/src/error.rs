@@ -30,32 +30,13 @@ pub enum SourceError {
         /// The operating system's error.
         error: io::Error,
     },
-    /// A TLS file could not be read.
-    #[error("cannot read {what} file {path}: {error}")]
-    TlsFile {
-        /// Which file: certificate, private key or certificate authority.
-        what: &'static str,
-        /// The path from the configuration.
-        path: String,
-        /// The operating system's error.
-        error: io::Error,
-    },
-    /// A TLS file was read but holds no usable PEM item.
-    #[error("{what} file {path}: {reason}")]
-    TlsPem {
-        /// Which file: certificate, private key or certificate authority.
-        what: &'static str,
-        /// The path from the configuration.
-        path: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// rustls refused the certificates or key.
-    #[error("tls configuration ({context}): {reason}")]
-    TlsConfig {
-        /// The files involved.
-        context: String,
-        /// rustls's reason.
-        reason: String,
+    /// The listener's TLS settings cannot be used.
+    #[error("source {source_name}: tls: {error}")]
+    Tls {
+        /// The source name from the topology.
+        source_name: String,
+        /// What is wrong with them; it names the file.
+        #[source]
+        error: sluice_tls::TlsError,
     },
 }

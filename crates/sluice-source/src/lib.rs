@@ -7,7 +7,7 @@
 //! [`sluice_chain::Chain`] and writes the chain's responses back, in order.
 //!
 //! - `listener`: [`KafkaSource`], the accept loop and the connection limit;
-//! - [`tls`]: the rustls server configuration and the bounded handshake;
+//! - `tls`: the bounded TLS handshake (the acceptor is `sluice_tls`'s);
 //! - `connection`: the client connection task;
 //! - `principal`: the subject CN of a client certificate;
 //! - `write`: the write deadline (a client must keep reading what it is owed);
@@ -22,7 +22,7 @@ mod connection;
 mod error;
 mod listener;
 mod principal;
-pub mod tls;
+mod tls;
 mod write;
 
 pub use budget::MemoryBudget;

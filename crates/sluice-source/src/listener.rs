@@ -39,10 +39,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use metrics::{counter, gauge};
-use sluice_chain::tls::reload::Reload;
 use sluice_chain::{ChainBuilder, ConnectionContext};
 use sluice_config::KafkaSourceConfig;
 use sluice_metrics::names;
+use sluice_tls::acceptor;
+use sluice_tls::reload::Reload;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -50,7 +51,6 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, error, info, warn};
 
 use crate::connection::{self, ConnectionSettings, PreAuth};
-use crate::tls;
 use crate::{MemoryBudget, SourceError};
 
 /// Default `connection_limit`.
@@ -91,7 +91,7 @@ pub struct KafkaSource {
     listener: TcpListener,
     local_addr: SocketAddr,
     /// Reloadable: each client takes the acceptor current when it connects.
-    tls: Option<tls::SharedAcceptor>,
+    tls: Option<acceptor::SharedAcceptor>,
     limit: Limit,
     /// The unauthenticated cap, for clients accepted while the sink
     /// authenticates clients.
@@ -214,8 +214,12 @@ impl KafkaSource {
         let tls = cfg
             .tls
             .as_ref()
-            .map(|t| tls::reloadable_acceptor(&cfg.name, t))
-            .transpose()?;
+            .map(|t| acceptor::reloadable_acceptor(&cfg.name, t))
+            .transpose()
+            .map_err(|error| SourceError::Tls {
+                source_name: cfg.name.clone(),
+                error,
+            })?;
         let bind_err = |error| SourceError::Bind {
             source_name: cfg.name.clone(),
             addr: cfg.listen_addr.clone(),

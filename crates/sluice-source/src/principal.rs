@@ -2,11 +2,11 @@
 //!
 //! mTLS clients are identified by their certificate's CN, the way Kafka's
 //! `ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/` does it. Only the
-//! subject is needed: the DER walk is `sluice_chain::tls::der`'s. It runs on
+//! subject is needed: the DER walk is `sluice_tls::der`'s. It runs on
 //! a certificate that rustls has already verified; bad input yields `None`,
 //! never a panic.
 
-use sluice_chain::tls::der::{OID, SEQUENCE, SET, TbsField, expect, tbs_field, tlv};
+use sluice_tls::der::{OID, SEQUENCE, SET, TbsField, expect, tbs_field, tlv};
 
 /// The encoded OID 2.5.4.3 (id-at-commonName).
 const COMMON_NAME_OID: &[u8] = &[0x55, 0x04, 0x03];

@@ -13,14 +13,14 @@
 //!
 //! [`Reloads`] gathers every listener's and every sink's reloadable TLS
 //! into one [`TlsReloader`], reloaded by the SIGHUP handler and polled every
-//! [`POLL_INTERVAL`](sluice_chain::tls::reload::POLL_INTERVAL).
+//! [`POLL_INTERVAL`](sluice_tls::reload::POLL_INTERVAL).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use sluice_chain::readiness::Readiness;
-use sluice_chain::tls::reload::{Reload, TlsReloader};
 use sluice_metrics::{Check, Probes};
+use sluice_tls::reload::{Reload, TlsReloader};
 use tokio_util::sync::CancellationToken;
 
 /// The state `/health` and `/ready` read.
@@ -109,7 +109,7 @@ pub(crate) fn start_reloads(
 ) {
     let reloader = Arc::new(TlsReloader::new(targets));
     if !reloader.is_empty() {
-        Arc::clone(&reloader).spawn_polling(sluice_chain::tls::reload::POLL_INTERVAL, cancel);
+        Arc::clone(&reloader).spawn_polling(sluice_tls::reload::POLL_INTERVAL, cancel);
     }
     let _ = reloads.set(reloader);
 }

@@ -68,7 +68,7 @@ pub(crate) fn preflight(loaded: &Loaded) -> anyhow::Result<()> {
     build_chains(loaded)?;
     for (i, source) in loaded.sources().enumerate() {
         if let Some(tls) = &source.tls {
-            sluice_source::tls::acceptor(tls).with_context(|| {
+            sluice_tls::acceptor::acceptor(tls).with_context(|| {
                 format!(
                     "{}: field `sources[{i}].Kafka.tls`",
                     loaded.topology_path.display()

@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
-use sluice_chain::tls::SharedConnector;
 use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::messages::create_delegation_token_request::CreateDelegationTokenRequest;
 use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
@@ -36,6 +35,7 @@ use sluice_codec::kafka_protocol::messages::describe_delegation_token_request::{
 use sluice_codec::kafka_protocol::messages::metadata_request::MetadataRequest;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_config::AuthorizeScramOverMtlsConfig;
+use sluice_tls::SharedConnector;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -97,7 +97,7 @@ impl std::fmt::Debug for MtlsTokenCreator {
 
 impl MtlsTokenCreator {
     /// Parses the contact points; connects with `connector` (built from
-    /// `cfg.tls`, see [`sluice_chain::tls::reloadable_connector`]).
+    /// `cfg.tls`, see [`sluice_tls::reloadable_connector`]).
     pub(crate) fn new(
         cfg: &AuthorizeScramOverMtlsConfig,
         connector: SharedConnector,
@@ -128,7 +128,7 @@ impl MtlsTokenCreator {
         opts.read_timeout = Some(self.timeouts.read);
         opts.tls = Some((
             self.connector.current(),
-            sluice_broker::tls::server_name(&addr.host)?,
+            sluice_tls::server_name(&addr.host)?,
         ));
         Ok(BrokerConnection::connect(addr.clone(), &opts).await?)
     }

@@ -5,11 +5,11 @@
 //! sink logs it and routes with what it knows, so the affected partitions or
 //! groups get a retriable Kafka error and the client retries.
 
-use sluice_broker::tls::TlsError;
 use sluice_broker::{AddressParseError, BrokerError, CallError};
 use sluice_chain::ChainError;
 use sluice_codec::ApiKey;
 use sluice_error::{ErrorClass, ErrorSide};
+use sluice_tls::TlsError;
 
 use crate::topology::TopologyError;
 

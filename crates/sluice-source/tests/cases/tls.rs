@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use rustls_pki_types::pem::PemObject;
-use sluice_chain::tls::reload::ReloadError;
+use sluice_tls::reload::ReloadError;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;

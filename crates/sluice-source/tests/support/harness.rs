@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use sluice_chain::ChainBuilder;
-use sluice_chain::tls::reload::Reload;
 use sluice_config::KafkaSourceConfig;
 use sluice_source::{KafkaSource, SourceError, SourceOptions};
+use sluice_tls::reload::Reload;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

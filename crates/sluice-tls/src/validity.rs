@@ -7,7 +7,7 @@
 //! GeneralizedTime (`YYYYMMDDHHMMSSZ`). Bad input yields `None`, never a
 //! panic.
 
-use super::der::{SEQUENCE, TbsField, tbs_field, tlv};
+use crate::der::{SEQUENCE, TbsField, tbs_field, tlv};
 
 /// DER tag of UTCTime.
 const UTC_TIME: u8 = 0x17;

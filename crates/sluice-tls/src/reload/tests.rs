@@ -10,7 +10,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use sluice_config::TlsConnectorConfig;
 
 use super::*;
-use crate::tls::reloadable_connector;
+use crate::reloadable_connector;
 
 /// A directory of PEM files for one test, removed on drop.
 struct Dir(PathBuf);
@@ -95,7 +95,7 @@ fn identity(r: &SharedConnector) -> *const rustls::ClientConfig {
     Arc::as_ptr(r.current().config())
 }
 
-type SharedConnector = crate::tls::SharedConnector;
+type SharedConnector = crate::SharedConnector;
 
 #[test]
 fn a_reload_replaces_the_connector_and_a_bad_one_keeps_it() {

@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use super::validity::not_after_unix_secs;
+use crate::validity::not_after_unix_secs;
 
 /// How often [`TlsReloader::spawn_polling`] looks at the files.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
