@@ -291,8 +291,11 @@ func member(mctx context.Context, c chain, group string, id int32, from, to stri
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.TransactionTimeout(60*time.Second),
 		)
-		// The transact session aborts a transaction a rebalance revoked
-		// partitions of; it does not block rebalances for its polls.
+		// No BlockRebalanceOnPoll here: End aborts a transaction during
+		// which a rebalance revoked partitions, and the session rewinds to
+		// the committed offsets. (A transact session that blocks
+		// rebalances on poll must allow them again itself, or rebalances
+		// and its Close wait until the group gives up on it.)
 		return txnMember(mctx, opts, cut)
 	}
 	// Everything polled is produced and committed before the next poll,
