@@ -19,8 +19,10 @@
 // transaction, read_committed; a transaction that fails is aborted and the
 // member rewinds to its committed offsets. A plain member produces a poll's
 // records (acks=all, idempotent), waits for them, and commits their
-// offsets; an offset it could not commit yet (a rebalance in progress) is
-// committed when its partition is revoked, before the member lets it go.
+// offsets; an offset it could not commit yet (a rebalance in progress, or
+// a KIP-848 member epoch that a heartbeat advanced meanwhile) is committed
+// at its next commit or when its partition is revoked, before the member
+// lets it go.
 // In every stage one member stays throughout and others join, process a
 // while and leave, one after another, so that the group rebalances again
 // and again.
@@ -50,6 +52,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -366,10 +369,27 @@ public class EtlChain {
             pending.putAll(next(recs));
             try {
                 commitPending();
-            } catch (RebalanceInProgressException | RetriableException e) {
-                // Committed when the partitions are revoked (or at the
-                // next poll's commit): the member still owns them.
+            } catch (KafkaException e) {
+                if (!retriable(e)) {
+                    throw e;
+                }
             }
+        }
+
+        /**
+         * Whether a failed commit leaves its offsets pending, committed at
+         * the member's next commit or when their partitions are revoked
+         * (the member owns them until it lets them go in a poll; a
+         * partition lost instead fails the member): a rebalance in
+         * progress, a retriable error, or in a KIP-848 group a stale
+         * member epoch (the group checks a commit's epoch strictly, and the
+         * consumer fails a commitSync that a heartbeat advanced the epoch
+         * under). In a classic group a failed commit means the group went
+         * on without the member.
+         */
+        boolean retriable(KafkaException e) {
+            return e instanceof RebalanceInProgressException || e instanceof RetriableException
+                || (e instanceof CommitFailedException && chain.kip848());
         }
 
         /**
@@ -384,8 +404,8 @@ public class EtlChain {
                 try {
                     commitPending();
                     return;
-                } catch (RebalanceInProgressException | RetriableException e) {
-                    if (System.nanoTime() - until > 0) {
+                } catch (KafkaException e) {
+                    if (!retriable(e) || System.nanoTime() - until > 0) {
                         throw e;
                     }
                     consumer.pause(consumer.assignment());
