@@ -1,20 +1,24 @@
 // A chained consume-transform-produce workload (an ETL) through Sluice, with
 // franz-go: records go into a source topic; in each chain a group consumes
 // them and produces each to a second topic, a second group does the same
-// into a third, and a checking group reads the third and requires every
+// into a third, and a checking consumer reads the third and requires every
 // record exactly once. The chains run at once, with different group
 // protocols: classic range, classic cooperative-sticky with static members,
-// KIP-848 (consumer protocol), and a transactional variant (consume, produce
+// KIP-848 (consumer protocol), and transactional variants (consume, produce
 // and commit offsets inside one transaction; read_committed) of a classic
-// group. In every stage members join and leave while it runs. (A
-// transactional KIP-848 chain with members this short-lived does not finish
-// even against the brokers directly, so it is not here.)
+// cooperative-sticky group and of a KIP-848 group. In every stage members
+// join and leave while it runs, and each member cuts its fetch connections
+// while it processes (see cut.go), so that franz-go fetches again on a new
+// connection naming its old fetch session.
 //
 //	franz-go-etl --bootstrap HOST:PORT --prefix P [--records N] [--timeout D]
+//	             [--cut-every D] [--chains NAME,...]
 //
 // Prints `RESULT <chain> PASS|FAIL <detail>` per chain and
 // `etl: N passed, N failed`; exits 1 if any chain failed or the workload
-// did not finish within --timeout. Versions are pinned by go.mod and go.sum.
+// did not finish within --timeout. A chain that cut fewer than two fetch
+// connections (one per stage) fails: it did not test reconnects. Versions
+// are pinned by go.mod and go.sum.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +43,8 @@ var (
 	prefix    = flag.String("prefix", "", "unique prefix of topics, groups and transactional ids")
 	records   = flag.Int("records", 20000, "records produced into the source topic")
 	timeout   = flag.Duration("timeout", 150*time.Second, "the whole workload's limit")
+	cutEvery  = flag.Duration("cut-every", 2*time.Second, "how often a processing member cuts its fetch connections (0: never)")
+	only      = flag.String("chains", "", "the chains to run, separated by commas (default: all)")
 )
 
 const partitions = 6
@@ -48,6 +55,7 @@ type chain struct {
 	kip848   bool
 	static   bool
 	txn      bool
+	cuts     *Cuts // the chain's fetch connections cut
 }
 
 var chains = []chain{
@@ -55,6 +63,20 @@ var chains = []chain{
 	{name: "cooperative-sticky-static", balancer: kgo.CooperativeStickyBalancer(), static: true},
 	{name: "kip848-range", balancer: kgo.RangeBalancer(), kip848: true},
 	{name: "txn-cooperative-sticky", balancer: kgo.CooperativeStickyBalancer(), txn: true},
+	{name: "txn-kip848", balancer: kgo.RangeBalancer(), kip848: true, txn: true},
+}
+
+// selected is the chains to run: those named in --chains, or all.
+func selected() []chain {
+	var out []chain
+	names := strings.Split(*only, ",")
+	for _, c := range chains {
+		if *only == "" || slices.Contains(names, c.name) {
+			c.cuts = new(Cuts)
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func base(extra ...kgo.Opt) []kgo.Opt {
@@ -76,6 +98,11 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	started := time.Now()
+	chains := selected()
+	if len(chains) == 0 {
+		fmt.Fprintf(os.Stderr, "no chain named in --chains %q\n", *only)
+		os.Exit(2)
+	}
 	source := *prefix + "-source"
 	var topics []string
 	topics = append(topics, source)
@@ -106,6 +133,10 @@ func main() {
 		failed++
 	}
 	for i, c := range chains {
+		if results[i] == nil && *cutEvery > 0 && c.cuts.total() < 2 {
+			// Each stage cuts after its first poll with records.
+			results[i] = fmt.Errorf("only %d fetch connections were cut (at least one per stage expected)", c.cuts.total())
+		}
 		if results[i] != nil {
 			fmt.Printf("RESULT %s FAIL %v\n", c.name, results[i])
 			failed++
@@ -115,6 +146,7 @@ func main() {
 		}
 	}
 	fmt.Printf("etl: %d chains, %d records each, %.1fs\n", len(chains), *records, time.Since(started).Seconds())
+	fmt.Printf("etl: fetch connections cut: %d with ss -K, %d closed in the process\n", cuts.Killed.Load(), cuts.Closed.Load())
 	fmt.Printf("etl: %d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		os.Exit(1)
@@ -232,14 +264,15 @@ func runStage(ctx context.Context, c chain, group, from, to string, errs chan<- 
 // chain) before it lets a rebalance happen; it leaves the group when mctx
 // ends.
 func member(mctx context.Context, c chain, group string, id int32, from, to string) error {
+	cut := &cutter{chain: c.cuts}
 	opts := base(
+		kgo.Dialer(cut.conns.dial),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(from),
 		kgo.Balancers(c.balancer),
 		kgo.SessionTimeout(20*time.Second),
 		kgo.DefaultProduceTopic(to),
 		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
 	)
 	if c.static {
 		instance := fmt.Sprintf("%s-%d", group, id)
@@ -258,16 +291,21 @@ func member(mctx context.Context, c chain, group string, id int32, from, to stri
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.TransactionTimeout(60*time.Second),
 		)
-		return txnMember(mctx, opts)
+		// No BlockRebalanceOnPoll here: End aborts a transaction during
+		// which a rebalance revoked partitions, and the session rewinds to
+		// the committed offsets. (A transact session that blocks
+		// rebalances on poll must allow them again itself, or rebalances
+		// and its Close wait until the group gives up on it.)
+		return txnMember(mctx, opts, cut)
 	}
+	// Everything polled is produced and committed before the next poll,
+	// and a rebalance waits for that: no record is processed twice.
+	opts = append(opts, kgo.BlockRebalanceOnPoll())
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
-	defer closeWithin(cl.Close)
-	// Everything polled is produced and committed before the next poll,
-	// and a rebalance waits for that (BlockRebalanceOnPoll): no record is
-	// processed twice.
+	defer closeWithin(cl.CloseAllowingRebalance)
 	for mctx.Err() == nil {
 		pctx, pcancel := context.WithTimeout(mctx, 500*time.Millisecond)
 		fetches := cl.PollFetches(pctx)
@@ -292,13 +330,14 @@ func member(mctx context.Context, c chain, group string, id int32, from, to stri
 				cl.AllowRebalance()
 				return fmt.Errorf("produce or commit: %w", err)
 			}
+			cut.processed()
 		}
 		cl.AllowRebalance()
 	}
 	return nil
 }
 
-func txnMember(mctx context.Context, opts []kgo.Opt) error {
+func txnMember(mctx context.Context, opts []kgo.Opt, cut *cutter) error {
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return err
@@ -330,6 +369,7 @@ func txnMember(mctx context.Context, opts []kgo.Opt) error {
 		if err != nil {
 			return fmt.Errorf("end transaction: %w", err)
 		}
+		cut.processed()
 	}
 	return nil
 }
