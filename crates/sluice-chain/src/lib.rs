@@ -2,7 +2,8 @@
 //!
 //! A client connection owns one [`Chain`]: zero or more [`Transform`]s that see
 //! each request on the way in and each response on the way out (in reverse
-//! order), ending in one [`Sink`] that talks to Kafka. Transforms are
+//! order), ending in one [`Sink`] that talks to Kafka (`KafkaSinkSingle` and
+//! `KafkaSinkCluster`, each in its own crate). Transforms are
 //! synchronous rewrites; the sink is where I/O happens.
 //!
 //! - `context`: what a chain knows about its client connection.
@@ -10,7 +11,6 @@
 //! - `error`: [`ChainError`], what a transform or sink fails with.
 //! - [`readiness`]: each sink's readiness probe and the rule `/ready` applies.
 //! - [`debug_printer`]: the `DebugPrinter` transform.
-//! - [`sink_single`]: the `KafkaSinkSingle` sink.
 
 #![deny(missing_docs)]
 
@@ -18,7 +18,6 @@ mod context;
 pub mod debug_printer;
 mod error;
 pub mod readiness;
-pub mod sink_single;
 mod transform;
 
 #[cfg(test)]

@@ -6,9 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-pub(crate) use sluice_broker::test_support::{
-    FakeBroker, FakeConn, Logs, parsed_response, request, within,
-};
+pub(crate) use sluice_broker::test_support::{FakeBroker, FakeConn, Logs, request, within};
 
 use crate::ConnectionContext;
 

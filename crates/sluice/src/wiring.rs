@@ -13,12 +13,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use sluice_chain::ChainBuilder;
 use sluice_chain::debug_printer::DebugPrinterBuilder;
-use sluice_chain::sink_single::KafkaSinkSingleBuilder;
 use sluice_chain::{SinkBuilder, TransformBuilder};
 use sluice_config::{
     Config, ConfigError, FieldError, KafkaSourceConfig, SourceConfig, Topology, TransformConfig,
 };
 use sluice_sink_cluster::{KafkaSinkClusterBuilder, Leave};
+use sluice_sink_single::KafkaSinkSingleBuilder;
 use sluice_source::{KafkaSource, SourceOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::info;

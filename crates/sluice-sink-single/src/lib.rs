@@ -15,10 +15,14 @@
 //!
 //! Its TLS towards the broker can be reloaded while it runs (each new
 //! broker connection takes the connector current then), and its readiness
-//! probe asks the one broker (see [`crate::readiness`]).
+//! probe asks the one broker (see [`sluice_chain::readiness`]).
 
-pub(crate) mod rewrite;
+#![deny(missing_docs)]
 
+mod rewrite;
+
+#[cfg(test)]
+mod test_support;
 #[cfg(test)]
 mod tests;
 
@@ -38,8 +42,8 @@ use sluice_tls::{self as broker_tls, TlsError};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use crate::readiness::{self, ProbeTargets, Readiness};
-use crate::{ChainError, ConnectionContext, Sink, SinkBuilder};
+use sluice_chain::readiness::{self, ProbeTargets, Readiness};
+use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
 use sluice_tls::reload::Reload;
 use sluice_tls::{self as tls, SharedConnector};
 
