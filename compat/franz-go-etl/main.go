@@ -10,7 +10,7 @@
 // transactional KIP-848 chain with members this short-lived does not finish
 // even against the brokers directly, so it is not here.)
 //
-//	franz-go-etl --bootstrap HOST:PORT --prefix P [--records N] [--timeout D]
+//	franz-go-etl --bootstrap HOST:PORT --prefix P [--records N] [--timeout D] [--chains A,B]
 //
 // Prints `RESULT <chain> PASS|FAIL <detail>` per chain and
 // `etl: N passed, N failed`; exits 1 if any chain failed or the workload
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,6 +39,7 @@ var (
 	prefix    = flag.String("prefix", "", "unique prefix of topics, groups and transactional ids")
 	records   = flag.Int("records", 20000, "records produced into the source topic")
 	timeout   = flag.Duration("timeout", 150*time.Second, "the whole workload's limit")
+	only      = flag.String("chains", "", "comma-separated names of the chains to run (default: all)")
 )
 
 const partitions = 6
@@ -71,6 +73,10 @@ func main() {
 	flag.Parse()
 	if *bootstrap == "" || *prefix == "" {
 		fmt.Fprintln(os.Stderr, "usage: franz-go-etl --bootstrap HOST:PORT --prefix P")
+		os.Exit(2)
+	}
+	if err := pickChains(*only); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -121,6 +127,28 @@ func main() {
 	}
 }
 
+// pickChains keeps only the chains named in list (all when it is empty).
+func pickChains(list string) error {
+	if list == "" {
+		return nil
+	}
+	var kept []chain
+	for _, name := range strings.Split(list, ",") {
+		found := false
+		for _, c := range chains {
+			if c.name == name {
+				kept = append(kept, c)
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("unknown chain %q", name)
+		}
+	}
+	chains = kept
+	return nil
+}
+
 func topicOf(c chain, stage int) string { return fmt.Sprintf("%s-%s-%d", *prefix, c.name, stage) }
 
 func createTopics(ctx context.Context, topics []string) error {
@@ -130,11 +158,33 @@ func createTopics(ctx context.Context, topics []string) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopics(ctx, partitions, 3, nil, topics...)
-	if err != nil {
-		return err
+	// With a broker down (killed, or hung and fenced) RF 3 cannot be placed:
+	// retried until it is back. A retried create may find its topic made.
+	for {
+		resp, err := adm.CreateTopics(ctx, partitions, 3, nil, topics...)
+		if err != nil {
+			return err
+		}
+		var again []string
+		for _, t := range resp.Sorted() {
+			switch {
+			case t.Err == nil, errors.Is(t.Err, kerr.TopicAlreadyExists):
+			case errors.Is(t.Err, kerr.InvalidReplicationFactor):
+				again = append(again, t.Topic)
+			default:
+				return fmt.Errorf("%s: %w", t.Topic, t.Err)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		topics = again
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v: fewer than 3 brokers until the deadline", again)
+		case <-time.After(time.Second):
+		}
 	}
-	return resp.Error()
 }
 
 func produceSource(ctx context.Context, topic string) error {
