@@ -56,6 +56,12 @@ EXPECTED = [
         "the killed broker's connections die with requests on them (reset or EOF)",
     ),
     (
+        r"^broker failed a request any broker can serve, retrying it on another broker",
+        {"hung", "killed"},
+        "a Metadata or admin request that went to the broker that is down is sent once more to "
+        "another broker (sink/finish.rs)",
+    ),
+    (
         r"^metadata refresh failed",
         {"hung", "killed"},
         "the refresh went out on a connection to the broker that is down; the next refresh picks "
@@ -315,7 +321,7 @@ def report(args):
         rows.append((f"  {EXPECTED[i][0].lstrip('^')}", n))
     rows.append(("**unexpected** Sluice WARN/ERROR lines", len(unexpected)))
     for node, ts, level, msg, fields in unexpected[:20]:
-        about = fields.get("broker") or fields.get("address") or ""
+        about = " ".join(str(fields[k]) for k in ("broker", "address", "api") if k in fields)
         rows.append((f"  node {node} {level} {msg[:140]} ({about})", f"at {ts - start:+.0f}s"))
     if unexpected:
         failures.append(f"{len(unexpected)} unexpected Sluice WARN/ERROR lines")
