@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -66,8 +67,9 @@ var chains = []chain{
 	{name: "txn-kip848", balancer: kgo.RangeBalancer(), kip848: true, txn: true},
 }
 
-// selected is the chains to run: those named in --chains, or all.
-func selected() []chain {
+// selected is the chains to run: those named in --chains, or all; a name
+// that is no chain's is refused.
+func selected() ([]chain, error) {
 	var out []chain
 	names := strings.Split(*only, ",")
 	for _, c := range chains {
@@ -76,7 +78,12 @@ func selected() []chain {
 			out = append(out, c)
 		}
 	}
-	return out
+	for _, name := range names {
+		if *only != "" && !slices.ContainsFunc(chains, func(c chain) bool { return c.name == name }) {
+			return nil, fmt.Errorf("no chain named %q in --chains %q", name, *only)
+		}
+	}
+	return out, nil
 }
 
 func base(extra ...kgo.Opt) []kgo.Opt {
@@ -98,9 +105,9 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	started := time.Now()
-	chains := selected()
-	if len(chains) == 0 {
-		fmt.Fprintf(os.Stderr, "no chain named in --chains %q\n", *only)
+	chains, err := selected()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	source := *prefix + "-source"
@@ -153,6 +160,7 @@ func main() {
 	}
 }
 
+// pickChains keeps only the chains named in list (all when it is empty).
 func topicOf(c chain, stage int) string { return fmt.Sprintf("%s-%s-%d", *prefix, c.name, stage) }
 
 func createTopics(ctx context.Context, topics []string) error {
@@ -162,11 +170,33 @@ func createTopics(ctx context.Context, topics []string) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopics(ctx, partitions, 3, nil, topics...)
-	if err != nil {
-		return err
+	// With a broker down (killed, or hung and fenced) RF 3 cannot be placed:
+	// retried until it is back. A retried create may find its topic made.
+	for {
+		resp, err := adm.CreateTopics(ctx, partitions, 3, nil, topics...)
+		if err != nil {
+			return err
+		}
+		var again []string
+		for _, t := range resp.Sorted() {
+			switch {
+			case t.Err == nil, errors.Is(t.Err, kerr.TopicAlreadyExists):
+			case errors.Is(t.Err, kerr.InvalidReplicationFactor):
+				again = append(again, t.Topic)
+			default:
+				return fmt.Errorf("%s: %w", t.Topic, t.Err)
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		topics = again
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v: fewer than 3 brokers until the deadline", again)
+		case <-time.After(time.Second):
+		}
 	}
-	return resp.Error()
 }
 
 func produceSource(ctx context.Context, topic string) error {

@@ -109,9 +109,14 @@ impl KafkaSinkCluster {
     pub(super) async fn check_stalled(&mut self) {
         let now = Instant::now();
         let mut quiet_brokers: BTreeSet<(i32, String)> = BTreeSet::new();
-        let mut suspects: Vec<BrokerAddress> = Vec::new();
+        // Each with the API of the request found waiting there, for the log.
+        let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
         let connections = &self.connections;
-        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
+        let parts = self.pending.iter_mut().flat_map(|e| {
+            let api = e.api_key;
+            e.parts.iter_mut().map(move |part| (api, part))
+        });
+        for (api, part) in parts {
             // Answered, but behind an answer the client has not taken yet.
             part.settle_if_answered();
             if part.stall_check_at().is_none_or(|at| at > now) {
@@ -127,9 +132,9 @@ impl KafkaSinkCluster {
                 let key = (broker.id.unwrap_or(-1), broker.to_string());
                 let first = quiet_brokers.insert(key);
                 if std::mem::replace(&mut part.checked, true) && first {
-                    suspects.push(broker.clone());
+                    suspects.push((broker.clone(), api));
                 } else if first {
-                    debug!(broker = %broker, "a broker has not answered a request within its wait; checking whether it left the cluster");
+                    debug!(broker = %broker, api = ?api, "a broker has not answered a request within its wait; checking whether it left the cluster");
                 }
             }
         }
@@ -138,10 +143,11 @@ impl KafkaSinkCluster {
         }
         // Only a broker still quiet when checked again is suspect: a false
         // alarm costs the one Metadata request below.
-        for broker in &suspects {
+        for (broker, api) in &suspects {
             if let Verdict::Warn { quieted } = self.shared.failures.record(broker, now) {
                 warn!(
                     broker = %broker,
+                    api = ?api,
                     quieted,
                     "a broker has not answered a request within its wait, nor since; checking whether it left the cluster"
                 );
