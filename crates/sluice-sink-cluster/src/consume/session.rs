@@ -28,7 +28,11 @@
 //! or a diverging epoch, leader or preferred replica. An unknown session id
 //! is answered FETCH_SESSION_ID_NOT_FOUND and a wrong epoch
 //! INVALID_FETCH_SESSION_EPOCH, after which clients start over with a full
-//! fetch.
+//! fetch. A session names its topics by name (opened below v13) or by id
+//! (from v13) for its life: an incremental fetch at a version of the other
+//! kind is answered FETCH_SESSION_TOPIC_ID_ERROR, as Kafka answers it (the
+//! Java client switches versions within a session when a topic id goes
+//! missing, and relies on that answer to start over).
 
 use std::collections::HashMap;
 
@@ -51,6 +55,12 @@ pub(super) const SESSION_VERSION: i16 = 7;
 pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = ResponseError::FetchSessionIdNotFound.code();
 /// A session epoch other than the session expects.
 pub(crate) const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
+/// An incremental fetch naming topics by id in a session that names them
+/// by name, or the other way round.
+pub(crate) const FETCH_SESSION_TOPIC_ID_ERROR: i16 = ResponseError::FetchSessionTopicIdError.code();
+
+/// The first version naming topics by id.
+pub(super) const TOPIC_ID_VERSION: i16 = 13;
 
 /// How a client's fetch relates to its session; decides how it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +98,8 @@ struct Session {
     id: i32,
     /// The epoch the next incremental fetch must carry.
     next_epoch: i32,
+    /// Whether its partitions are keyed by topic id (opened at v13+).
+    uses_topic_ids: bool,
     /// In the order the client added them.
     partitions: Vec<SessionPartition>,
     /// Where each partition is in `partitions`.
@@ -155,6 +167,9 @@ impl ClientSessions {
                 if epoch != session.next_epoch {
                     return Err(INVALID_FETCH_SESSION_EPOCH);
                 }
+                if session.uses_topic_ids != (version >= TOPIC_ID_VERSION) {
+                    return Err(FETCH_SESSION_TOPIC_ID_ERROR);
+                }
                 session.next_epoch = next_epoch(epoch);
                 session.update(request, version);
                 Ok((
@@ -220,6 +235,7 @@ impl ClientSessions {
         let mut session = Session {
             id: self.last_id,
             next_epoch: 1,
+            uses_topic_ids: version >= TOPIC_ID_VERSION,
             partitions: Vec::new(),
             index: HashMap::new(),
         };
@@ -260,7 +276,7 @@ impl Session {
         }
         let mut forgotten = std::collections::HashSet::new();
         for topic in &request.forgotten_topics_data {
-            let key = if version >= 13 {
+            let key = if version >= TOPIC_ID_VERSION {
                 TopicRef::Id(TopicId(topic.topic_id.as_u128()))
             } else {
                 TopicRef::Name(topic.topic.clone())
@@ -308,10 +324,10 @@ fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest 
 
 /// Counts a fetch session error seen on `side` (client or broker).
 pub(super) fn count_session_error(side: &'static str, code: i16) {
-    let error = if code == FETCH_SESSION_ID_NOT_FOUND {
-        "FETCH_SESSION_ID_NOT_FOUND"
-    } else {
-        "INVALID_FETCH_SESSION_EPOCH"
+    let error = match code {
+        FETCH_SESSION_ID_NOT_FOUND => "FETCH_SESSION_ID_NOT_FOUND",
+        FETCH_SESSION_TOPIC_ID_ERROR => "FETCH_SESSION_TOPIC_ID_ERROR",
+        _ => "INVALID_FETCH_SESSION_EPOCH",
     };
     metrics::counter!(names::FETCH_SESSION_ERRORS, "side" => side, "error" => error).increment(1);
 }

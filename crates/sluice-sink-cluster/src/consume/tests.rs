@@ -735,3 +735,5 @@ mod sessions;
 mod upstream;
 
 mod ahead;
+
+mod topic_ids;

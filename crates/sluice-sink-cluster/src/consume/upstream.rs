@@ -15,6 +15,12 @@
 //!                                 INVALID_FETCH_SESSION_EPOCH
 //! ```
 //!
+//! A session keys its partitions by topic name (opened below v13) or by
+//! topic id (from v13), and a broker refuses an incremental fetch of the
+//! other kind (FETCH_SESSION_TOPIC_ID_ERROR). So a part at a version of the
+//! other kind (the client switched versions) opens a new session in place
+//! of the open one, naming it: (S, 0).
+//!
 //! While a session is opening, another part to that broker (only a client
 //! pipelining fetches makes one) goes out sessionless. After an error the
 //! next part is a full fetch opening a new session, as the Java client's
@@ -47,7 +53,8 @@ use uuid::Uuid;
 
 use super::PartitionKey;
 use super::session::{
-    FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SESSION_VERSION, count_session_error,
+    FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
+    SESSION_VERSION, TOPIC_ID_VERSION, count_session_error,
 };
 use sluice_codec::kafka_protocol::messages::TopicName;
 use sluice_metrics::names;
@@ -72,6 +79,8 @@ enum Upstream {
         id: i32,
         next_epoch: i32,
         partitions: HashMap<PartitionKey, SessionEntry>,
+        /// Whether it was opened at v13+ (keyed by topic id).
+        topic_ids: bool,
     },
 }
 
@@ -98,8 +107,9 @@ pub(crate) struct Prepared {
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamSessions {
     brokers: HashMap<BrokerId, Upstream>,
-    /// What the opening part of each broker asked, to open the session with.
-    opening: HashMap<BrokerId, HashMap<PartitionKey, SessionEntry>>,
+    /// What the opening part of each broker asked, to open the session
+    /// with, and at which version.
+    opening: HashMap<BrokerId, (HashMap<PartitionKey, SessionEntry>, i16)>,
     /// A session a broker may still hold though Sluice gave it up (after a
     /// wrong epoch or a failed part): the next opening part names it.
     stale: HashMap<BrokerId, i32>,
@@ -131,10 +141,19 @@ impl UpstreamSessions {
                 Some((id, 0))
             }
             Some(Upstream::Opening) => None,
+            // Keyed otherwise: a new session replaces it.
+            Some(Upstream::Open { id, topic_ids, .. })
+                if *topic_ids != (version >= TOPIC_ID_VERSION) =>
+            {
+                part.session_id = *id;
+                part.session_epoch = 0;
+                Some((*id, 0))
+            }
             Some(Upstream::Open {
                 id,
                 next_epoch,
                 partitions,
+                ..
             }) => {
                 let (topics, forgotten) = delta(partitions, &wanted, version);
                 part.session_id = *id;
@@ -166,15 +185,16 @@ impl UpstreamSessions {
         self.version = version;
         let state = self.brokers.entry(broker).or_default();
         match state {
-            Upstream::Closed if sent_epoch == 0 => {
+            Upstream::Closed | Upstream::Open { .. } if sent_epoch == 0 => {
                 *state = Upstream::Opening;
-                self.opening.insert(broker, wanted);
+                self.opening.insert(broker, (wanted, version));
                 self.stale.remove(&broker);
             }
             Upstream::Open {
                 id,
                 next_epoch,
                 partitions,
+                ..
             } if *id == sent_id && *next_epoch == sent_epoch => {
                 *next_epoch = sent_epoch.checked_add(1).unwrap_or(1);
                 *partitions = wanted;
@@ -196,16 +216,13 @@ impl UpstreamSessions {
         let Some((_, epoch)) = sent else {
             return;
         };
-        let session_error = matches!(
-            answer.error_code,
-            FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
-        );
+        let session_error = is_session_error(answer.error_code);
         let state = self.brokers.entry(broker).or_default();
         if session_error {
             count_session_error("broker", answer.error_code);
             *state = Upstream::Closed;
-            // A wrong epoch: the broker still holds the session.
-            if let Some((id, _)) = sent.filter(|_| answer.error_code == INVALID_FETCH_SESSION_EPOCH)
+            // A wrong epoch or topic keys: the broker still holds the session.
+            if let Some((id, _)) = sent.filter(|_| answer.error_code != FETCH_SESSION_ID_NOT_FOUND)
                 && id != NO_SESSION_ID
             {
                 self.stale.insert(broker, id);
@@ -213,13 +230,14 @@ impl UpstreamSessions {
             return;
         }
         if epoch == 0 {
-            let partitions = self.opening.remove(&broker).unwrap_or_default();
+            let (partitions, version) = self.opening.remove(&broker).unwrap_or_default();
             *state = if answer.error_code == 0 && answer.session_id != NO_SESSION_ID {
                 metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "broker").increment(1);
                 Upstream::Open {
                     id: answer.session_id,
                     next_epoch: 1,
                     partitions,
+                    topic_ids: version >= TOPIC_ID_VERSION,
                 }
             } else {
                 Upstream::Closed
@@ -266,7 +284,7 @@ impl UpstreamSessions {
 pub(super) fn is_session_error(code: i16) -> bool {
     matches!(
         code,
-        FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
+        FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH | FETCH_SESSION_TOPIC_ID_ERROR
     )
 }
 
@@ -328,7 +346,7 @@ fn delta(
             Some(at) => at,
             None => {
                 let mut topic = ForgottenTopic::default().with_topic_id(entry.topic_id);
-                if version < 13 {
+                if version < TOPIC_ID_VERSION {
                     topic.topic = entry.topic.clone();
                 }
                 forgotten.push(topic);
