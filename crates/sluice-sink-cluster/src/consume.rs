@@ -739,13 +739,27 @@ fn worth_serving(data: &PartitionData) -> bool {
 }
 
 /// A partition answer's weight against `min_bytes`: its record bytes, or
-/// [`ERROR_WEIGHT`] for an error.
+/// [`ERROR_WEIGHT`] for an error or a diverging epoch (the client must act
+/// on it: brokers answer both at once).
 fn weight(data: &PartitionData) -> usize {
-    if data.error_code != 0 {
+    if data.error_code != 0 || data.diverging_epoch.epoch >= 0 {
         ERROR_WEIGHT
     } else {
         records_len(data)
     }
+}
+
+/// Whether a partition answer says anything but "nothing yet": records, an
+/// error, or a hint (a diverging epoch, a leader, a preferred read replica,
+/// a snapshot). Asked again at the same position, a broker would repeat it
+/// at once.
+fn settled(data: &PartitionData) -> bool {
+    data.error_code != 0
+        || records_len(data) > 0
+        || data.diverging_epoch.epoch >= 0
+        || data.current_leader.leader_id.0 >= 0
+        || data.preferred_read_replica.0 >= 0
+        || data.snapshot_id.epoch >= 0
 }
 
 fn records_len(data: &PartitionData) -> usize {

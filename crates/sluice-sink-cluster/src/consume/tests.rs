@@ -737,3 +737,5 @@ mod upstream;
 mod ahead;
 
 mod topic_ids;
+
+mod hints;
