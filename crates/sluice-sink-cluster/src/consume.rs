@@ -57,8 +57,11 @@
 //! t=500  C's part times out, empty       -> C gets a new part (max_wait = time left)
 //! ```
 //!
-//! A fetch with `max_wait_ms` or `min_bytes` of 0 or less waits for every
-//! part (the brokers answer it at once anyway). A fetch whose partitions all
+//! A fetch with `max_wait_ms` or `min_bytes` of 0 or less waits for the
+//! parts sent for it, which its brokers answer at once, but not for the
+//! parked parts it adopted that are still out (they wait at their brokers
+//! with the `max_wait_ms` of the fetch that sent them): those stay parked
+//! for the next fetch, and their partitions are answered empty. A fetch whose partitions all
 //! go to one broker, while nothing is parked or stashed, passes through
 //! untouched (see `sink/fetch.rs`).
 
@@ -274,6 +277,8 @@ pub(crate) struct FetchCombine {
     topics: Vec<TopicPlan>,
     /// Per part of the entry, in order.
     metas: Vec<PartMeta>,
+    /// How many of the first parts were adopted (parked by earlier fetches).
+    adopted: usize,
 }
 
 /// What the parts of an entry brought (see [`FetchState::assemble`]).
@@ -455,6 +460,7 @@ impl FetchState {
             base: base_request(request)
                 .with_max_bytes(part_max_bytes(request.max_bytes, routed.len())),
             topics,
+            adopted: metas.len(),
             metas,
         };
         let pending = |(t, p): (usize, usize)| {

@@ -35,19 +35,21 @@ impl FetchCombine {
 
     /// Whether the entry has waited enough: its deadline has passed, or the
     /// answers in hand carry `min_bytes` (and, catching up, the parts sent
-    /// with them had their moment: see [`GATHER_BYTES`]). Never for an
-    /// entry without a deadline, which waits for every part.
+    /// with them had their moment: see [`GATHER_BYTES`]). An entry without
+    /// a deadline has waited enough once the parts sent for it have
+    /// answered (see [`FetchCombine::own_parts`]).
     pub(crate) fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
         self.next_look(parts, now).is_none()
     }
 
     /// `None` once the entry has waited [`enough`](Self::enough); else when
     /// to look again if no part answers first: the deadline, or the end of
-    /// a gathering moment. An entry without a deadline waits for its parts
-    /// alone (the hour is never reached).
+    /// a gathering moment. An entry without a deadline waits for its own
+    /// parts alone (the hour is never reached).
     fn next_look(&self, parts: &mut [Part], now: Instant) -> Option<Instant> {
         let Some(deadline) = self.deadline else {
-            return Some(now + Duration::from_secs(3600));
+            let waiting = self.own_parts(parts).iter().any(Part::is_waiting);
+            return waiting.then(|| now + Duration::from_secs(3600));
         };
         if now >= deadline {
             return None;
@@ -82,7 +84,7 @@ impl FetchCombine {
             return;
         }
         if self.deadline.is_none() {
-            for part in parts.iter_mut() {
+            for part in self.own_parts(parts) {
                 part.wait().await;
             }
             return;
@@ -99,6 +101,16 @@ impl FetchCombine {
             _ = futures::future::select_all(waiting) => {}
             () = tokio::time::sleep_until(wake) => {}
         }
+    }
+
+    /// The parts sent for this entry, not adopted: all that an entry
+    /// without a deadline waits for. A fetch with `max_wait_ms` or
+    /// `min_bytes` of 0 or less is answered at once by a broker; an adopted
+    /// part still out waits at its broker with the `max_wait_ms` of the
+    /// fetch that sent it (up to minutes), and is left parked.
+    fn own_parts<'p>(&self, parts: &'p mut [Part]) -> &'p mut [Part] {
+        let from = self.adopted.min(parts.len());
+        parts.get_mut(from..).unwrap_or_default()
     }
 
     /// Record bytes the entry would answer with now.

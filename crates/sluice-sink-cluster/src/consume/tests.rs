@@ -739,3 +739,5 @@ mod ahead;
 mod topic_ids;
 
 mod hints;
+
+mod bounds;
