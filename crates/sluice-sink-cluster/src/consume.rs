@@ -88,6 +88,7 @@ use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
 mod ahead;
+mod bound;
 mod combine;
 mod kept;
 mod session;
@@ -279,6 +280,9 @@ pub(crate) struct FetchCombine {
     metas: Vec<PartMeta>,
     /// How many of the first parts were adopted (parked by earlier fetches).
     adopted: usize,
+    /// The client's `max_bytes`, which the whole answer keeps to (see
+    /// [`bound`]).
+    max_bytes: i32,
 }
 
 /// What the parts of an entry brought (see [`FetchState::assemble`]).
@@ -462,6 +466,7 @@ impl FetchState {
             topics,
             adopted: metas.len(),
             metas,
+            max_bytes: request.max_bytes,
         };
         let pending = |(t, p): (usize, usize)| {
             combine
@@ -494,13 +499,15 @@ impl FetchState {
             metas,
             base,
             client_id,
+            max_bytes,
             ..
         } = combine;
         let mut arrived = self.arrived(outcomes, &metas);
+        let left_over = bound::left_over(&topics, &arrived.answered, max_bytes);
         let mut responses = Vec::with_capacity(topics.len());
         let mut requested = HashSet::new();
         let mut gather = ahead::Gather::default();
-        for topic in topics {
+        for (t, topic) in topics.into_iter().enumerate() {
             let TopicPlan {
                 topic: name,
                 topic_id,
@@ -508,9 +515,16 @@ impl FetchState {
                 partitions: plans,
             } = topic;
             let mut partitions = Vec::with_capacity(plans.len());
-            for plan in plans {
+            for (p, plan) in plans.into_iter().enumerate() {
                 let index = plan.request.partition;
                 let key = (topic_key.clone(), index);
+                if left_over.contains(&(t, p)) {
+                    let at = Position::of(&plan.request, base.isolation_level);
+                    self.leave_over(key.clone(), at, plan.source, &mut arrived);
+                    partitions.push(self.empty_partition(&key));
+                    requested.insert(key);
+                    continue;
+                }
                 let data = match plan.source {
                     Source::Stashed(data) => *data,
                     Source::Error(code) => error_partition(index, code),

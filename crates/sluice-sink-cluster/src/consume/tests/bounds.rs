@@ -34,3 +34,95 @@ async fn a_fetch_without_max_wait_does_not_wait_for_the_parts_it_adopted() {
     );
     assert_eq!(state.parked.len(), 2, "the adopted parts stay parked");
 }
+
+/// The client's `max_bytes` in the tests below.
+const M: i32 = 600_000;
+
+fn third() -> usize {
+    usize::try_from(M / 3).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_with_stashed_and_new_data_keeps_to_the_client_s_max_bytes() {
+    let mut state = FetchState::default();
+    // Fetch 1 asks partitions 0 (broker 1) and 1 (broker 2), half of M each;
+    // broker 1 answers, broker 2's part is parked and answers a half of M
+    // between fetches: stashed.
+    let first = fetch(&[(0, 10), (1, 20)], 1).with_max_bytes(M);
+    let (combine, mut parts, mut replies) = send(plan(&mut state, &first, Instant::now()));
+    let (_, _, to_2) = replies.remove(1);
+    let (_, _, to_1) = replies.remove(0);
+    to_1.send(Ok(answer(vec![data(0, 100, 11)]))).unwrap();
+    combine.wait(&mut parts).await;
+    let done = outcomes(&mut state, &combine, parts);
+    drop(state.assemble(combine, done));
+    let half = usize::try_from(M / 2).unwrap();
+    to_2.send(Ok(answer(vec![data(1, half, 40)]))).unwrap();
+    for parked in state.take_parked() {
+        absorb_answered(&mut state, parked).await;
+    }
+    // Fetch 2 adds partition 2 (broker 3): a third of M for each new part,
+    // besides the stashed half.
+    let second = fetch(&[(0, 11), (1, 20), (2, 30)], 1).with_max_bytes(M);
+    let (combine, mut parts, replies) = send(plan(&mut state, &second, Instant::now()));
+    assert_eq!(replies.len(), 2);
+    for (broker, request, tx) in replies {
+        assert_eq!(request.max_bytes, M / 3);
+        let p = request.topics[0].partitions[0].partition;
+        assert_eq!(broker.0, p + 1);
+        tx.send(Ok(answer(vec![data(p, third(), 50)]))).unwrap();
+    }
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    let served: Vec<(i32, usize)> = partitions(&response).iter().map(|p| (p.0, p.1)).collect();
+    let total: usize = served.iter().map(|p| p.1).sum();
+    assert!(
+        total <= usize::try_from(M).unwrap(),
+        "the answer holds {total} bytes of records, over max_bytes {M}: {served:?}"
+    );
+    assert_eq!(
+        served,
+        vec![(0, third()), (1, half), (2, 0)],
+        "the stashed half first, then what fits in request order"
+    );
+    // Partition 2's records were kept: the client asks there again.
+    let third_fetch = fetch(&[(0, 12), (1, 21), (2, 30)], 1).with_max_bytes(M);
+    let planned = plan(&mut state, &third_fetch, Instant::now());
+    assert!(
+        planned.fresh.iter().all(|n| n.request.topics[0]
+            .partitions
+            .iter()
+            .all(|p| p.partition != 2)),
+        "partition 2 is served from the stash"
+    );
+    let (combine, parts, _replies) = send(planned);
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(partitions(&response)[2], (2, third(), 0, 50));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_partition_larger_than_max_bytes_is_still_served() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20)], 1).with_max_bytes(M);
+    let (combine, mut parts, replies) = send(plan(&mut state, &request, Instant::now()));
+    let big = usize::try_from(M).unwrap() + 1;
+    for (_, request, tx) in replies {
+        let p = request.topics[0].partitions[0].partition;
+        tx.send(Ok(answer(vec![data(p, big, 50)]))).unwrap();
+    }
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    let served: Vec<usize> = partitions(&response).iter().map(|p| p.1).collect();
+    assert_eq!(
+        served,
+        vec![big, 0],
+        "one batch over max_bytes, as a broker returns it"
+    );
+}
