@@ -24,7 +24,10 @@
 //!   partition left for a later fetch whose records are less than half
 //!   their frame gets them copied out (at most the frame's size in all, and
 //!   only for what outlives the fetch that stashed it); the others count
-//!   their frame, once per frame.
+//!   their frame, once per frame;
+//! - the client's fetch session counts its partitions: it lives as long as
+//!   the connection, and every incremental fetch may add to it (a client
+//!   can send one 100 MiB fetch of three million partitions).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -67,7 +70,8 @@ pub(super) fn may_bring_bytes(request: &FetchRequest) -> usize {
 
 impl FetchState {
     /// The bytes kept for the client beyond the responses it is owed: the
-    /// parked parts' possible answers and the stashed partitions.
+    /// parked parts' possible answers, the stashed partitions and the
+    /// client's fetch session.
     pub(crate) fn kept_bytes(&self) -> usize {
         let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
         let mut frames = HashSet::new();
@@ -80,7 +84,7 @@ impl FetchState {
                 None => stashed += s.data.records.as_ref().map_or(0, Bytes::len),
             }
         }
-        parked + stashed
+        parked + stashed + self.sessions.held_bytes()
     }
 
     /// Copies out the records of stashed partitions that are less than half

@@ -36,10 +36,13 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+
 use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_metrics::names;
 use uuid::Uuid;
 
@@ -221,6 +224,36 @@ impl ClientSessions {
         }
     }
 
+    /// What the open session holds, in bytes, roughly: it lives as long as
+    /// the connection and grows with every partition an incremental fetch
+    /// adds, so it counts against the client's memory budget (see
+    /// `consume/kept.rs`).
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.open.as_ref().map_or(0, |session| {
+            session
+                .partitions
+                .iter()
+                .map(|p| SESSION_PARTITION_BYTES + 2 * p.topic.len())
+                .fold(0, usize::saturating_add)
+        })
+    }
+
+    /// The topic names the open session holds, in its entries and keys.
+    #[cfg(test)]
+    pub(super) fn held_names(&self) -> Vec<&[u8]> {
+        let Some(session) = self.open.as_ref() else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for p in &session.partitions {
+            names.push(p.topic.as_bytes());
+            if let TopicRef::Name(name) = &p.key.0 {
+                names.push(name.as_bytes());
+            }
+        }
+        names
+    }
+
     /// Closes session `id` if it is the open one.
     fn close(&mut self, id: i32) {
         if id != NO_SESSION_ID && self.open.as_ref().is_some_and(|s| s.id == id) {
@@ -245,11 +278,22 @@ impl ClientSessions {
     }
 }
 
+/// What one partition of a session holds besides its topic name: the
+/// entry, its fetch fields and its index entry, roughly.
+const SESSION_PARTITION_BYTES: usize = 2 * std::mem::size_of::<SessionPartition>();
+
 impl Session {
-    /// Adds or updates the request's partitions, then drops the forgotten ones.
+    /// Adds or updates the request's partitions, then drops the forgotten
+    /// ones. What it keeps is copied out of the request: a decoded
+    /// request's names are slices of its frame, and a slice kept for the
+    /// session's life would keep the whole frame (up to 100 MiB) with it.
     fn update(&mut self, request: &FetchRequest, version: i16) {
         for topic in &request.topics {
-            let key = topic.topic_ref(version);
+            let name = owned_name(&topic.topic);
+            let key = FetchTopic::default()
+                .with_topic(name.clone())
+                .with_topic_id(topic.topic_id)
+                .topic_ref(version);
             for p in &topic.partitions {
                 let pkey = (key.clone(), p.partition);
                 match self
@@ -257,14 +301,14 @@ impl Session {
                     .get(&pkey)
                     .and_then(|at| self.partitions.get_mut(*at))
                 {
-                    Some(entry) => entry.request = p.clone(),
+                    Some(entry) => entry.request = owned_partition(p),
                     None => {
                         self.index.insert(pkey.clone(), self.partitions.len());
                         self.partitions.push(SessionPartition {
                             key: pkey,
-                            topic: topic.topic.clone(),
+                            topic: name.clone(),
                             topic_id: topic.topic_id,
-                            request: p.clone(),
+                            request: owned_partition(p),
                             told: None,
                         });
                     }
@@ -310,6 +354,23 @@ impl Session {
         }
         topics
     }
+}
+
+/// `name` in its own allocation (empty names, v13+, share none).
+fn owned_name(name: &TopicName) -> TopicName {
+    if name.is_empty() {
+        return TopicName::default();
+    }
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// `p` with its tagged fields in their own allocations.
+fn owned_partition(p: &FetchPartition) -> FetchPartition {
+    let mut owned = p.clone();
+    for value in owned.unknown_tagged_fields.values_mut() {
+        *value = Bytes::copy_from_slice(value);
+    }
+    owned
 }
 
 /// `request` as a sessionless full fetch of `topics`.

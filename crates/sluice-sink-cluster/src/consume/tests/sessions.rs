@@ -208,3 +208,53 @@ fn an_incremental_fetch_without_a_session_id_is_unknown() {
     let nameless = sessions.apply(&in_session(0, 1, &[(0, 2)]), VERSION);
     assert_eq!(nameless.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
 }
+
+#[test]
+fn a_session_counts_against_the_client_s_memory_budget() {
+    let mut state = FetchState::default();
+    let many: Vec<(i32, i64)> = (0..10_000).map(|p| (p, 0)).collect();
+    let (_, reply) = state
+        .sessions
+        .apply(&in_session(0, 0, &many), VERSION)
+        .unwrap();
+    assert!(matches!(reply, SessionReply::Opened(_)));
+    let kept = state.kept_bytes();
+    assert!(
+        kept >= 10_000 * 100,
+        "a session of 10,000 partitions is counted: {kept} bytes"
+    );
+    assert!(
+        state
+            .sessions
+            .apply(&in_session(0, -1, &[]), VERSION)
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_session_keeps_no_slice_of_the_request_frame() {
+    use sluice_codec::{ApiKey, Request, RequestKind};
+
+    let mut sessions = ClientSessions::default();
+    let mut request = in_session(0, 0, &[(0, 1)]);
+    request.topics[0].topic = TopicName(StrBytes::from_string("x".repeat(100)));
+    let request = Request::from_body(ApiKey::Fetch, VERSION, 7, None, RequestKind::Fetch(request));
+    let mut frame = bytes::BytesMut::new();
+    request.encode(&mut frame).unwrap();
+    let frame = frame.split_off(4);
+    let mut parsed = Request::parse(frame).unwrap();
+    let raw = parsed.raw_frame().unwrap().clone();
+    let RequestKind::Fetch(decoded) = parsed.body().unwrap() else {
+        panic!("a fetch");
+    };
+    let decoded_name = decoded.topics[0].topic.as_bytes();
+    let range = raw.as_ptr_range();
+    let sliced = range.contains(&decoded_name.as_ptr());
+    sessions.apply(decoded, VERSION).unwrap();
+    let held = sessions.held_names();
+    assert_eq!(held.len(), 2);
+    assert!(
+        held.iter().all(|name| !range.contains(&name.as_ptr())),
+        "the session's topic names are slices of the request frame (decoded names sliced: {sliced})"
+    );
+}
