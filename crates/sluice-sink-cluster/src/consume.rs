@@ -386,7 +386,8 @@ impl FetchState {
     pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
         for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash.insert(key.clone(), Stashed::new(at, data, None));
+            self.stash
+                .insert(kept::owned_key(key), Stashed::new(at, data, None));
         }
     }
 
@@ -615,8 +616,10 @@ impl FetchState {
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash
-                .insert(key, Stashed::new(at, data, frame.cloned()));
+            self.stash.insert(
+                kept::owned_key(&key),
+                Stashed::new(at, data, frame.cloned()),
+            );
         }
     }
 
@@ -635,7 +638,12 @@ impl FetchState {
                 last_stable_offset: data.last_stable_offset,
                 log_start_offset: data.log_start_offset,
             };
-            self.marks.insert(key.clone(), marks);
+            match self.marks.get_mut(key) {
+                Some(held) => *held = marks,
+                None => {
+                    self.marks.insert(kept::owned_key(key), marks);
+                }
+            }
         }
     }
 

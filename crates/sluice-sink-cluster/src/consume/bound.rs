@@ -89,6 +89,7 @@ impl FetchState {
         };
         if let Some(data) = data {
             let data = Box::new(data);
+            let key = super::kept::owned_key(&key);
             self.stash.insert(key, Stashed::new(at, data, frame));
         }
     }

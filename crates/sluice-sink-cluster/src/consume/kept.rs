@@ -24,7 +24,8 @@
 //!   partition left for a later fetch whose records are less than half
 //!   their frame gets them copied out (at most the frame's size in all, and
 //!   only for what outlives the fetch that stashed it); the others count
-//!   their frame, once per frame;
+//!   their frame, once per frame. Their keys (topic names, below v13) are
+//!   slices of a frame too, and are copied out as well;
 //! - the client's fetch session counts its partitions: it lives as long as
 //!   the connection, and every incremental fetch may add to it (a client
 //!   can send one 100 MiB fetch of three million partitions).
@@ -35,7 +36,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 
-use super::FetchState;
+use sluice_codec::kafka_protocol::messages::TopicName;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::{FetchState, PartitionKey};
+use crate::topology::TopicRef;
 
 /// A broker answer frame that stashed records may be slices of.
 #[derive(Debug)]
@@ -48,6 +53,23 @@ impl Frame {
     /// A frame of `bytes` (`None` for 0: an answer not read from a broker).
     pub(super) fn of(bytes: usize) -> Option<Arc<Frame>> {
         (bytes > 0).then(|| Arc::new(Frame { bytes }))
+    }
+}
+
+/// `name` in its own allocation: a decoded message's names are slices of
+/// its frame, and one kept longer than the message keeps the whole frame.
+pub(super) fn owned_name(name: &TopicName) -> TopicName {
+    if name.is_empty() {
+        return TopicName::default();
+    }
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// `key` with its topic name (if it has one) in its own allocation.
+pub(super) fn owned_key(key: &PartitionKey) -> PartitionKey {
+    match &key.0 {
+        TopicRef::Name(name) => (TopicRef::Name(owned_name(name)), key.1),
+        TopicRef::Id(_) => key.clone(),
     }
 }
 

@@ -42,10 +42,10 @@ use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_metrics::names;
 use uuid::Uuid;
 
+use super::kept::owned_name;
 use super::{Marks, PartitionKey};
 use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID};
 use crate::split::order::TopicEntry;
@@ -354,14 +354,6 @@ impl Session {
         }
         topics
     }
-}
-
-/// `name` in its own allocation (empty names, v13+, share none).
-fn owned_name(name: &TopicName) -> TopicName {
-    if name.is_empty() {
-        return TopicName::default();
-    }
-    TopicName(StrBytes::from_string(name.to_string()))
 }
 
 /// `p` with its tagged fields in their own allocations.

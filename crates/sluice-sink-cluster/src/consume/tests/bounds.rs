@@ -126,3 +126,25 @@ async fn a_first_partition_larger_than_max_bytes_is_still_served() {
         "one batch over max_bytes, as a broker returns it"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn nothing_kept_between_fetches_holds_a_broker_frame_by_its_topic_name() {
+    let mut state = FetchState::default();
+    // The client takes partition 1 and still buffers partition 4: its 1 KiB
+    // is copied out of the 4 MiB frame, and must not keep the frame by its
+    // key (topic names of a v12 answer are slices of its frame).
+    let frame = stash_from_one_frame(&mut state, &[(0, 12), (1, 20), (2, 30)]).await;
+    let range = frame.as_ptr_range();
+    let name_inside = |key: &PartitionKey| match &key.0 {
+        TopicRef::Name(name) => range.contains(&name.as_bytes().as_ptr()),
+        TopicRef::Id(_) => false,
+    };
+    assert!(
+        !state.stash.keys().any(name_inside),
+        "a stashed partition's key is a slice of the frame its records were copied out of"
+    );
+    assert!(
+        !state.marks.keys().any(name_inside),
+        "a partition's watermarks are kept under a key that is a slice of a broker frame"
+    );
+}
