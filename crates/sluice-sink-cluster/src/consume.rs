@@ -392,8 +392,9 @@ impl FetchState {
     }
 
     /// Plans the client's `request` (decoded at `version`), given its split
-    /// into parts per broker (`routed`), at `now`. Every stashed answer is
-    /// used or dropped here.
+    /// into parts per broker (`routed`); `now` is when Sluice read it, from
+    /// which `max_wait_ms` counts. Every stashed answer is used or dropped
+    /// here.
     pub(crate) fn plan(
         &mut self,
         request: &FetchRequest,

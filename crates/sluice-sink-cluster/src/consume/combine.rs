@@ -262,6 +262,19 @@ impl FetchCombine {
         self.metas.push(claim.meta);
     }
 
+    /// Answers each partition no broker serves with `error_of` its key
+    /// (planned NOT_LEADER_OR_FOLLOWER): an unknown topic is not a leader
+    /// move.
+    pub(crate) fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> i16) {
+        for topic in &mut self.topics {
+            for plan in &mut topic.partitions {
+                if let Source::Error(code) = &mut plan.source {
+                    *code = error_of(&(topic.key.clone(), plan.request.partition));
+                }
+            }
+        }
+    }
+
     /// What part `index` asked for.
     pub(crate) fn meta(&self, index: usize) -> Option<&PartMeta> {
         self.metas.get(index)
