@@ -71,7 +71,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use sluice_codec::ResponseKind;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, NodeEndpoint, PartitionData,
@@ -81,7 +80,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::pending::{Part, PartState};
+use crate::pending::Part;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_bytes};
 use crate::split::order::{TopicEntry, dedup_by_key};
@@ -103,7 +102,7 @@ use kept::Frame;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
-pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions};
+pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions, learn};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub(crate) type PartitionKey = (TopicRef, i32);
@@ -420,13 +419,21 @@ impl FetchState {
             }
         }
         let mut topics = Vec::with_capacity(request.topics.len());
+        // A partition asked twice is planned once, where it first appears,
+        // with its last fields (Kafka reads a fetch into a map the same way).
+        let last = last_asked(request, version);
+        let mut planned = HashSet::new();
         for topic in &request.topics {
             let key = topic.topic_ref(version);
-            let partitions = topic
+            let partitions: Vec<PartitionPlan> = topic
                 .partitions
                 .iter()
-                .map(|p| {
+                .filter_map(|p| {
                     let pkey = (key.clone(), p.partition);
+                    if !planned.insert(pkey.clone()) {
+                        return None;
+                    }
+                    let p = last.get(&pkey).copied().unwrap_or(p);
                     let broker = route.get(&pkey).copied();
                     let at = Position::of(p, request.isolation_level);
                     let source = match stash.remove(&pkey) {
@@ -436,13 +443,16 @@ impl FetchState {
                             Some(_) => adopted_source(&metas, &pkey, at),
                         },
                     };
-                    PartitionPlan {
+                    Some(PartitionPlan {
                         request: p.clone(),
                         broker,
                         source,
-                    }
+                    })
                 })
                 .collect();
+            if partitions.is_empty() && !topic.partitions.is_empty() {
+                continue;
+            }
             topics.push(TopicPlan {
                 topic: topic.topic.clone(),
                 topic_id: topic.topic_id,
@@ -671,31 +681,16 @@ impl FetchState {
 /// answering at once.
 const ERROR_WEIGHT: usize = usize::MAX / 4;
 
-/// Learns the broker session from a part's answer or failure, once: a
-/// session error is the session's business, so it is cleared from the
-/// answer (the broker listed no partition with it; they count as answered
-/// empty and are fetched again).
-pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
-    if meta.learned || part.is_waiting() {
-        return;
-    }
-    meta.learned = true;
-    let PartState::Done(Ok(response)) = &mut part.state else {
-        upstream.failed(meta.broker, meta.sent_in);
-        return;
-    };
-    if meta.sent_in.is_none() {
-        return;
-    }
-    match response.body_mut() {
-        Ok(ResponseKind::Fetch(answer)) => {
-            upstream.answered(meta.broker, meta.sent_in, answer);
-            if upstream::is_session_error(answer.error_code) {
-                answer.error_code = 0;
-            }
+/// The last entry the fetch has for each partition it asks for.
+fn last_asked(request: &FetchRequest, version: i16) -> HashMap<PartitionKey, &FetchPartition> {
+    let mut last = HashMap::new();
+    for topic in &request.topics {
+        let key = topic.topic_ref(version);
+        for p in &topic.partitions {
+            last.insert((key.clone(), p.partition), p);
         }
-        _ => upstream.failed(meta.broker, meta.sent_in),
     }
+    last
 }
 
 /// The broker each partition of the split goes to.

@@ -51,11 +51,14 @@ use sluice_codec::kafka_protocol::messages::fetch_request::{
 };
 use uuid::Uuid;
 
-use super::PartitionKey;
+use sluice_codec::ResponseKind;
+
 use super::session::{
     FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
     SESSION_VERSION, TOPIC_ID_VERSION, count_session_error,
 };
+use super::{PartMeta, PartitionKey};
+use crate::pending::{Part, PartState};
 use sluice_codec::kafka_protocol::messages::TopicName;
 use sluice_metrics::names;
 
@@ -358,4 +361,31 @@ fn delta(
         }
     }
     (topics, forgotten)
+}
+
+/// Learns the broker session from a part's answer or failure, once: a
+/// session error is the session's business, so it is cleared from the
+/// answer (the broker listed no partition with it; they count as answered
+/// empty and are fetched again).
+pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
+    if meta.learned || part.is_waiting() {
+        return;
+    }
+    meta.learned = true;
+    let PartState::Done(Ok(response)) = &mut part.state else {
+        upstream.failed(meta.broker, meta.sent_in);
+        return;
+    };
+    if meta.sent_in.is_none() {
+        return;
+    }
+    match response.body_mut() {
+        Ok(ResponseKind::Fetch(answer)) => {
+            upstream.answered(meta.broker, meta.sent_in, answer);
+            if is_session_error(answer.error_code) {
+                answer.error_code = 0;
+            }
+        }
+        _ => upstream.failed(meta.broker, meta.sent_in),
+    }
 }

@@ -148,3 +148,36 @@ async fn nothing_kept_between_fetches_holds_a_broker_frame_by_its_topic_name() {
         "a partition's watermarks are kept under a key that is a slice of a broker frame"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_partition_asked_twice_is_answered_once_at_its_last_offset() {
+    let mut state = FetchState::default();
+    // Partition 1 twice (5, then 20), as Kafka reads it: once, where it
+    // first appears, with its last fields.
+    let request = fetch(&[(0, 10), (1, 5), (2, 30), (1, 20)], 1);
+    let planned = plan(&mut state, &request, Instant::now());
+    let (combine, mut parts, replies) = send(planned);
+    let asked: Vec<(i32, i64)> = replies
+        .iter()
+        .flat_map(|(_, r, _)| {
+            r.topics[0]
+                .partitions
+                .iter()
+                .map(|p| (p.partition, p.fetch_offset))
+        })
+        .collect();
+    assert_eq!(asked, vec![(0, 10), (1, 20), (2, 30)]);
+    for (_, request, tx) in replies {
+        let p = request.topics[0].partitions[0].partition;
+        tx.send(Ok(answer(vec![data(p, 10, 50)]))).unwrap();
+    }
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(
+        partitions(&response),
+        vec![(0, 10, 0, 50), (1, 10, 0, 50), (2, 10, 0, 50)]
+    );
+}
