@@ -181,3 +181,27 @@ async fn a_partition_asked_twice_is_answered_once_at_its_last_offset() {
         vec![(0, 10, 0, 50), (1, 10, 0, 50), (2, 10, 0, 50)]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_answer_carries_the_longest_throttle_of_its_parts() {
+    let mut state = FetchState::default();
+    let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
+    let (combine, mut parts, replies) = send(plan(&mut state, &request, Instant::now()));
+    for (broker, request, tx) in replies {
+        let p = request.topics[0].partitions[0].partition;
+        let mut throttled = answer(vec![data(p, 10, 50)]);
+        if let Ok(ResponseKind::Fetch(f)) = throttled.body_mut() {
+            f.throttle_time_ms = [0, 120, 300, 80][usize::try_from(broker.0).unwrap()];
+        }
+        tx.send(Ok(throttled)).unwrap();
+    }
+    for part in &mut parts {
+        part.wait().await;
+    }
+    let done = outcomes(&mut state, &combine, parts);
+    let (response, _) = state.assemble(combine, done);
+    assert_eq!(
+        response.throttle_time_ms, 300,
+        "the client backs off as long as its most throttled broker asks"
+    );
+}

@@ -258,3 +258,34 @@ fn a_session_keeps_no_slice_of_the_request_frame() {
         "the session's topic names are slices of the request frame (decoded names sliced: {sliced})"
     );
 }
+
+/// Kafka closes a session that an incremental fetch empties and answers it
+/// sessionless, to free its slot in the broker's shared session cache.
+/// Sluice keeps one session per connection, so there is no slot to free:
+/// the emptied session stays open, and the client, answered within it,
+/// goes on adding partitions to it.
+#[test]
+fn an_emptied_session_goes_on_serving_its_client() {
+    let mut sessions = ClientSessions::default();
+    let (_, reply) = sessions
+        .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+        .unwrap();
+    let SessionReply::Opened(id) = reply else {
+        panic!("a new session: {reply:?}");
+    };
+    let mut forget = in_session(id, 1, &[]);
+    forget.topics.clear();
+    forget.forgotten_topics_data = vec![
+        ForgottenTopic::default()
+            .with_topic(topic())
+            .with_partitions(vec![0]),
+    ];
+    let (full, reply) = sessions.apply(&forget, VERSION).unwrap();
+    assert_eq!(reply, SessionReply::Incremental(id));
+    assert!(full.unwrap().topics.is_empty(), "nothing to fetch");
+    let (full, reply) = sessions
+        .apply(&in_session(id, 2, &[(1, 7)]), VERSION)
+        .unwrap();
+    assert_eq!(reply, SessionReply::Incremental(id));
+    assert_eq!(offsets(&full.unwrap()), vec![(1, 7)]);
+}
