@@ -18,8 +18,12 @@
 //!
 //! A full fetch answer must list every partition it was asked for, so the
 //! partitions whose part is still out are listed with no records, no error
-//! and the last watermarks Sluice saw for them ([`Marks`]; -1, which clients
-//! ignore, before any).
+//! and the last watermarks Sluice saw for them ([`Marks`]; -1 before any:
+//! the Java client ignores it, librdkafka keeps it as its cached watermark
+//! until the partition's next answer. Leaving the partition out would make
+//! a Java client drop the whole answer and sarama report an incomplete
+//! one; a made-up watermark would make librdkafka report a false end of
+//! partition).
 //!
 //! **Parked parts.** A part still owed when its fetch is answered is not
 //! lost: it is *parked* in the connection's [`FetchState`]. A broker answers
