@@ -53,6 +53,7 @@ use uuid::Uuid;
 
 use sluice_codec::ResponseKind;
 
+use super::kept::owned_name;
 use super::session::{
     FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
     SESSION_VERSION, TOPIC_ID_VERSION, count_session_error,
@@ -276,6 +277,23 @@ impl UpstreamSessions {
         open.chain(self.stale.iter().map(|(broker, id)| (*broker, *id)))
     }
 
+    /// The topic names the sessions hold, in their entries and keys.
+    #[cfg(test)]
+    pub(super) fn held_names(&self) -> Vec<&[u8]> {
+        let mut names = Vec::new();
+        for state in self.brokers.values() {
+            if let Upstream::Open { partitions, .. } = state {
+                for (key, entry) in partitions {
+                    names.push(entry.topic.as_bytes());
+                    if let crate::topology::TopicRef::Name(name) = &key.0 {
+                        names.push(name.as_bytes());
+                    }
+                }
+            }
+        }
+        names
+    }
+
     /// The version parts were last sent at (that of a session's close).
     pub(crate) fn version(&self) -> i16 {
         self.version
@@ -291,14 +309,20 @@ pub(super) fn is_session_error(code: i16) -> bool {
     )
 }
 
-/// A part's partitions by key.
+/// A part's partitions by key. The session keeps them after the part is
+/// gone, so their topic names are copied out of the client's request
+/// frame (a decoded name is a slice of it, and would keep it all).
 fn entries(part: &FetchRequest, version: i16) -> HashMap<PartitionKey, SessionEntry> {
     let mut wanted = HashMap::new();
     for topic in &part.topics {
-        let key = topic.topic_ref(version);
+        let name = owned_name(&topic.topic);
+        let key = FetchTopic::default()
+            .with_topic(name.clone())
+            .with_topic_id(topic.topic_id)
+            .topic_ref(version);
         for p in &topic.partitions {
             let entry = SessionEntry {
-                topic: topic.topic.clone(),
+                topic: name.clone(),
                 topic_id: topic.topic_id,
                 request: p.clone(),
             };

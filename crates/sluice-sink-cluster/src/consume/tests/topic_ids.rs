@@ -153,3 +153,25 @@ fn a_topic_id_session_error_from_a_broker_is_the_session_s_business() {
         "a new session, naming the one the broker still holds"
     );
 }
+
+#[test]
+fn a_broker_session_keeps_no_slice_of_the_client_s_request() {
+    let mut sessions = UpstreamSessions::default();
+    let b = BrokerId(2);
+    let frame = Bytes::from(b"....a-topic-named-in-a-big-request-frame....".to_vec());
+    let name = TopicName(StrBytes::try_from(frame.slice(4..40)).unwrap());
+    let mut part = by_name(0, -1, &[(0, 10)]);
+    part.topics[0].topic = name;
+    let prepared = sessions.prepare(b, &mut part, VERSION);
+    let sent = sessions.commit(prepared);
+    drop(part);
+    sessions.answered(b, sent, &FetchResponse::default().with_session_id(42));
+    let range = frame.as_ptr_range();
+    assert!(
+        sessions
+            .held_names()
+            .iter()
+            .all(|name| !range.contains(&name.as_ptr())),
+        "the broker session keeps the client's request frame by a topic name"
+    );
+}
