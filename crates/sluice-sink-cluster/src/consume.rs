@@ -18,8 +18,12 @@
 //!
 //! A full fetch answer must list every partition it was asked for, so the
 //! partitions whose part is still out are listed with no records, no error
-//! and the last watermarks Sluice saw for them ([`Marks`]; -1, which clients
-//! ignore, before any).
+//! and the last watermarks Sluice saw for them ([`Marks`]; -1 before any:
+//! the Java client ignores it, librdkafka keeps it as its cached watermark
+//! until the partition's next answer. Leaving the partition out would make
+//! a Java client drop the whole answer and sarama report an incomplete
+//! one; a made-up watermark would make librdkafka report a false end of
+//! partition).
 //!
 //! **Parked parts.** A part still owed when its fetch is answered is not
 //! lost: it is *parked* in the connection's [`FetchState`]. A broker answers
@@ -57,8 +61,11 @@
 //! t=500  C's part times out, empty       -> C gets a new part (max_wait = time left)
 //! ```
 //!
-//! A fetch with `max_wait_ms` or `min_bytes` of 0 or less waits for every
-//! part (the brokers answer it at once anyway). A fetch whose partitions all
+//! A fetch with `max_wait_ms` or `min_bytes` of 0 or less waits for the
+//! parts sent for it, which its brokers answer at once, but not for the
+//! parked parts it adopted that are still out (they wait at their brokers
+//! with the `max_wait_ms` of the fetch that sent them): those stay parked
+//! for the next fetch, and their partitions are answered empty. A fetch whose partitions all
 //! go to one broker, while nothing is parked or stashed, passes through
 //! untouched (see `sink/fetch.rs`).
 
@@ -68,7 +75,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use sluice_codec::ResponseKind;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, NodeEndpoint, PartitionData,
@@ -78,13 +84,14 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::pending::{Part, PartState};
+use crate::pending::Part;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_bytes};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
 mod ahead;
+mod bound;
 mod combine;
 mod kept;
 mod session;
@@ -99,7 +106,7 @@ use kept::Frame;
 pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
 use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
-pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions};
+pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions, learn};
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
 pub(crate) type PartitionKey = (TopicRef, i32);
@@ -274,6 +281,11 @@ pub(crate) struct FetchCombine {
     topics: Vec<TopicPlan>,
     /// Per part of the entry, in order.
     metas: Vec<PartMeta>,
+    /// How many of the first parts were adopted (parked by earlier fetches).
+    adopted: usize,
+    /// The client's `max_bytes`, which the whole answer keeps to (see
+    /// [`bound`]).
+    max_bytes: i32,
 }
 
 /// What the parts of an entry brought (see [`FetchState::assemble`]).
@@ -377,13 +389,15 @@ impl FetchState {
     pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
         for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
-            self.stash.insert(key.clone(), Stashed::new(at, data, None));
+            self.stash
+                .insert(kept::owned_key(key), Stashed::new(at, data, None));
         }
     }
 
     /// Plans the client's `request` (decoded at `version`), given its split
-    /// into parts per broker (`routed`), at `now`. Every stashed answer is
-    /// used or dropped here.
+    /// into parts per broker (`routed`); `now` is when Sluice read it, from
+    /// which `max_wait_ms` counts. Every stashed answer is used or dropped
+    /// here.
     pub(crate) fn plan(
         &mut self,
         request: &FetchRequest,
@@ -409,13 +423,21 @@ impl FetchState {
             }
         }
         let mut topics = Vec::with_capacity(request.topics.len());
+        // A partition asked twice is planned once, where it first appears,
+        // with its last fields (Kafka reads a fetch into a map the same way).
+        let last = last_asked(request, version);
+        let mut planned = HashSet::new();
         for topic in &request.topics {
             let key = topic.topic_ref(version);
-            let partitions = topic
+            let partitions: Vec<PartitionPlan> = topic
                 .partitions
                 .iter()
-                .map(|p| {
+                .filter_map(|p| {
                     let pkey = (key.clone(), p.partition);
+                    if !planned.insert(pkey.clone()) {
+                        return None;
+                    }
+                    let p = last.get(&pkey).copied().unwrap_or(p);
                     let broker = route.get(&pkey).copied();
                     let at = Position::of(p, request.isolation_level);
                     let source = match stash.remove(&pkey) {
@@ -425,13 +447,16 @@ impl FetchState {
                             Some(_) => adopted_source(&metas, &pkey, at),
                         },
                     };
-                    PartitionPlan {
+                    Some(PartitionPlan {
                         request: p.clone(),
                         broker,
                         source,
-                    }
+                    })
                 })
                 .collect();
+            if partitions.is_empty() && !topic.partitions.is_empty() {
+                continue;
+            }
             topics.push(TopicPlan {
                 topic: topic.topic.clone(),
                 topic_id: topic.topic_id,
@@ -455,7 +480,9 @@ impl FetchState {
             base: base_request(request)
                 .with_max_bytes(part_max_bytes(request.max_bytes, routed.len())),
             topics,
+            adopted: metas.len(),
             metas,
+            max_bytes: request.max_bytes,
         };
         let pending = |(t, p): (usize, usize)| {
             combine
@@ -488,13 +515,15 @@ impl FetchState {
             metas,
             base,
             client_id,
+            max_bytes,
             ..
         } = combine;
         let mut arrived = self.arrived(outcomes, &metas);
+        let left_over = bound::left_over(&topics, &arrived.answered, max_bytes);
         let mut responses = Vec::with_capacity(topics.len());
         let mut requested = HashSet::new();
         let mut gather = ahead::Gather::default();
-        for topic in topics {
+        for (t, topic) in topics.into_iter().enumerate() {
             let TopicPlan {
                 topic: name,
                 topic_id,
@@ -502,9 +531,16 @@ impl FetchState {
                 partitions: plans,
             } = topic;
             let mut partitions = Vec::with_capacity(plans.len());
-            for plan in plans {
+            for (p, plan) in plans.into_iter().enumerate() {
                 let index = plan.request.partition;
                 let key = (topic_key.clone(), index);
+                if left_over.contains(&(t, p)) {
+                    let at = Position::of(&plan.request, base.isolation_level);
+                    self.leave_over(key.clone(), at, plan.source, &mut arrived);
+                    partitions.push(self.empty_partition(&key));
+                    requested.insert(key);
+                    continue;
+                }
                 let data = match plan.source {
                     Source::Stashed(data) => *data,
                     Source::Error(code) => error_partition(index, code),
@@ -595,8 +631,10 @@ impl FetchState {
             && worth_serving(&data)
         {
             let data = Box::new(data);
-            self.stash
-                .insert(key, Stashed::new(at, data, frame.cloned()));
+            self.stash.insert(
+                kept::owned_key(&key),
+                Stashed::new(at, data, frame.cloned()),
+            );
         }
     }
 
@@ -615,7 +653,12 @@ impl FetchState {
                 last_stable_offset: data.last_stable_offset,
                 log_start_offset: data.log_start_offset,
             };
-            self.marks.insert(key.clone(), marks);
+            match self.marks.get_mut(key) {
+                Some(held) => *held = marks,
+                None => {
+                    self.marks.insert(kept::owned_key(key), marks);
+                }
+            }
         }
     }
 
@@ -642,31 +685,16 @@ impl FetchState {
 /// answering at once.
 const ERROR_WEIGHT: usize = usize::MAX / 4;
 
-/// Learns the broker session from a part's answer or failure, once: a
-/// session error is the session's business, so it is cleared from the
-/// answer (the broker listed no partition with it; they count as answered
-/// empty and are fetched again).
-pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
-    if meta.learned || part.is_waiting() {
-        return;
-    }
-    meta.learned = true;
-    let PartState::Done(Ok(response)) = &mut part.state else {
-        upstream.failed(meta.broker, meta.sent_in);
-        return;
-    };
-    if meta.sent_in.is_none() {
-        return;
-    }
-    match response.body_mut() {
-        Ok(ResponseKind::Fetch(answer)) => {
-            upstream.answered(meta.broker, meta.sent_in, answer);
-            if upstream::is_session_error(answer.error_code) {
-                answer.error_code = 0;
-            }
+/// The last entry the fetch has for each partition it asks for.
+fn last_asked(request: &FetchRequest, version: i16) -> HashMap<PartitionKey, &FetchPartition> {
+    let mut last = HashMap::new();
+    for topic in &request.topics {
+        let key = topic.topic_ref(version);
+        for p in &topic.partitions {
+            last.insert((key.clone(), p.partition), p);
         }
-        _ => upstream.failed(meta.broker, meta.sent_in),
     }
+    last
 }
 
 /// The broker each partition of the split goes to.
@@ -739,13 +767,27 @@ fn worth_serving(data: &PartitionData) -> bool {
 }
 
 /// A partition answer's weight against `min_bytes`: its record bytes, or
-/// [`ERROR_WEIGHT`] for an error.
+/// [`ERROR_WEIGHT`] for an error or a diverging epoch (the client must act
+/// on it: brokers answer both at once).
 fn weight(data: &PartitionData) -> usize {
-    if data.error_code != 0 {
+    if data.error_code != 0 || data.diverging_epoch.epoch >= 0 {
         ERROR_WEIGHT
     } else {
         records_len(data)
     }
+}
+
+/// Whether a partition answer says anything but "nothing yet": records, an
+/// error, or a hint (a diverging epoch, a leader, a preferred read replica,
+/// a snapshot). Asked again at the same position, a broker would repeat it
+/// at once.
+fn settled(data: &PartitionData) -> bool {
+    data.error_code != 0
+        || records_len(data) > 0
+        || data.diverging_epoch.epoch >= 0
+        || data.current_leader.leader_id.0 >= 0
+        || data.preferred_read_replica.0 >= 0
+        || data.snapshot_id.epoch >= 0
 }
 
 fn records_len(data: &PartitionData) -> usize {

@@ -16,7 +16,7 @@
 //! - encoded responses not yet written to the client;
 //! - what the chain keeps for the client beyond the responses it owes
 //!   ([`sluice_chain::transform::Sink::kept_bytes`]: the consume path's
-//!   parked fetch parts and stashed answers), as it reports after each
+//!   parked fetch parts, stashed answers and the client's fetch session), as it reports after each
 //!   request and response. The chain is told the room left then
 //!   ([`sluice_chain::transform::Sink::set_room_bytes`]): what it takes on
 //!   ahead of the client's requests (fetches read ahead) must fit in it.

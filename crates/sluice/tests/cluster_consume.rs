@@ -57,6 +57,13 @@ use sluice_testkit::requests::{self, produce_until_accepted};
 use sluice_testkit::sluice::{SluiceProcess, sum_metric};
 use sluice_testkit::{unique, wait};
 
+#[path = "cluster_consume/isolation.rs"]
+mod isolation;
+#[path = "cluster_consume/pause.rs"]
+mod pause;
+#[path = "cluster_consume/wire.rs"]
+mod wire;
+
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
 }

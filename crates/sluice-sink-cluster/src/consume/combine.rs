@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::{
     Claim, ERROR_WEIGHT, FetchCombine, NewPart, PartMeta, PartitionKey, Position, Source,
-    UpstreamSessions, kept, learn, push_partition, weight,
+    UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
 use crate::pending::{Part, PartState};
 use crate::split::order::TopicEntry;
@@ -35,19 +35,21 @@ impl FetchCombine {
 
     /// Whether the entry has waited enough: its deadline has passed, or the
     /// answers in hand carry `min_bytes` (and, catching up, the parts sent
-    /// with them had their moment: see [`GATHER_BYTES`]). Never for an
-    /// entry without a deadline, which waits for every part.
+    /// with them had their moment: see [`GATHER_BYTES`]). An entry without
+    /// a deadline has waited enough once the parts sent for it have
+    /// answered (see [`FetchCombine::own_parts`]).
     pub(crate) fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
         self.next_look(parts, now).is_none()
     }
 
     /// `None` once the entry has waited [`enough`](Self::enough); else when
     /// to look again if no part answers first: the deadline, or the end of
-    /// a gathering moment. An entry without a deadline waits for its parts
-    /// alone (the hour is never reached).
+    /// a gathering moment. An entry without a deadline waits for its own
+    /// parts alone (the hour is never reached).
     fn next_look(&self, parts: &mut [Part], now: Instant) -> Option<Instant> {
         let Some(deadline) = self.deadline else {
-            return Some(now + Duration::from_secs(3600));
+            let waiting = self.own_parts(parts).iter().any(Part::is_waiting);
+            return waiting.then(|| now + Duration::from_secs(3600));
         };
         if now >= deadline {
             return None;
@@ -82,7 +84,7 @@ impl FetchCombine {
             return;
         }
         if self.deadline.is_none() {
-            for part in parts.iter_mut() {
+            for part in self.own_parts(parts) {
                 part.wait().await;
             }
             return;
@@ -101,9 +103,19 @@ impl FetchCombine {
         }
     }
 
+    /// The parts sent for this entry, not adopted: all that an entry
+    /// without a deadline waits for. A fetch with `max_wait_ms` or
+    /// `min_bytes` of 0 or less is answered at once by a broker; an adopted
+    /// part still out waits at its broker with the `max_wait_ms` of the
+    /// fetch that sent it (up to minutes), and is left parked.
+    fn own_parts<'p>(&self, parts: &'p mut [Part]) -> &'p mut [Part] {
+        let from = self.adopted.min(parts.len());
+        parts.get_mut(from..).unwrap_or_default()
+    }
+
     /// Record bytes the entry would answer with now.
     fn ready_bytes(&self, parts: &mut [Part]) -> usize {
-        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, Answered>>> = HashMap::new();
         let mut bytes: usize = 0;
         for topic in &self.topics {
             for plan in &topic.partitions {
@@ -120,7 +132,7 @@ impl FetchCombine {
                             .or_insert_with(|| answer_sizes(parts.get_mut(*index)));
                         let key = (topic.key.clone(), plan.request.partition);
                         let size = sizes.as_ref().and_then(|s| s.get(&key));
-                        bytes = bytes.saturating_add(size.copied().unwrap_or(0));
+                        bytes = bytes.saturating_add(size.map_or(0, |a| a.weight));
                     }
                     Source::Pending | Source::Error(_) => {}
                 }
@@ -132,7 +144,11 @@ impl FetchCombine {
     /// New parts for the brokers that have nothing out for this entry any
     /// more but owe it partitions (an adopted part asked other offsets, or a
     /// part answered them empty), with the time left as their `max_wait_ms`.
-    /// Each is [`commit`](Self::commit)ted once sent.
+    /// A partition answered without records but with something that asking
+    /// again would only repeat (a diverging epoch, a preferred read replica:
+    /// brokers answer those at once) is not asked again: that would poll the
+    /// broker in a loop until the deadline. Each is
+    /// [`commit`](Self::commit)ted once sent.
     pub(crate) fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
         let Some(deadline) = self.deadline else {
             return Vec::new();
@@ -148,7 +164,7 @@ impl FetchCombine {
             .filter(|(part, _)| part.is_waiting())
             .map(|(_, meta)| meta.broker)
             .collect();
-        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, usize>>> = HashMap::new();
+        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, Answered>>> = HashMap::new();
         let mut owed = HashSet::new();
         for (t, topic) in self.topics.iter().enumerate() {
             for (p, plan) in topic.partitions.iter().enumerate() {
@@ -158,11 +174,12 @@ impl FetchCombine {
                         let sizes = answers
                             .entry(index)
                             .or_insert_with(|| answer_sizes(parts.get_mut(index)));
-                        // Answered, without records and without an error.
+                        // Answered, without records and without an error
+                        // or a hint (left out of an incremental answer: no news).
                         let key = (topic.key.clone(), plan.request.partition);
                         sizes
                             .as_ref()
-                            .is_some_and(|s| s.get(&key).copied().unwrap_or(0) == 0)
+                            .is_some_and(|s| s.get(&key).is_none_or(|a| !a.settled))
                     }
                     Source::Stashed(_) | Source::Error(_) => false,
                 };
@@ -245,6 +262,19 @@ impl FetchCombine {
         self.metas.push(claim.meta);
     }
 
+    /// Answers each partition no broker serves with `error_of` its key
+    /// (planned NOT_LEADER_OR_FOLLOWER): an unknown topic is not a leader
+    /// move.
+    pub(crate) fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> i16) {
+        for topic in &mut self.topics {
+            for plan in &mut topic.partitions {
+                if let Source::Error(code) = &mut plan.source {
+                    *code = error_of(&(topic.key.clone(), plan.request.partition));
+                }
+            }
+        }
+    }
+
     /// What part `index` asked for.
     pub(crate) fn meta(&self, index: usize) -> Option<&PartMeta> {
         self.metas.get(index)
@@ -270,10 +300,20 @@ pub(super) const GATHER_BYTES: usize = 64 * 1024;
 /// part out longer is waiting for data at its broker.
 const GATHER_WINDOW: Duration = Duration::from_millis(5);
 
-/// Per partition of a part's answer (if it has arrived and decodes): its
-/// [`weight`]; `None` while it is out, or if it failed or is undecodable. A
-/// partition an incremental answer leaves out has no news: weight 0.
-fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, usize>> {
+/// One partition of a part's answer, as the entry weighs it.
+#[derive(Debug, Clone, Copy)]
+struct Answered {
+    /// Its [`weight`] against `min_bytes`.
+    weight: usize,
+    /// Whether asking again at the same position could only repeat it:
+    /// anything but an answer with nothing at all (see [`settled`]).
+    settled: bool,
+}
+
+/// Per partition of a part's answer (if it has arrived and decodes): how
+/// it weighs; `None` while it is out, or if it failed or is undecodable. A
+/// partition an incremental answer leaves out has no news: not listed.
+fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, Answered>> {
     let mut sizes = HashMap::new();
     let Some(Part {
         state: PartState::Done(Ok(response)),
@@ -287,7 +327,11 @@ fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, usize>>
         for topic in &answer.responses {
             let key = topic.topic_ref(version);
             for p in &topic.partitions {
-                sizes.insert((key.clone(), p.partition_index), weight(p));
+                let answered = Answered {
+                    weight: weight(p),
+                    settled: settled(p),
+                };
+                sizes.insert((key.clone(), p.partition_index), answered);
             }
         }
         return Some(sizes);

@@ -24,7 +24,11 @@
 //!   partition left for a later fetch whose records are less than half
 //!   their frame gets them copied out (at most the frame's size in all, and
 //!   only for what outlives the fetch that stashed it); the others count
-//!   their frame, once per frame.
+//!   their frame, once per frame. Their keys (topic names, below v13) are
+//!   slices of a frame too, and are copied out as well;
+//! - the client's fetch session counts its partitions: it lives as long as
+//!   the connection, and every incremental fetch may add to it (a client
+//!   can send one 100 MiB fetch of three million partitions).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,7 +36,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 
-use super::FetchState;
+use sluice_codec::kafka_protocol::messages::TopicName;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::{FetchState, PartitionKey};
+use crate::topology::TopicRef;
 
 /// A broker answer frame that stashed records may be slices of.
 #[derive(Debug)]
@@ -45,6 +53,23 @@ impl Frame {
     /// A frame of `bytes` (`None` for 0: an answer not read from a broker).
     pub(super) fn of(bytes: usize) -> Option<Arc<Frame>> {
         (bytes > 0).then(|| Arc::new(Frame { bytes }))
+    }
+}
+
+/// `name` in its own allocation: a decoded message's names are slices of
+/// its frame, and one kept longer than the message keeps the whole frame.
+pub(super) fn owned_name(name: &TopicName) -> TopicName {
+    if name.is_empty() {
+        return TopicName::default();
+    }
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// `key` with its topic name (if it has one) in its own allocation.
+pub(super) fn owned_key(key: &PartitionKey) -> PartitionKey {
+    match &key.0 {
+        TopicRef::Name(name) => (TopicRef::Name(owned_name(name)), key.1),
+        TopicRef::Id(_) => key.clone(),
     }
 }
 
@@ -67,7 +92,8 @@ pub(super) fn may_bring_bytes(request: &FetchRequest) -> usize {
 
 impl FetchState {
     /// The bytes kept for the client beyond the responses it is owed: the
-    /// parked parts' possible answers and the stashed partitions.
+    /// parked parts' possible answers, the stashed partitions and the
+    /// client's fetch session.
     pub(crate) fn kept_bytes(&self) -> usize {
         let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
         let mut frames = HashSet::new();
@@ -80,7 +106,7 @@ impl FetchState {
                 None => stashed += s.data.records.as_ref().map_or(0, Bytes::len),
             }
         }
-        parked + stashed
+        parked + stashed + self.sessions.held_bytes()
     }
 
     /// Copies out the records of stashed partitions that are less than half

@@ -28,9 +28,15 @@
 //! or a diverging epoch, leader or preferred replica. An unknown session id
 //! is answered FETCH_SESSION_ID_NOT_FOUND and a wrong epoch
 //! INVALID_FETCH_SESSION_EPOCH, after which clients start over with a full
-//! fetch.
+//! fetch. A session names its topics by name (opened below v13) or by id
+//! (from v13) for its life: an incremental fetch at a version of the other
+//! kind is answered FETCH_SESSION_TOPIC_ID_ERROR, as Kafka answers it (the
+//! Java client switches versions within a session when a topic id goes
+//! missing, and relies on that answer to start over).
 
 use std::collections::HashMap;
+
+use bytes::Bytes;
 
 use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -39,6 +45,7 @@ use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicN
 use sluice_metrics::names;
 use uuid::Uuid;
 
+use super::kept::owned_name;
 use super::{Marks, PartitionKey};
 use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID};
 use crate::split::order::TopicEntry;
@@ -51,6 +58,12 @@ pub(super) const SESSION_VERSION: i16 = 7;
 pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = ResponseError::FetchSessionIdNotFound.code();
 /// A session epoch other than the session expects.
 pub(crate) const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
+/// An incremental fetch naming topics by id in a session that names them
+/// by name, or the other way round.
+pub(crate) const FETCH_SESSION_TOPIC_ID_ERROR: i16 = ResponseError::FetchSessionTopicIdError.code();
+
+/// The first version naming topics by id.
+pub(super) const TOPIC_ID_VERSION: i16 = 13;
 
 /// How a client's fetch relates to its session; decides how it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +101,8 @@ struct Session {
     id: i32,
     /// The epoch the next incremental fetch must carry.
     next_epoch: i32,
+    /// Whether its partitions are keyed by topic id (opened at v13+).
+    uses_topic_ids: bool,
     /// In the order the client added them.
     partitions: Vec<SessionPartition>,
     /// Where each partition is in `partitions`.
@@ -155,6 +170,9 @@ impl ClientSessions {
                 if epoch != session.next_epoch {
                     return Err(INVALID_FETCH_SESSION_EPOCH);
                 }
+                if session.uses_topic_ids != (version >= TOPIC_ID_VERSION) {
+                    return Err(FETCH_SESSION_TOPIC_ID_ERROR);
+                }
                 session.next_epoch = next_epoch(epoch);
                 session.update(request, version);
                 Ok((
@@ -206,6 +224,36 @@ impl ClientSessions {
         }
     }
 
+    /// What the open session holds, in bytes, roughly: it lives as long as
+    /// the connection and grows with every partition an incremental fetch
+    /// adds, so it counts against the client's memory budget (see
+    /// `consume/kept.rs`).
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.open.as_ref().map_or(0, |session| {
+            session
+                .partitions
+                .iter()
+                .map(|p| SESSION_PARTITION_BYTES + 2 * p.topic.len())
+                .fold(0, usize::saturating_add)
+        })
+    }
+
+    /// The topic names the open session holds, in its entries and keys.
+    #[cfg(test)]
+    pub(super) fn held_names(&self) -> Vec<&[u8]> {
+        let Some(session) = self.open.as_ref() else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for p in &session.partitions {
+            names.push(p.topic.as_bytes());
+            if let TopicRef::Name(name) = &p.key.0 {
+                names.push(name.as_bytes());
+            }
+        }
+        names
+    }
+
     /// Closes session `id` if it is the open one.
     fn close(&mut self, id: i32) {
         if id != NO_SESSION_ID && self.open.as_ref().is_some_and(|s| s.id == id) {
@@ -220,6 +268,7 @@ impl ClientSessions {
         let mut session = Session {
             id: self.last_id,
             next_epoch: 1,
+            uses_topic_ids: version >= TOPIC_ID_VERSION,
             partitions: Vec::new(),
             index: HashMap::new(),
         };
@@ -229,11 +278,22 @@ impl ClientSessions {
     }
 }
 
+/// What one partition of a session holds besides its topic name: the
+/// entry, its fetch fields and its index entry, roughly.
+const SESSION_PARTITION_BYTES: usize = 2 * std::mem::size_of::<SessionPartition>();
+
 impl Session {
-    /// Adds or updates the request's partitions, then drops the forgotten ones.
+    /// Adds or updates the request's partitions, then drops the forgotten
+    /// ones. What it keeps is copied out of the request: a decoded
+    /// request's names are slices of its frame, and a slice kept for the
+    /// session's life would keep the whole frame (up to 100 MiB) with it.
     fn update(&mut self, request: &FetchRequest, version: i16) {
         for topic in &request.topics {
-            let key = topic.topic_ref(version);
+            let name = owned_name(&topic.topic);
+            let key = FetchTopic::default()
+                .with_topic(name.clone())
+                .with_topic_id(topic.topic_id)
+                .topic_ref(version);
             for p in &topic.partitions {
                 let pkey = (key.clone(), p.partition);
                 match self
@@ -241,14 +301,14 @@ impl Session {
                     .get(&pkey)
                     .and_then(|at| self.partitions.get_mut(*at))
                 {
-                    Some(entry) => entry.request = p.clone(),
+                    Some(entry) => entry.request = owned_partition(p),
                     None => {
                         self.index.insert(pkey.clone(), self.partitions.len());
                         self.partitions.push(SessionPartition {
                             key: pkey,
-                            topic: topic.topic.clone(),
+                            topic: name.clone(),
                             topic_id: topic.topic_id,
-                            request: p.clone(),
+                            request: owned_partition(p),
                             told: None,
                         });
                     }
@@ -260,7 +320,7 @@ impl Session {
         }
         let mut forgotten = std::collections::HashSet::new();
         for topic in &request.forgotten_topics_data {
-            let key = if version >= 13 {
+            let key = if version >= TOPIC_ID_VERSION {
                 TopicRef::Id(TopicId(topic.topic_id.as_u128()))
             } else {
                 TopicRef::Name(topic.topic.clone())
@@ -296,6 +356,15 @@ impl Session {
     }
 }
 
+/// `p` with its tagged fields in their own allocations.
+fn owned_partition(p: &FetchPartition) -> FetchPartition {
+    let mut owned = p.clone();
+    for value in owned.unknown_tagged_fields.values_mut() {
+        *value = Bytes::copy_from_slice(value);
+    }
+    owned
+}
+
 /// `request` as a sessionless full fetch of `topics`.
 fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest {
     let mut full = request.clone();
@@ -308,10 +377,10 @@ fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest 
 
 /// Counts a fetch session error seen on `side` (client or broker).
 pub(super) fn count_session_error(side: &'static str, code: i16) {
-    let error = if code == FETCH_SESSION_ID_NOT_FOUND {
-        "FETCH_SESSION_ID_NOT_FOUND"
-    } else {
-        "INVALID_FETCH_SESSION_EPOCH"
+    let error = match code {
+        FETCH_SESSION_ID_NOT_FOUND => "FETCH_SESSION_ID_NOT_FOUND",
+        FETCH_SESSION_TOPIC_ID_ERROR => "FETCH_SESSION_TOPIC_ID_ERROR",
+        _ => "INVALID_FETCH_SESSION_EPOCH",
     };
     metrics::counter!(names::FETCH_SESSION_ERRORS, "side" => side, "error" => error).increment(1);
 }

@@ -735,3 +735,9 @@ mod sessions;
 mod upstream;
 
 mod ahead;
+
+mod topic_ids;
+
+mod hints;
+
+mod bounds;

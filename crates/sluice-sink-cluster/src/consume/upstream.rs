@@ -15,6 +15,12 @@
 //!                                 INVALID_FETCH_SESSION_EPOCH
 //! ```
 //!
+//! A session keys its partitions by topic name (opened below v13) or by
+//! topic id (from v13), and a broker refuses an incremental fetch of the
+//! other kind (FETCH_SESSION_TOPIC_ID_ERROR). So a part at a version of the
+//! other kind (the client switched versions) opens a new session in place
+//! of the open one, naming it: (S, 0).
+//!
 //! While a session is opening, another part to that broker (only a client
 //! pipelining fetches makes one) goes out sessionless. After an error the
 //! next part is a full fetch opening a new session, as the Java client's
@@ -45,10 +51,15 @@ use sluice_codec::kafka_protocol::messages::fetch_request::{
 };
 use uuid::Uuid;
 
-use super::PartitionKey;
+use sluice_codec::ResponseKind;
+
+use super::kept::owned_name;
 use super::session::{
-    FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, SESSION_VERSION, count_session_error,
+    FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
+    SESSION_VERSION, TOPIC_ID_VERSION, count_session_error,
 };
+use super::{PartMeta, PartitionKey};
+use crate::pending::{Part, PartState};
 use sluice_codec::kafka_protocol::messages::TopicName;
 use sluice_metrics::names;
 
@@ -72,6 +83,8 @@ enum Upstream {
         id: i32,
         next_epoch: i32,
         partitions: HashMap<PartitionKey, SessionEntry>,
+        /// Whether it was opened at v13+ (keyed by topic id).
+        topic_ids: bool,
     },
 }
 
@@ -98,8 +111,9 @@ pub(crate) struct Prepared {
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamSessions {
     brokers: HashMap<BrokerId, Upstream>,
-    /// What the opening part of each broker asked, to open the session with.
-    opening: HashMap<BrokerId, HashMap<PartitionKey, SessionEntry>>,
+    /// What the opening part of each broker asked, to open the session
+    /// with, and at which version.
+    opening: HashMap<BrokerId, (HashMap<PartitionKey, SessionEntry>, i16)>,
     /// A session a broker may still hold though Sluice gave it up (after a
     /// wrong epoch or a failed part): the next opening part names it.
     stale: HashMap<BrokerId, i32>,
@@ -131,10 +145,19 @@ impl UpstreamSessions {
                 Some((id, 0))
             }
             Some(Upstream::Opening) => None,
+            // Keyed otherwise: a new session replaces it.
+            Some(Upstream::Open { id, topic_ids, .. })
+                if *topic_ids != (version >= TOPIC_ID_VERSION) =>
+            {
+                part.session_id = *id;
+                part.session_epoch = 0;
+                Some((*id, 0))
+            }
             Some(Upstream::Open {
                 id,
                 next_epoch,
                 partitions,
+                ..
             }) => {
                 let (topics, forgotten) = delta(partitions, &wanted, version);
                 part.session_id = *id;
@@ -166,15 +189,16 @@ impl UpstreamSessions {
         self.version = version;
         let state = self.brokers.entry(broker).or_default();
         match state {
-            Upstream::Closed if sent_epoch == 0 => {
+            Upstream::Closed | Upstream::Open { .. } if sent_epoch == 0 => {
                 *state = Upstream::Opening;
-                self.opening.insert(broker, wanted);
+                self.opening.insert(broker, (wanted, version));
                 self.stale.remove(&broker);
             }
             Upstream::Open {
                 id,
                 next_epoch,
                 partitions,
+                ..
             } if *id == sent_id && *next_epoch == sent_epoch => {
                 *next_epoch = sent_epoch.checked_add(1).unwrap_or(1);
                 *partitions = wanted;
@@ -196,16 +220,13 @@ impl UpstreamSessions {
         let Some((_, epoch)) = sent else {
             return;
         };
-        let session_error = matches!(
-            answer.error_code,
-            FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
-        );
+        let session_error = is_session_error(answer.error_code);
         let state = self.brokers.entry(broker).or_default();
         if session_error {
             count_session_error("broker", answer.error_code);
             *state = Upstream::Closed;
-            // A wrong epoch: the broker still holds the session.
-            if let Some((id, _)) = sent.filter(|_| answer.error_code == INVALID_FETCH_SESSION_EPOCH)
+            // A wrong epoch or topic keys: the broker still holds the session.
+            if let Some((id, _)) = sent.filter(|_| answer.error_code != FETCH_SESSION_ID_NOT_FOUND)
                 && id != NO_SESSION_ID
             {
                 self.stale.insert(broker, id);
@@ -213,13 +234,14 @@ impl UpstreamSessions {
             return;
         }
         if epoch == 0 {
-            let partitions = self.opening.remove(&broker).unwrap_or_default();
+            let (partitions, version) = self.opening.remove(&broker).unwrap_or_default();
             *state = if answer.error_code == 0 && answer.session_id != NO_SESSION_ID {
                 metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "broker").increment(1);
                 Upstream::Open {
                     id: answer.session_id,
                     next_epoch: 1,
                     partitions,
+                    topic_ids: version >= TOPIC_ID_VERSION,
                 }
             } else {
                 Upstream::Closed
@@ -255,6 +277,23 @@ impl UpstreamSessions {
         open.chain(self.stale.iter().map(|(broker, id)| (*broker, *id)))
     }
 
+    /// The topic names the sessions hold, in their entries and keys.
+    #[cfg(test)]
+    pub(super) fn held_names(&self) -> Vec<&[u8]> {
+        let mut names = Vec::new();
+        for state in self.brokers.values() {
+            if let Upstream::Open { partitions, .. } = state {
+                for (key, entry) in partitions {
+                    names.push(entry.topic.as_bytes());
+                    if let crate::topology::TopicRef::Name(name) = &key.0 {
+                        names.push(name.as_bytes());
+                    }
+                }
+            }
+        }
+        names
+    }
+
     /// The version parts were last sent at (that of a session's close).
     pub(crate) fn version(&self) -> i16 {
         self.version
@@ -266,18 +305,24 @@ impl UpstreamSessions {
 pub(super) fn is_session_error(code: i16) -> bool {
     matches!(
         code,
-        FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH
+        FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH | FETCH_SESSION_TOPIC_ID_ERROR
     )
 }
 
-/// A part's partitions by key.
+/// A part's partitions by key. The session keeps them after the part is
+/// gone, so their topic names are copied out of the client's request
+/// frame (a decoded name is a slice of it, and would keep it all).
 fn entries(part: &FetchRequest, version: i16) -> HashMap<PartitionKey, SessionEntry> {
     let mut wanted = HashMap::new();
     for topic in &part.topics {
-        let key = topic.topic_ref(version);
+        let name = owned_name(&topic.topic);
+        let key = FetchTopic::default()
+            .with_topic(name.clone())
+            .with_topic_id(topic.topic_id)
+            .topic_ref(version);
         for p in &topic.partitions {
             let entry = SessionEntry {
-                topic: topic.topic.clone(),
+                topic: name.clone(),
                 topic_id: topic.topic_id,
                 request: p.clone(),
             };
@@ -328,7 +373,7 @@ fn delta(
             Some(at) => at,
             None => {
                 let mut topic = ForgottenTopic::default().with_topic_id(entry.topic_id);
-                if version < 13 {
+                if version < TOPIC_ID_VERSION {
                     topic.topic = entry.topic.clone();
                 }
                 forgotten.push(topic);
@@ -340,4 +385,31 @@ fn delta(
         }
     }
     (topics, forgotten)
+}
+
+/// Learns the broker session from a part's answer or failure, once: a
+/// session error is the session's business, so it is cleared from the
+/// answer (the broker listed no partition with it; they count as answered
+/// empty and are fetched again).
+pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
+    if meta.learned || part.is_waiting() {
+        return;
+    }
+    meta.learned = true;
+    let PartState::Done(Ok(response)) = &mut part.state else {
+        upstream.failed(meta.broker, meta.sent_in);
+        return;
+    };
+    if meta.sent_in.is_none() {
+        return;
+    }
+    match response.body_mut() {
+        Ok(ResponseKind::Fetch(answer)) => {
+            upstream.answered(meta.broker, meta.sent_in, answer);
+            if is_session_error(answer.error_code) {
+                answer.error_code = 0;
+            }
+        }
+        _ => upstream.failed(meta.broker, meta.sent_in),
+    }
 }

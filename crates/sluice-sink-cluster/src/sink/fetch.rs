@@ -6,6 +6,8 @@
 //! for the next fetch. A connection's fetch state is made on its first
 //! fetch ([`LazyFetchState`]): a client that never consumes does not carry it.
 
+use std::collections::HashMap;
+
 use futures::FutureExt;
 use sluice_chain::ChainError;
 use sluice_codec::kafka_protocol::messages::FetchRequest;
@@ -20,13 +22,16 @@ use super::send::Dest;
 use crate::close::Invariant;
 use crate::connections::Target;
 use crate::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, Planned, Prepared, ReadAhead,
-    SentIn, SessionReply, learn,
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, PartitionKey, Planned, Prepared,
+    ReadAhead, SentIn, SessionReply, learn,
 };
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::route::produce_fetch::fetch_has_rack_id;
+use crate::split::Unroutable;
 use crate::split::dispatch::SplitRequest;
-use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::split::error_codes::{
+    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+};
 use crate::topology::BrokerId;
 
 /// A client connection's [`FetchState`], made on its first use.
@@ -64,15 +69,19 @@ impl KafkaSinkCluster {
         &mut self,
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
+        // The client's max_wait_ms counts from here, not from after a
+        // metadata refresh below.
+        let received = Instant::now();
         self.harvest_parked();
         let version = request.api_version();
-        let (applied, strip_rack, asked) = {
+        let (applied, strip_rack, asked, max_wait_ms) = {
             let RequestKind::Fetch(fetch) = request.body()? else {
                 return Err(Invariant::FetchWithoutBody.into());
             };
             let applied = self.fetch.get().sessions.apply(fetch, version);
             let asked = (fetch.session_id, fetch.session_epoch);
-            (applied, fetch_has_rack_id(&fetch.rack_id), asked)
+            let rack = fetch_has_rack_id(&fetch.rack_id);
+            (applied, rack, asked, fetch.max_wait_ms)
         };
         let (full, session) = match applied {
             Ok(applied) => applied,
@@ -98,9 +107,13 @@ impl KafkaSinkCluster {
                 return Ok(leaving);
             }
         }
+        let until = u64::try_from(max_wait_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(|ms| received + std::time::Duration::from_millis(ms));
         let split = match &full {
-            Some(full) => self.split_with_refresh(full, version).await?,
-            None => self.split_with_refresh(request.body()?, version).await?,
+            Some(full) => self.split_fetch(full, version, until).await?,
+            None => self.split_fetch(request.body()?, version, until).await?,
         };
         let sessionless = full.is_none() && session == SessionReply::None;
         if sessionless
@@ -110,19 +123,48 @@ impl KafkaSinkCluster {
         {
             return self.send_split_parts(request, split, strip_rack).await;
         }
-        self.send_planned(request, full, session, split).await
+        self.send_planned(request, full, (session, received), split)
+            .await
     }
 
-    /// Plans a fetch (`full`: the whole fetch a session stands for) and
-    /// sends its new parts.
+    /// Splits a fetch, refreshing the metadata of partitions without a
+    /// known leader first, but no longer than `until` (the fetch's
+    /// `max_wait_ms` after it was read): the refresh goes to the least busy
+    /// broker connection, which may be one where a parked part waits at its
+    /// broker for its own `max_wait_ms`, and a client must not wait for that.
+    /// Past `until` the fetch is split with what is known (the partitions
+    /// still unroutable are answered with an error).
+    async fn split_fetch(
+        &mut self,
+        body: &RequestKind,
+        version: i16,
+        until: Option<Instant>,
+    ) -> Result<SplitRequest, ChainError> {
+        let Some(until) = until else {
+            return self.split_with_refresh(body, version).await;
+        };
+        match tokio::time::timeout_at(until, self.split_with_refresh(body, version)).await {
+            Ok(split) => split,
+            Err(_) => {
+                debug!(
+                    "a fetch's metadata refresh outlasted its max wait; split with what is known"
+                );
+                self.split_now(body, version)
+            }
+        }
+    }
+
+    /// Plans a fetch (`full`: the whole fetch a session stands for), read
+    /// at `received`, and sends its new parts.
     async fn send_planned(
         &mut self,
         request: Request,
         full: Option<RequestKind>,
-        session: SessionReply,
+        (session, received): (SessionReply, Instant),
         split: SplitRequest,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let version = request.api_version();
+        let unknown = self.unknown_partitions(&split, version);
         let routed: Vec<(BrokerId, FetchRequest)> = split
             .parts
             .into_iter()
@@ -151,8 +193,13 @@ impl KafkaSinkCluster {
             version,
             (client_id.clone(), session),
             &routed,
-            Instant::now(),
+            received,
         );
+        if !unknown.is_empty() {
+            combine.answer_unroutable(|key| {
+                unknown.get(key).copied().unwrap_or(NOT_LEADER_OR_FOLLOWER)
+            });
+        }
         let mut parts = adopted;
         for NewPart {
             broker,
@@ -173,6 +220,31 @@ impl KafkaSinkCluster {
             parts,
             combine: Combine::Fetch(Box::new(combine)),
         }))
+    }
+
+    /// The error of each unroutable partition of `split` that the cluster
+    /// does not have (its metadata was just refreshed), as Kafka answers
+    /// it: UNKNOWN_TOPIC_ID for a topic id (v13+), UNKNOWN_TOPIC_OR_PARTITION
+    /// for a topic name or a partition beyond its topic's. The others have
+    /// no leader now: NOT_LEADER_OR_FOLLOWER.
+    fn unknown_partitions(&self, split: &SplitRequest, version: i16) -> HashMap<PartitionKey, i16> {
+        let view = self.shared.view.read();
+        let mut unknown = HashMap::new();
+        for u in &split.unroutable {
+            let Unroutable::Partition { topic, partition } = u else {
+                continue;
+            };
+            let code = match view.topic(topic) {
+                None if version >= 13 => UNKNOWN_TOPIC_ID,
+                None => UNKNOWN_TOPIC_OR_PARTITION,
+                Some(_) if view.partition(topic, *partition).is_none() => {
+                    UNKNOWN_TOPIC_OR_PARTITION
+                }
+                Some(_) => continue,
+            };
+            unknown.insert((topic.clone(), *partition), code);
+        }
+        unknown
     }
 
     /// A fetch part for `broker`, in Sluice's session with it, with the

@@ -573,7 +573,11 @@ impl KafkaSinkCluster {
         self.split_now(body, version)
     }
 
-    fn split_now(&self, body: &RequestKind, version: i16) -> Result<SplitRequest, ChainError> {
+    pub(super) fn split_now(
+        &self,
+        body: &RequestKind,
+        version: i16,
+    ) -> Result<SplitRequest, ChainError> {
         let view = self.shared.view.read();
         let now = tokio::time::Instant::now();
         let routing = RackRouting {

@@ -10,11 +10,17 @@
 //! | [`COORDINATOR_NOT_AVAILABLE`] | ListGroups | the Java admin client retries the listing |
 //! | [`COORDINATOR_LOAD_IN_PROGRESS`] | ListTransactions | the only code the Java admin client retries there |
 //! | [`NETWORK_EXCEPTION`] | DescribeLogDirs (v3+ only; v1–2 have no error field) | reports a retriable failure |
+//! | [`UNKNOWN_TOPIC_ID`] | Fetch v13+ of a topic id no broker knows (after a metadata refresh), as Kafka answers it | refreshes metadata |
+//! | [`UNKNOWN_TOPIC_OR_PARTITION`] | Fetch below v13 of a topic name no broker knows, or of a partition its topic does not have | refreshes metadata |
 
 use sluice_codec::kafka_protocol::ResponseError;
 
 /// The broker is not the partition's leader: refresh metadata, retry.
 pub(crate) const NOT_LEADER_OR_FOLLOWER: i16 = ResponseError::NotLeaderOrFollower.code();
+/// No such topic id: refresh metadata.
+pub(crate) const UNKNOWN_TOPIC_ID: i16 = ResponseError::UnknownTopicId.code();
+/// No such topic or partition: refresh metadata.
+pub(crate) const UNKNOWN_TOPIC_OR_PARTITION: i16 = ResponseError::UnknownTopicOrPartition.code();
 /// The server disconnected before a response was received.
 pub(crate) const NETWORK_EXCEPTION: i16 = ResponseError::NetworkException.code();
 /// The coordinator is loading: retry.

@@ -165,7 +165,9 @@ pub(crate) fn part_base(request: &FetchRequest) -> FetchRequest {
 /// The `max_bytes` of each of `parts` parts of a fetch that asked for
 /// `max_bytes`: an even share, so that the merged answer stays within what
 /// the client asked for, as one broker's would (and within the memory
-/// budget Sluice reserved for it). Like `max_bytes` itself the share is a
+/// budget Sluice reserved for it). The consume path, whose answers also
+/// carry stashed and adopted data, bounds the whole answer besides
+/// (`consume/bound.rs`). Like `max_bytes` itself the share is a
 /// soft limit: a broker still returns a first record batch larger than it.
 pub(crate) fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
     match i32::try_from(parts) {

@@ -208,3 +208,84 @@ fn an_incremental_fetch_without_a_session_id_is_unknown() {
     let nameless = sessions.apply(&in_session(0, 1, &[(0, 2)]), VERSION);
     assert_eq!(nameless.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
 }
+
+#[test]
+fn a_session_counts_against_the_client_s_memory_budget() {
+    let mut state = FetchState::default();
+    let many: Vec<(i32, i64)> = (0..10_000).map(|p| (p, 0)).collect();
+    let (_, reply) = state
+        .sessions
+        .apply(&in_session(0, 0, &many), VERSION)
+        .unwrap();
+    assert!(matches!(reply, SessionReply::Opened(_)));
+    let kept = state.kept_bytes();
+    assert!(
+        kept >= 10_000 * 100,
+        "a session of 10,000 partitions is counted: {kept} bytes"
+    );
+    assert!(
+        state
+            .sessions
+            .apply(&in_session(0, -1, &[]), VERSION)
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_session_keeps_no_slice_of_the_request_frame() {
+    use sluice_codec::{ApiKey, Request, RequestKind};
+
+    let mut sessions = ClientSessions::default();
+    let mut request = in_session(0, 0, &[(0, 1)]);
+    request.topics[0].topic = TopicName(StrBytes::from_string("x".repeat(100)));
+    let request = Request::from_body(ApiKey::Fetch, VERSION, 7, None, RequestKind::Fetch(request));
+    let mut frame = bytes::BytesMut::new();
+    request.encode(&mut frame).unwrap();
+    let frame = frame.split_off(4);
+    let mut parsed = Request::parse(frame).unwrap();
+    let raw = parsed.raw_frame().unwrap().clone();
+    let RequestKind::Fetch(decoded) = parsed.body().unwrap() else {
+        panic!("a fetch");
+    };
+    let decoded_name = decoded.topics[0].topic.as_bytes();
+    let range = raw.as_ptr_range();
+    let sliced = range.contains(&decoded_name.as_ptr());
+    sessions.apply(decoded, VERSION).unwrap();
+    let held = sessions.held_names();
+    assert_eq!(held.len(), 2);
+    assert!(
+        held.iter().all(|name| !range.contains(&name.as_ptr())),
+        "the session's topic names are slices of the request frame (decoded names sliced: {sliced})"
+    );
+}
+
+/// Kafka closes a session that an incremental fetch empties and answers it
+/// sessionless, to free its slot in the broker's shared session cache.
+/// Sluice keeps one session per connection, so there is no slot to free:
+/// the emptied session stays open, and the client, answered within it,
+/// goes on adding partitions to it.
+#[test]
+fn an_emptied_session_goes_on_serving_its_client() {
+    let mut sessions = ClientSessions::default();
+    let (_, reply) = sessions
+        .apply(&in_session(0, 0, &[(0, 1)]), VERSION)
+        .unwrap();
+    let SessionReply::Opened(id) = reply else {
+        panic!("a new session: {reply:?}");
+    };
+    let mut forget = in_session(id, 1, &[]);
+    forget.topics.clear();
+    forget.forgotten_topics_data = vec![
+        ForgottenTopic::default()
+            .with_topic(topic())
+            .with_partitions(vec![0]),
+    ];
+    let (full, reply) = sessions.apply(&forget, VERSION).unwrap();
+    assert_eq!(reply, SessionReply::Incremental(id));
+    assert!(full.unwrap().topics.is_empty(), "nothing to fetch");
+    let (full, reply) = sessions
+        .apply(&in_session(id, 2, &[(1, 7)]), VERSION)
+        .unwrap();
+    assert_eq!(reply, SessionReply::Incremental(id));
+    assert_eq!(offsets(&full.unwrap()), vec![(1, 7)]);
+}
