@@ -56,54 +56,36 @@ where
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+
     use rcgen::{CertificateParams, KeyPair};
-    use sluice_config::TlsAcceptorConfig;
-    use sluice_tls::acceptor::acceptor;
+    use rustls::ServerConfig;
+    use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-    /// Removes the test's files when it ends.
-    struct Cleanup(Vec<String>);
+    use super::*;
 
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for path in &self.0 {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-    }
-
-    fn write_temp(name: &str, contents: &str) -> String {
-        let path =
-            std::env::temp_dir().join(format!("sluice-source-tls-{}-{name}", std::process::id()));
-        std::fs::write(&path, contents).unwrap();
-        path.to_string_lossy().into_owned()
-    }
-
-    fn self_signed_files(tag: &str) -> (String, String) {
+    /// An acceptor with a self-signed certificate, built in memory (reading
+    /// its files is `sluice_tls::acceptor`'s, tested there).
+    fn self_signed_acceptor() -> TlsAcceptor {
         let key = KeyPair::generate().unwrap();
         let cert = CertificateParams::new(vec!["localhost".to_owned()])
             .unwrap()
             .self_signed(&key)
             .unwrap();
-        (
-            write_temp(&format!("{tag}-cert.pem"), &cert.pem()),
-            write_temp(&format!("{tag}-key.pem"), &key.serialize_pem()),
-        )
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let config =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![cert.der().clone()], key)
+                .unwrap();
+        TlsAcceptor::from(Arc::new(config))
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_silent_client_times_out() {
-        let (cert, key) = self_signed_files("silent");
-        let cfg = TlsAcceptorConfig {
-            certificate_path: cert,
-            private_key_path: key,
-            certificate_authority_path: None,
-        };
-        let acceptor = acceptor(&cfg).unwrap();
-        let _cleanup = Cleanup(vec![
-            cfg.certificate_path.clone(),
-            cfg.private_key_path.clone(),
-        ]);
+        let acceptor = self_signed_acceptor();
         let (_client, server) = tokio::io::duplex(1024);
         let started = tokio::time::Instant::now();
         let err = handshake(&acceptor, server, HANDSHAKE_TIMEOUT)
