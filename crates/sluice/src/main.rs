@@ -19,6 +19,9 @@
 //! - [`stopping`]: the stop sequence, leave then drain.
 //! - [`report`]: failures and verdicts outside the log, in the log's format.
 
+#[cfg(test)]
+#[path = "../build/commit.rs"]
+mod build_commit;
 mod cli;
 mod logging;
 mod ops;
