@@ -726,6 +726,21 @@ fn malformed_chain_elements_are_named() {
         "sources[0].Kafka.chain[0]",
         "one transform per chain element",
     );
+    // shotover-proxy's transforms that Sluice does not implement, in both
+    // forms, are refused by name with what Sluice does implement.
+    for element in ["QueryCounter:\n            name: counter", "NullSink"] {
+        let name = element.split(':').next().unwrap_or(element);
+        let e = err(&chain(element));
+        assert_err(
+            &e,
+            "sources[0].Kafka.chain[0]",
+            &format!("unknown transform `{name}`"),
+        );
+        assert!(
+            e.to_string().contains("Sluice implements DebugPrinter"),
+            "{e}"
+        );
+    }
     assert_err(
         &err("sources:\n  - Kafak:\n      name: k\n"),
         "sources[0].Kafak",
