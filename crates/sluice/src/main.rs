@@ -62,7 +62,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let loaded = match Loaded::load(&cli.topology_file, &cli.config_file) {
+    let loaded = match Loaded::load(
+        &cli.topology_file,
+        &cli.config_file,
+        cli.local_shotover_broker_id,
+    ) {
         Ok(loaded) => loaded,
         Err(e) => {
             report::failure(cli.log_format, &e.to_string());

@@ -39,12 +39,21 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
-    /// Reads and validates both files.
-    pub(crate) fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
+    /// Reads and validates both files; `local_broker_id` (the
+    /// `--local-shotover-broker-id` flag) replaces the topology's
+    /// `local_shotover_broker_id`.
+    pub(crate) fn load(
+        topology_path: &Path,
+        config_path: &Path,
+        local_broker_id: Option<i32>,
+    ) -> Result<Self, ConfigError> {
         let config = Config::load(config_path)?;
         logging::parse_filter(&config.main_log_level)
             .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
-        let topology = Topology::load(topology_path)?;
+        let mut topology = Topology::load(topology_path)?;
+        if let Some(id) = local_broker_id {
+            topology.set_local_shotover_broker_id(id, topology_path)?;
+        }
         Ok(Self {
             topology_path: topology_path.to_path_buf(),
             topology,

@@ -529,3 +529,28 @@ fn version_names_the_commit() {
         "a commit id or `unknown`: {stdout}"
     );
 }
+
+#[test]
+fn local_shotover_broker_id_picks_a_listed_node() {
+    let dir = Scratch::new("local-node");
+    let (topology, config) = dir.files(&cluster_source("127.0.0.1:9192"));
+    let check = |id: &str| {
+        let mut cmd = sluice(&topology, &config);
+        cmd.args(["validate-config", "--local-shotover-broker-id", id]);
+        run(cmd)
+    };
+    let out = check("0");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = check("7");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--local-shotover-broker-id 7 is not the broker_id of any entry"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&topology.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("sources[0].Kafka.chain[0].KafkaSinkCluster.shotover_nodes"),
+        "{stderr}"
+    );
+}
