@@ -69,7 +69,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{CodecError, Response, ResponseKind};
 use sluice_error::{ErrorClass, ErrorSide};
 
-use crate::topology::{ClusterView, ShotoverNode, TopicId};
+use crate::topology::{ClusterView, ShotoverNode, TopicId, TopicRef};
 
 use choose::{BrokerRanks, Chooser, stable_hash};
 
@@ -237,6 +237,26 @@ impl<'a> Rewriter<'a> {
             .find(|(b, _)| *b == id)
             .and_then(|(_, rack)| rack.as_deref())
             .or_else(|| self.view.broker_rack(id).map(|r| &**r))
+    }
+
+    /// The Sluice node shown as the leader of `partition` of `topic`, which
+    /// real broker `leader` leads: the node every rewrite shows clients (see
+    /// `choose`).
+    pub(crate) fn shown_leader(
+        &self,
+        topic: &TopicRef,
+        partition: i32,
+        leader: BrokerId,
+    ) -> BrokerId {
+        let key = match topic {
+            TopicRef::Name(name) => self.topic_key(Some(&name.0), TopicId::NIL),
+            TopicRef::Id(id) => self.topic_key(None, *id),
+        };
+        let rack = self.view.broker_rack(leader).map(|r| &**r);
+        let hash = choose::partition_hash(&key, partition);
+        self.chooser
+            .pick_leader(leader, rack, self.ranks(), hash)
+            .broker_id
     }
 
     /// The Sluice node shown as the controller, for a real controller `real`.

@@ -14,13 +14,37 @@
 //! partitions, each of its fetches would be split over the brokers, and a
 //! consumer could not overlap fetching from one broker with processing
 //! another's records. So the node shown as a partition's leader is picked by
-//! where its real leader stands among the known brokers (its rank by id, in
-//! its rack when the rack has nodes): with as many nodes as brokers, each
-//! node stands for exactly one broker, and a consumer's fetches go as they
-//! would directly. With fewer nodes each stands for several whole brokers;
-//! with more, a broker's partitions spread (by their hash) over the nodes
-//! that share its rank modulo the broker count. This adds one more event
-//! that moves leaders: a broker joining or leaving the cluster.
+//! where its real leader stands among the brokers partitions are placed by
+//! (its rank by id, in its rack when the rack has nodes): with as many nodes
+//! as brokers, each node stands for exactly one broker, and a consumer's
+//! fetches go as they would directly. With fewer nodes each stands for
+//! several whole brokers; with more, a broker's partitions spread (by their
+//! hash) over the nodes that share its rank modulo the broker count.
+//!
+//! **Ranks stay put when a broker fails.** The brokers ranked are every
+//! listed broker *and every replica a known partition names*
+//! ([`ClusterView::placed_brokers`]): a killed or hung broker leaves the
+//! broker list when the controller fences it, but stays a replica of its
+//! partitions, so it keeps its rank and so does every other broker. Only the
+//! partitions whose real leader moved are shown on another node, as they
+//! would move to another broker directly. Were ranks taken over the listed
+//! brokers alone, a broker leaving would shift the ranks above it and move
+//! the shown leader of most partitions; two Sluice nodes learn of the fence
+//! a moment apart, so for that moment they would show one partition on two
+//! nodes, and an idempotent producer would have batches of one partition in
+//! flight to one real leader over two connections, where they can arrive
+//! out of order (OUT_OF_ORDER_SEQUENCE_NUMBER, aborted transactions). A
+//! Sluice node refuses a Produce for a partition it does not show
+//! (`route/produce_fetch.rs`), as a broker refuses one for a partition it
+//! does not lead, so one partition's batches never take two paths.
+//!
+//! ```text
+//! brokers 1 2 3, two Sluice nodes A B; ranks 0 1 2 → nodes A B A
+//! t=0   broker 2 hangs
+//! t≈9s  fenced: the broker list is 1 3, but 2 is still a replica
+//!       ranks stay 0 1 2: partitions led by 1 and 3 stay on A;
+//!       those 2 led move to wherever their new leader is shown
+//! ```
 //!
 //! The hash is FNV-1a with a 64-bit finalizer, written out here rather than
 //! taken from `std` because `DefaultHasher` is not guaranteed to be the same
@@ -58,8 +82,9 @@ pub(crate) fn partition_hash(topic: &[u8], partition: i32) -> u64 {
     stable_hash(&[b"partition", topic, &partition.to_be_bytes()])
 }
 
-/// Where each known real broker stands, by id: among the brokers of its
-/// rack, and among all (see [`Chooser::pick_leader`]).
+/// Where each real broker partitions are placed by stands, by id: among the
+/// brokers of its rack, and among all (see [`Chooser::pick_leader`] and
+/// [`ClusterView::placed_brokers`]).
 #[derive(Debug, Default)]
 pub(crate) struct BrokerRanks<'a> {
     /// Broker → (its rank in its rack, its rank among all).
@@ -71,15 +96,15 @@ pub(crate) struct BrokerRanks<'a> {
 }
 
 impl<'a> BrokerRanks<'a> {
-    /// The ranks of the brokers `view` knows.
+    /// The ranks of the brokers `view` places partitions by.
     pub(crate) fn new(view: &'a ClusterView) -> Self {
         // The view keeps its brokers by id, so both ranks go by id.
         let mut ranks = HashMap::new();
         let mut per_rack: HashMap<Option<&str>, usize> = HashMap::new();
         let mut all = 0;
-        for broker in view.brokers() {
-            let in_rack = per_rack.entry(broker.rack.as_deref()).or_default();
-            ranks.insert(broker.id, (*in_rack, all));
+        for (id, rack) in view.placed_brokers() {
+            let in_rack = per_rack.entry(rack).or_default();
+            ranks.insert(id, (*in_rack, all));
             *in_rack += 1;
             all += 1;
         }

@@ -283,6 +283,60 @@ fn leaders_follow_whole_brokers() {
     assert!(more[&1].len() > 1, "spread by partition: {more:?}");
 }
 
+/// The Sluice node shown for each partition of `orders` by `nodes`, with
+/// `resp` applied to a fresh view (so the view knows only what `resp` says).
+fn shown_orders(resp: &MetadataResponse, nodes: &[ShotoverNode]) -> BTreeMap<i32, i32> {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, resp);
+    let (_, m) = rewrite_metadata(12, resp.clone(), &view, nodes);
+    leaders(&m, "orders")
+}
+
+#[test]
+fn a_fenced_broker_moves_only_the_partitions_it_led() {
+    // Two Sluice nodes, three brokers without racks: brokers 1 and 3 share
+    // a node. Broker 2 is fenced (killed or hung): the broker list drops it,
+    // its partitions get new leaders (1 here), and it stays an offline
+    // replica of every partition.
+    let nodes = rackless_nodes(2);
+    let mut before = fixtures::metadata_response(5);
+    for broker in &mut before.brokers {
+        broker.rack = None;
+    }
+    let mut after = before.clone();
+    after.brokers.retain(|b| b.node_id.0 != 2);
+    for topic in &mut after.topics {
+        for p in &mut topic.partitions {
+            if p.leader_id.0 == 2 {
+                p.leader_id = BrokerId(1);
+                p.leader_epoch += 1;
+            }
+            p.isr_nodes.retain(|r| r.0 != 2);
+            if !p.offline_replicas.contains(&BrokerId(2)) {
+                p.offline_replicas.push(BrokerId(2));
+            }
+        }
+    }
+    let (was, now) = (shown_orders(&before, &nodes), shown_orders(&after, &nodes));
+    // Real leaders before: partition % 3 + 1.
+    for (partition, shown) in &was {
+        if partition % 3 + 1 != 2 {
+            assert_eq!(
+                now[partition],
+                *shown,
+                "partition {partition} (led by broker {} throughout) moved between \
+                 Sluice nodes when broker 2 was fenced: before {was:?}, after {now:?}",
+                partition % 3 + 1
+            );
+        } else {
+            assert_eq!(
+                now[partition], was[&0],
+                "now led by broker 1: shown with its partitions"
+            );
+        }
+    }
+}
+
 /// A response with one topic of `partitions` partitions, all led by `leader`.
 fn one_topic_response(topic: &'static str, partitions: i32, leader: i32) -> MetadataResponse {
     let mut resp = fixtures::metadata_response(1);

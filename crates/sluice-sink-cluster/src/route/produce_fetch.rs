@@ -29,15 +29,26 @@
 //!   decoded (without being marked for re-encoding) and checked.
 //! - **Staleness**: per-partition error codes that say the view is out of
 //!   date ([`stale_partitions`]).
+//! - **Produce goes only where it is shown** ([`ShownHere`]). A Sluice node
+//!   forwards a Produce partition only if it shows itself as that
+//!   partition's leader; any other is answered NOT_LEADER_OR_FOLLOWER, as a
+//!   broker answers a Produce for a partition it does not lead. Two nodes
+//!   see a leader move a moment apart; a producer that followed one of them
+//!   while the other still forwarded would have one partition's batches in
+//!   flight to one real leader over two connections, where they can arrive
+//!   out of order. A node that is leaving still forwards what it is sent:
+//!   its peers may show it until their health checks see it gone.
 
 use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{Stale, partition_staleness};
+use crate::rewrite::Rewriter;
 use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::order::TopicEntry;
-use crate::topology::{BrokerId, TopicRef};
+use crate::split::{Coordinators, PartitionLeaders, Routing};
+use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
 /// OFFSET_OUT_OF_RANGE.
 pub(crate) const OFFSET_OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
@@ -65,6 +76,38 @@ pub(crate) fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
                 || p.preferred_read_replica.0 >= 0
                 || p.current_leader.leader_id.0 >= 0
         })
+}
+
+/// The routing of a Produce on the local Sluice node (see the module doc):
+/// a partition's real leader when `local` is the node shown as its leader,
+/// none otherwise, so that the split answers it NOT_LEADER_OR_FOLLOWER
+/// (after one Metadata refresh, in case the local view is the stale one).
+pub(crate) struct ShownHere<'r, R: ?Sized> {
+    /// How the view routes.
+    pub(crate) routing: &'r R,
+    /// What clients are shown, from the same view.
+    pub(crate) shown: &'r Rewriter<'r>,
+    /// The local Sluice node's id.
+    pub(crate) local: BrokerId,
+}
+
+impl<R: Routing + ?Sized> PartitionLeaders for ShownHere<'_, R> {
+    fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        let leader = self.routing.leader(topic, partition)?;
+        (self.shown.shown_leader(topic, partition, leader) == self.local).then_some(leader)
+    }
+}
+
+impl<R: Routing + ?Sized> Coordinators for ShownHere<'_, R> {
+    fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
+        self.routing.coordinator(key_type, key)
+    }
+}
+
+impl<R: Routing + ?Sized> Routing for ShownHere<'_, R> {
+    fn brokers(&self) -> Vec<BrokerId> {
+        self.routing.brokers()
+    }
 }
 
 /// A partition of a consumer fetch that a follower answered with an error.

@@ -20,6 +20,8 @@ use super::{InternalRequestError, KafkaSinkCluster, Shared};
 use crate::close::{CloseError, Invariant};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::rewrite::Rewriter;
+use crate::route::produce_fetch::ShownHere;
 use crate::route::{self, Family, Meta, OnFailure};
 use crate::split::dispatch::{SplitRequest, split_request};
 use crate::split::{RackRouting, Unroutable};
@@ -586,7 +588,27 @@ impl KafkaSinkCluster {
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        split_request(body, version, &routing).ok_or_else(|| Invariant::NotSplittable.into())
+        // A Produce goes only where it is shown (`route::produce_fetch`); a
+        // leaving node forwards everything, and so would one with no node up,
+        // which cannot happen (the local node is up while it is not leaving).
+        let nodes = match body {
+            RequestKind::Produce(_) if self.shared.nodes.leaving_for(now).is_none() => {
+                self.shared.nodes.snapshot()
+            }
+            _ => Vec::new(),
+        };
+        let split = match Rewriter::new(&view, &nodes) {
+            Ok(shown) => {
+                let here = ShownHere {
+                    routing: &routing,
+                    shown: &shown,
+                    local: self.shared.nodes.local_id(),
+                };
+                split_request(body, version, &here)
+            }
+            Err(_) => split_request(body, version, &routing),
+        };
+        split.ok_or_else(|| Invariant::NotSplittable.into())
     }
 }
 

@@ -33,6 +33,7 @@ use super::KafkaSinkClusterBuilder;
 
 mod auth;
 mod leave;
+mod shown;
 mod stalled;
 
 const WAIT: Duration = Duration::from_secs(10);

@@ -7,6 +7,13 @@
 //! batched v4+), and pruned when a broker answers with an error that says a
 //! part of it is stale (see [`staleness`](super::staleness)).
 //!
+//! It also keeps the brokers that partitions are *placed* by
+//! ([`ClusterView::placed_brokers`]): every listed broker and every broker a
+//! known partition names as a replica, live or not. A broker that is fenced
+//! (killed, hung) leaves the broker list but stays a replica of its
+//! partitions, so it keeps its place, and the Sluice node shown for the
+//! partitions of every other broker stays put (see `rewrite/choose.rs`).
+//!
 //! Two rules keep it from going backwards:
 //! - a partition's entry is replaced only by one with an equal or newer leader
 //!   epoch, since a lagging broker may answer Metadata with an old leader;
@@ -193,6 +200,10 @@ pub struct ClusterView {
     /// Partitions whose consumer fetches go to the leader only, until the
     /// instant given (see [`replica`]).
     follower_fences: HashMap<(TopicName, i32), Instant>,
+    /// The brokers partitions are placed by, with the rack last seen for
+    /// each (see [`ClusterView::placed_brokers`]). Rebuilt with each
+    /// Metadata response, since topics and brokers come and go.
+    placed: BTreeMap<BrokerId, Option<StrBytes>>,
 }
 
 impl Clone for ClusterView {
@@ -205,6 +216,7 @@ impl Clone for ClusterView {
             coordinators: self.coordinators.clone(),
             next_any: AtomicUsize::new(self.next_any.load(Ordering::Relaxed)),
             follower_fences: self.follower_fences.clone(),
+            placed: self.placed.clone(),
         }
     }
 }
@@ -261,7 +273,32 @@ impl ClusterView {
         for topic in &resp.topics {
             self.apply_topic(topic);
         }
+        self.place_brokers();
         applied
+    }
+
+    /// Rebuilds [`placed`](Self::placed): the listed brokers with their racks,
+    /// then every replica of a known partition, with the rack it had when it
+    /// was last listed (a fenced broker is not listed, but its rack is the
+    /// same when it comes back).
+    fn place_brokers(&mut self) {
+        let mut placed: BTreeMap<BrokerId, Option<StrBytes>> = self
+            .brokers
+            .values()
+            .map(|b| (b.id, b.rack.clone()))
+            .collect();
+        let replicas = self
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.values())
+            .flat_map(|p| p.replicas.iter().chain(&p.offline));
+        for id in replicas {
+            if id.0 >= 0 && !placed.contains_key(id) {
+                let rack = self.placed.get(id).cloned().flatten();
+                placed.insert(*id, rack);
+            }
+        }
+        self.placed = placed;
     }
 
     fn apply_topic(&mut self, topic: &MetadataResponseTopic) {
@@ -352,6 +389,7 @@ impl ClusterView {
                     address: Address::new(host.clone(), port),
                     rack: None,
                 });
+                self.placed.entry(id).or_insert(None);
             }
             _ => {
                 map.remove(key.as_bytes());
@@ -479,6 +517,14 @@ impl ClusterView {
     /// All known brokers, by id.
     pub(crate) fn brokers(&self) -> impl Iterator<Item = &Broker> {
         self.brokers.values()
+    }
+
+    /// The brokers partitions are placed by, by id, with their racks: every
+    /// listed broker and every replica of a known partition, so that a
+    /// broker that is fenced keeps its place while its partitions still
+    /// name it (see the module doc).
+    pub(crate) fn placed_brokers(&self) -> impl Iterator<Item = (BrokerId, Option<&str>)> {
+        self.placed.iter().map(|(id, rack)| (*id, rack.as_deref()))
     }
 
     /// Some broker, for requests any broker can serve (Metadata, ListGroups
