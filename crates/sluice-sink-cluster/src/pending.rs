@@ -73,13 +73,37 @@ pub(crate) struct Part {
     pub(crate) broker: Option<BrokerAddress>,
     /// Its receiver, or its result once it arrived.
     pub(crate) state: PartState,
-    /// When it has waited longer than the broker may legitimately hold it
-    /// (plus a margin): from then on the sink checks whether the broker is
-    /// still in the cluster (see `sink/stalled.rs`). `None`: never checked.
-    pub(crate) stalls_at: Option<Instant>,
-    /// Whether a stall check has already found its broker quiet once: a
-    /// second such check marks the broker suspect (see `sink/stalled.rs`).
+    /// When the sink checks whether its broker is still in the cluster, and
+    /// from when its silence makes the broker suspect (see
+    /// `sink/stalled.rs`). `None`: never checked.
+    pub(crate) stall: Option<StallClock>,
+}
+
+/// When a part owed by a broker is checked on (see `sink/stalled.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StallClock {
+    /// The next check: a margin past when the broker may have answered by
+    /// design, not counting a Produce's wait for its replicas; then again
+    /// after each check that finds the broker still listed.
+    pub(crate) check_at: Instant,
+    /// From when a check that finds the broker quiet again makes it suspect
+    /// (a WARN): a margin past the part's whole legitimate wait, a
+    /// Produce's `timeout_ms` included, since a healthy but loaded cluster
+    /// may take that long to replicate.
+    pub(crate) suspect_from: Instant,
+    /// Whether a check has already found the broker quiet once.
     pub(crate) checked: bool,
+}
+
+impl StallClock {
+    /// First checked at `check_at`; suspect from `suspect_from` on.
+    pub(crate) fn new(check_at: Instant, suspect_from: Instant) -> Self {
+        Self {
+            check_at,
+            suspect_from: suspect_from.max(check_at),
+            checked: false,
+        }
+    }
 }
 
 /// Where a part stands.
@@ -121,21 +145,20 @@ impl Part {
             target,
             broker: Some(broker.clone()),
             state: PartState::Waiting(Sent { receiver, broker }),
-            stalls_at: None,
-            checked: false,
+            stall: None,
         }
     }
 
-    /// The same part, checked for a stalled broker from `at` on.
-    pub(crate) fn stalling_at(mut self, at: Instant) -> Self {
-        self.stalls_at = Some(at);
+    /// The same part, checked for a stalled broker as `clock` says.
+    pub(crate) fn stalling_at(mut self, clock: StallClock) -> Self {
+        self.stall = Some(clock);
         self
     }
 
     /// When this part, still waiting, is due for a stall check.
     pub(crate) fn stall_check_at(&self) -> Option<Instant> {
         match self.state {
-            PartState::Waiting(_) => self.stalls_at,
+            PartState::Waiting(_) => self.stall.map(|s| s.check_at),
             PartState::Done(_) | PartState::Taken => None,
         }
     }
@@ -169,8 +192,7 @@ impl Part {
             target,
             broker: error.broker().cloned(),
             state: PartState::Done(Err(error)),
-            stalls_at: None,
-            checked: false,
+            stall: None,
         }
     }
 
@@ -346,7 +368,8 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
         let at = Instant::now();
-        let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(at);
+        let clock = StallClock::new(at, at);
+        let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(clock);
         part.settle_if_answered();
         assert_eq!(
             part.stall_check_at(),

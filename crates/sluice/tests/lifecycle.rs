@@ -24,6 +24,9 @@
 //!   producer at 1,000 records/s: no record fails, every acknowledged one
 //!   is consumed, no client is disconnected, and Sluice ends its
 //!   connections to the broker once it has left the cluster.
+//! - The same behind two Sluice nodes, with a transactional producer too:
+//!   the partitions the hung broker did not lead stay on the Sluice node
+//!   that showed them, on both nodes (`lifecycle/two_nodes.rs`).
 //! - Every broker killed: `/ready` turns 503 naming the sink and why while
 //!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
@@ -55,6 +58,7 @@ use sluice_testkit::{unique, wait};
 
 mod lifecycle {
     pub(crate) mod support;
+    mod two_nodes;
 }
 
 use lifecycle::support::*;
