@@ -37,7 +37,9 @@
 //!   while the other still forwarded would have one partition's batches in
 //!   flight to one real leader over two connections, where they can arrive
 //!   out of order. A node that is leaving still forwards what it is sent:
-//!   its peers may show it until their health checks see it gone.
+//!   its peers may show it until their health checks see it gone. So is an
+//!   `acks=0` Produce: it has no answer to carry the error, so a refused
+//!   partition's records would be dropped unseen, and no order to keep.
 
 use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};

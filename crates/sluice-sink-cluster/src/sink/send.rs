@@ -588,11 +588,15 @@ impl KafkaSinkCluster {
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        // A Produce goes only where it is shown (`route::produce_fetch`); a
-        // leaving node forwards everything, and so would one with no node up,
+        // A Produce goes only where it is shown (`route::produce_fetch`). A
+        // leaving node forwards everything, and so does one with no node up,
         // which cannot happen (the local node is up while it is not leaving).
+        // So is acks=0, which has no answer to carry the error (a refused
+        // partition's records would be dropped unseen) and no order to keep.
         let nodes = match body {
-            RequestKind::Produce(_) if self.shared.nodes.leaving_for(now).is_none() => {
+            RequestKind::Produce(p)
+                if p.acks != 0 && self.shared.nodes.leaving_for(now).is_none() =>
+            {
                 self.shared.nodes.snapshot()
             }
             _ => Vec::new(),

@@ -36,4 +36,14 @@ async fn a_produce_for_a_partition_shown_on_another_node_is_refused() {
             "node {local}: 0 where it is shown, NOT_LEADER_OR_FOLLOWER where it is not"
         );
     }
+    // acks=0 has no answer to carry the error: node 0 forwards it (the
+    // broker reads its bytes) rather than drop the records unseen.
+    let (_builder, mut sink, ctx) = two_node_client(broker.addr, 0);
+    exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
+    broker.stall.next.store(true, Ordering::SeqCst);
+    let stalled = broker.stall.stalled.notified();
+    send(&mut *sink, &ctx, produce(3, 0)).await;
+    assert_eq!(sink.pending(), 0, "acks=0 owes no answer");
+    within("the acks=0 Produce to reach the broker", stalled).await;
+    broker.stall.release.notify_one();
 }
