@@ -3,7 +3,8 @@
 //! One listener on `observability_interface` serves all three, so that a
 //! Prometheus scrape and a Kubernetes probe need one port:
 //!
-//! - `/metrics`: the Prometheus text format, rendered by the recorder;
+//! - `/metrics`: the Prometheus text format, rendered by the recorder,
+//!   followed by the process metrics (`crate::process`);
 //! - `/health`: whether the process is serving (the binary says what that
 //!   means through [`Probes`]);
 //! - `/ready`: whether it can serve clients now.
@@ -134,7 +135,11 @@ fn answer(
     probes: &dyn Probes,
 ) -> Response<Full<Bytes>> {
     match request.uri().path() {
-        "/metrics" => respond(StatusCode::OK, PROMETHEUS_TEXT, handle.render()),
+        "/metrics" => {
+            let mut text = handle.render();
+            crate::process::render(&mut text);
+            respond(StatusCode::OK, PROMETHEUS_TEXT, text)
+        }
         "/health" => check(probes.health()),
         "/ready" => check(probes.ready()),
         other => respond(
@@ -237,6 +242,10 @@ mod tests {
         assert!(metrics.starts_with("HTTP/1.0 200"), "{metrics}");
         assert!(
             metrics.contains("content-type: text/plain; version=0.0.4"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("\n# TYPE process_open_fds gauge\nprocess_open_fds "),
             "{metrics}"
         );
         let missing = get(addr, "/nope").await;
