@@ -36,9 +36,13 @@ use tracing::{debug, warn};
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; more are closed at accept.
 const MAX_CONNECTIONS: usize = 64;
-/// How often the recorder's histograms are maintained (what the exporter's
-/// own listener did every 5 s).
-const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the recorder's histograms are maintained. The recorder keeps
+/// every value recorded since the last upkeep (8 bytes each, in blocks of
+/// 64) and only then counts them into buckets; the latency histograms take
+/// two values per request, so this bounds what they hold to one second of
+/// traffic (about 1.6 MB at 100,000 requests a second) rather than the
+/// exporter's default five.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the accept loop pauses after `accept()` fails.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
