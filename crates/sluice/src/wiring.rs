@@ -41,9 +41,7 @@ pub(crate) struct Loaded {
 impl Loaded {
     /// Reads and validates both files.
     pub(crate) fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
-        let config = Config::load(config_path)?;
-        logging::parse_filter(&config.main_log_level)
-            .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
+        let config = load_config(config_path)?;
         let topology = Topology::load(topology_path)?;
         Ok(Self {
             topology_path: topology_path.to_path_buf(),
@@ -59,6 +57,15 @@ impl Loaded {
             SourceConfig::Kafka(k) => k,
         })
     }
+}
+
+/// Reads and validates the config file: at startup, and again on SIGHUP
+/// (see [`crate::hangup`]), so that both refuse the same files.
+pub(crate) fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    let config = Config::load(path)?;
+    logging::parse_filter(&config.main_log_level)
+        .map_err(|e| FieldError::new("main_log_level", e).in_file(path))?;
+    Ok(config)
 }
 
 /// What `validate-config` checks beyond [`Loaded::load`]: every chain builds
