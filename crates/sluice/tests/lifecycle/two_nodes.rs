@@ -9,13 +9,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sluice_testkit::cluster::{Cluster, TRIO};
-use sluice_testkit::delivery::{self, Produced, disconnects};
+use sluice_testkit::delivery;
 use sluice_testkit::{clients, fronted, unique, wait};
 
 use super::support::*;
-
-/// How long the leader stays stopped.
-const FROZEN_FOR: Duration = Duration::from_secs(30);
 
 /// How many transactions the librdkafka producer commits while the broker
 /// hangs and after, and how many records each carries.
@@ -127,52 +124,12 @@ fn a_hung_leader_behind_two_nodes_moves_only_its_own_partitions() {
          {shown_before:?} -> {shown_after:?}"
     );
 
-    wait::until(
-        FROZEN_FOR + Duration::from_secs(5),
-        "the broker's frozen time to pass",
-        || {
-            producer.assert_running();
-            consumer.assert_running();
-            if stopped_at.elapsed() >= FROZEN_FOR {
-                Ok(())
-            } else {
-                Err(format!("frozen for {:?}", stopped_at.elapsed()))
-            }
-        },
-    );
-    stopped.resume();
-
-    let out = producer.wait_exit(Duration::from_secs(180));
-    out.assert_success("VerifiableProducer");
-    let produced = Produced::from_events(&delivery::events(&out.stdout));
-    let producer_disconnects = disconnects(&out.stderr);
-    let out_of_order = out.stderr.matches("OUT_OF_ORDER_SEQUENCE_NUMBER").count();
+    let run = FrozenRun::finish(stopped, stopped_at, producer, consumer, &topic);
     let txn = transactional
         .join()
         .expect("the transactional producer's thread");
-    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
-    let out = consumer.terminate(Duration::from_secs(60));
-    let consumer_disconnects = disconnects(&out.stderr);
-    eprintln!(
-        "{} records acked, {} failed; {out_of_order} OUT_OF_ORDER_SEQUENCE_NUMBER answers",
-        produced.acked.len(),
-        produced.errors.len(),
-    );
-
     txn.assert_success("transactions.py: every transaction committed");
-    assert!(
-        produced.errors.is_empty(),
-        "no record failed ({} failed): {:?}",
-        produced.errors.len(),
-        &produced.errors[..produced.errors.len().min(3)]
-    );
-    assert_eq!(produced.acked.len(), 60_000, "every record acknowledged");
-    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
-    assert_eq!(
-        (producer_disconnects, consumer_disconnects),
-        (Vec::new(), Vec::new()),
-        "clients of Sluice never see a broker disconnect"
-    );
+    run.assert_clean(60_000);
     for sluice in &sluices {
         assert_eq!(
             sluice.metric(CLOSED_ON_ERROR, &[]),
