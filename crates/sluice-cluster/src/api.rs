@@ -22,20 +22,16 @@
 mod tests;
 
 use sluice_codec::ApiKey;
-use sluice_codec::kafka_protocol::ResponseError;
 use sluice_codec::kafka_protocol::protocol::VersionRange;
 
-use crate::split::error_codes;
+use crate::error_codes;
+use crate::error_codes::REQUEST_TIMED_OUT;
 use crate::split::groups::OFFSET_FETCH_GROUPS_VERSION;
 use crate::topology::CoordinatorKeyType;
 
-/// REQUEST_TIMED_OUT: an admin write whose broker failed may or may not have
-/// been applied; the client decides whether to retry.
-pub(crate) const REQUEST_TIMED_OUT: i16 = ResponseError::RequestTimedOut.code();
-
 /// How an API is routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Family {
+pub enum Family {
     /// Any broker; the response is then rewritten or recorded.
     Meta(Meta),
     /// Split by partition leader (Produce, Fetch, ListOffsets,
@@ -51,7 +47,7 @@ pub(crate) enum Family {
     /// Any broker (KRaft brokers forward controller work themselves).
     Admin(Admin),
     /// SaslHandshake and SaslAuthenticate that reach routing: only from a
-    /// client already taken to use no authentication (see [`crate::auth`]),
+    /// client already taken to use no authentication (see [`crate::client_auth`]),
     /// sent untouched to any broker; a broker failure closes the client. A
     /// client's own authentication exchange never gets here: the gate sends
     /// it to the client's auth connection (`sink/auth.rs`), and refuses
@@ -63,7 +59,7 @@ pub(crate) enum Family {
 
 /// The four APIs whose answers describe the cluster itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Meta {
+pub enum Meta {
     /// ApiVersions: intersected across brokers, clamped to what Sluice decodes.
     ApiVersions,
     /// Metadata: recorded in the view, then rewritten.
@@ -76,13 +72,13 @@ pub(crate) enum Meta {
 
 /// What kind of admin request it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Admin {
+pub struct Admin {
     /// It changes the cluster: never retried after a failure, answered with
     /// REQUEST_TIMED_OUT instead (it may or may not have happened).
-    pub(crate) write: bool,
+    pub write: bool,
     /// Its success changes partition leadership or topics: the topics it
     /// names are forgotten from the view, so that the next request refreshes.
-    pub(crate) marks_topics_stale: bool,
+    pub marks_topics_stale: bool,
 }
 
 const READ: Admin = Admin {
@@ -100,7 +96,7 @@ const TOPIC_WRITE: Admin = Admin {
 
 /// What to answer for one part of a request whose broker failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnFailure {
+pub enum OnFailure {
     /// The split module synthesizes this code for the part's partitions or groups.
     SplitError(i16),
     /// Synthesize a whole response carrying this code.
@@ -115,7 +111,7 @@ pub(crate) enum OnFailure {
 /// Which versions of an API Sluice offers clients when it does not decode
 /// the API itself (those it decodes: `sluice_codec::versions::DECODED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Versions {
+pub enum Versions {
     /// Only the decoded ones (none, for an API not listed there).
     Decoded,
     /// Every version whose request and response `kafka-protocol` both
@@ -127,24 +123,24 @@ pub(crate) enum Versions {
 
 /// Everything the sink decides about one API by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ApiDescriptor {
+pub struct ApiDescriptor {
     /// Where it is routed.
-    pub(crate) family: Family,
+    pub family: Family,
     /// The first version that is split (for the split families).
-    pub(crate) split_since: i16,
+    pub split_since: i16,
     /// What the client gets when the broker serving it fails.
-    pub(crate) on_failure: OnFailure,
+    pub on_failure: OnFailure,
     /// Its answer always passes through the rewriter: it names brokers.
-    pub(crate) rewritten: bool,
+    pub rewritten: bool,
     /// The first version whose answer may carry leader hints naming
     /// brokers (brokers fill them in on errors such as
     /// NOT_LEADER_OR_FOLLOWER, which cannot be known without decoding).
-    pub(crate) leader_hints_since: Option<i16>,
+    pub leader_hints_since: Option<i16>,
     /// Each broker's answer to the fan-out is cut down to what the local
     /// Sluice node is shown to own, since clients ask every node.
-    pub(crate) filtered_after_fan_out: bool,
+    pub filtered_after_fan_out: bool,
     /// The versions offered beyond the decoded ones.
-    pub(crate) versions: Versions,
+    pub versions: Versions,
 }
 
 impl ApiDescriptor {
@@ -228,19 +224,19 @@ impl ApiDescriptor {
     }
 
     /// Whether a client may send it (else Sluice answers it with an error).
-    pub(crate) fn is_client_facing(&self) -> bool {
+    pub fn is_client_facing(&self) -> bool {
         self.family != Family::NotForClients
     }
 
     /// Whether its answer at `version` may carry leader hints.
-    pub(crate) fn may_carry_leader_hints(&self, version: i16) -> bool {
+    pub fn may_carry_leader_hints(&self, version: i16) -> bool {
         self.leader_hints_since
             .is_some_and(|since| version >= since)
     }
 }
 
 /// The descriptor of `api`: the table.
-pub(crate) fn describe(api: ApiKey) -> ApiDescriptor {
+pub fn describe(api: ApiKey) -> ApiDescriptor {
     use ApiDescriptor as A;
     use ApiKey as K;
     use CoordinatorKeyType::{Group, Transaction};
@@ -359,7 +355,7 @@ pub(crate) fn describe(api: ApiKey) -> ApiDescriptor {
 /// The versions of `api` Sluice offers clients, before intersecting with the
 /// brokers: the [`versions::DECODED`](sluice_codec::versions::DECODED) range
 /// for the APIs listed there; otherwise as the table's [`Versions`] says.
-pub(crate) fn offered_versions(api: ApiKey) -> Option<VersionRange> {
+pub fn offered_versions(api: ApiKey) -> Option<VersionRange> {
     if let Some(range) = sluice_codec::versions::decoded(api) {
         return Some(VersionRange {
             min: range.min,

@@ -57,9 +57,9 @@
 //! re-authenticate) at the end of its session, as the broker would. An
 //! answer below v1 never starts or renews a session: it fails the client.
 
-pub(crate) mod login;
-pub(crate) mod messages;
-pub(crate) mod reauth;
+mod error;
+pub mod messages;
+pub mod reauth;
 
 #[cfg(test)]
 mod tests;
@@ -67,28 +67,44 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
-use sluice_auth::scram::ScramMechanism;
-use sluice_chain::ChainError;
-use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::SaslAuthenticateResponse;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
 
-use crate::close::{ClaimError, CloseError, Invariant, SaslMisuse};
+pub use error::{ClaimError, ClientAuthError, GateError, SaslMisuse};
 
-pub(crate) use messages::{PlainCredentials, parse_scram_client_first};
+use crate::error_codes::{SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM};
+pub use messages::{PlainCredentials, parse_scram_client_first};
 use reauth::Session;
 
-/// Kafka's UNSUPPORTED_SASL_MECHANISM.
-pub(crate) const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechanism.code();
-/// Kafka's SASL_AUTHENTICATION_FAILED.
-pub(crate) const SASL_AUTHENTICATION_FAILED: i16 = sluice_auth::error::SASL_AUTHENTICATION_FAILED;
+/// A SCRAM mechanism, by the hash its exchange uses (the exchange itself is
+/// the broker's business, and Sluice's own logins are `sluice-auth`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScramMechanism {
+    /// `SCRAM-SHA-256` (RFC 7677).
+    Sha256,
+    /// `SCRAM-SHA-512`.
+    Sha512,
+}
+
+impl ScramMechanism {
+    /// Both mechanisms.
+    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
+
+    /// The SASL mechanism name, as sent in SaslHandshake.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScramMechanism::Sha256 => "SCRAM-SHA-256",
+            ScramMechanism::Sha512 => "SCRAM-SHA-512",
+        }
+    }
+}
 
 /// A SASL mechanism Sluice can carry onto its broker connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mechanism {
+pub enum Mechanism {
     /// PLAIN: the credentials are replayed.
     Plain,
     /// SCRAM: a delegation token of the user stands in (SCRAM over mTLS).
@@ -97,7 +113,7 @@ pub(crate) enum Mechanism {
 
 impl Mechanism {
     /// The SASL name.
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
@@ -105,7 +121,7 @@ impl Mechanism {
     }
 
     /// Rounds of SaslAuthenticate until the exchange is complete.
-    pub(crate) fn rounds(self) -> u8 {
+    pub fn rounds(self) -> u8 {
         match self {
             Mechanism::Plain => 1,
             Mechanism::Scram(_) => 2,
@@ -115,7 +131,7 @@ impl Mechanism {
 
 /// Who an authenticated client is, and how to authenticate for it.
 #[derive(Debug, Clone)]
-pub(crate) enum Identity {
+pub enum Identity {
     /// PLAIN: the client's own credentials.
     Plain(Arc<PlainCredentials>),
     /// SCRAM: the user, and the mechanism its token connections must use.
@@ -129,7 +145,7 @@ pub(crate) enum Identity {
 
 impl Identity {
     /// The username.
-    pub(crate) fn username(&self) -> &str {
+    pub fn username(&self) -> &str {
         match self {
             Identity::Plain(c) => c.username(),
             Identity::Scram { username, .. } => username,
@@ -139,7 +155,7 @@ impl Identity {
 
 /// Which SASL request an answer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SaslStep {
+pub enum SaslStep {
     /// SaslHandshake: the offered mechanisms are filtered.
     Handshake,
     /// SaslAuthenticate: success or failure decides the client's fate.
@@ -151,7 +167,7 @@ pub(crate) enum SaslStep {
 
 /// What to do with a client request.
 #[derive(Debug)]
-pub(crate) enum Admit {
+pub enum Admit {
     /// Route it as usual.
     Route,
     /// The client's first request is not about authentication: it uses none
@@ -184,7 +200,7 @@ pub(crate) enum Admit {
 
 /// What an answer did to the client's authentication.
 #[derive(Debug)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Nothing decided yet.
     Continue,
     /// The client authenticated.
@@ -207,7 +223,7 @@ pub(crate) enum Outcome {
 
 /// Where the client stands.
 #[derive(Debug)]
-enum State {
+enum State<R> {
     /// Nothing sent yet but ApiVersions.
     Start,
     /// SaslHandshake for `requested` sent; its answer is not settled.
@@ -234,7 +250,7 @@ enum State {
     /// The client does not authenticate.
     WithoutAuth,
     /// To be closed, for this reason, once the answers owed are written.
-    Closing(CloseError),
+    Closing(R),
 }
 
 /// Who the client claims to be, until the broker agrees.
@@ -244,14 +260,16 @@ enum Pending {
     Scram(Arc<str>),
 }
 
-/// The authentication state of one client connection.
+/// The authentication state of one client connection. `R` is why the
+/// client is closed: [`ClientAuthError`], or the driver's own reason that
+/// wraps it (the driver closes the client for reasons of its own too).
 #[derive(Debug)]
-pub(crate) struct ClientAuth {
+pub struct ClientAuth<R = ClientAuthError> {
     /// `authorize_scram_over_mtls` is configured: SCRAM is offered.
     scram_over_mtls: bool,
     /// The client must authenticate before anything else reaches a broker.
     required: bool,
-    state: State,
+    state: State<R>,
     /// The session of an authenticated client: set by the first successful
     /// authentication, renewed by each re-authentication.
     session: Option<Session>,
@@ -260,10 +278,10 @@ pub(crate) struct ClientAuth {
     offered: Vec<StrBytes>,
 }
 
-impl ClientAuth {
+impl<R: From<ClientAuthError>> ClientAuth<R> {
     /// A client that has sent nothing yet (it must authenticate with
     /// `scram_over_mtls`; see also [`ClientAuth::requiring`]).
-    pub(crate) fn new(scram_over_mtls: bool) -> Self {
+    pub fn new(scram_over_mtls: bool) -> Self {
         Self {
             scram_over_mtls,
             required: scram_over_mtls,
@@ -275,7 +293,7 @@ impl ClientAuth {
 
     /// The same client, that must authenticate when `required` (the brokers
     /// require SASL).
-    pub(crate) fn requiring(mut self, required: bool) -> Self {
+    pub fn requiring(mut self, required: bool) -> Self {
         self.required |= required;
         self
     }
@@ -283,17 +301,17 @@ impl ClientAuth {
     /// Whether the client is past the gate: authenticated (also while it
     /// re-authenticates), or using no authentication. Before that, only its
     /// auth connection exists.
-    pub(crate) fn decided(&self) -> bool {
+    pub fn decided(&self) -> bool {
         matches!(self.state, State::Authenticated | State::WithoutAuth) || self.session.is_some()
     }
 
     /// Whether the client must authenticate (see [`ClientAuth::new`]).
-    pub(crate) fn required(&self) -> bool {
+    pub fn required(&self) -> bool {
         self.required
     }
 
     /// The reason the client is being closed, if it is.
-    pub(crate) fn closing(&self) -> Option<&CloseError> {
+    pub fn closing(&self) -> Option<&R> {
         match &self.state {
             State::Closing(reason) => Some(reason),
             _ => None,
@@ -301,7 +319,7 @@ impl ClientAuth {
     }
 
     /// Closes the client (once its owed answers are written) for `reason`.
-    pub(crate) fn fail(&mut self, reason: impl Into<CloseError>) {
+    pub fn fail(&mut self, reason: impl Into<R>) {
         if !matches!(self.state, State::Closing(_)) {
             self.state = State::Closing(reason.into());
         }
@@ -309,7 +327,7 @@ impl ClientAuth {
 
     /// The mechanism called `name` if Sluice can carry it (exact name, as
     /// Kafka compares them).
-    pub(crate) fn carried(&self, name: &str) -> Option<Mechanism> {
+    pub fn carried(&self, name: &str) -> Option<Mechanism> {
         if name == Mechanism::Plain.name() {
             return Some(Mechanism::Plain);
         }
@@ -322,9 +340,10 @@ impl ClientAuth {
     /// Decides what happens to `request`. `Err`: close the client now. A
     /// SaslAuthenticate round that goes to a broker is at v1 or later
     /// afterwards (see [`with_session_lifetime`]); the client's answer must
-    /// then be written at the version it asked for.
-    pub(crate) fn admit(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
-        let admit = self.gate(request)?;
+    /// then be written at the version it asked for. `now`: when the request
+    /// was read (a session ends by the clock).
+    pub fn admit(&mut self, request: &mut Request, now: Instant) -> Result<Admit, GateError> {
+        let admit = self.gate(request, now)?;
         if matches!(
             admit,
             Admit::AuthConnection(Some(SaslStep::Authenticate)) | Admit::Reauthenticate { .. }
@@ -334,11 +353,10 @@ impl ClientAuth {
         Ok(admit)
     }
 
-    fn gate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+    fn gate(&mut self, request: &mut Request, now: Instant) -> Result<Admit, GateError> {
         if matches!(self.state, State::Closing(_)) {
             return Ok(Admit::Drop);
         }
-        let now = Instant::now();
         if matches!(self.state, State::Authenticated) {
             return self.admit_authenticated(request, now);
         }
@@ -354,7 +372,7 @@ impl ClientAuth {
         }
     }
 
-    fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+    fn admit_handshake(&mut self, request: &mut Request) -> Result<Admit, GateError> {
         match &self.state {
             State::WithoutAuth => return Ok(Admit::Route),
             State::Start => {}
@@ -372,7 +390,7 @@ impl ClientAuth {
         Ok(Admit::AuthConnection(Some(SaslStep::Handshake)))
     }
 
-    fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+    fn admit_authenticate(&mut self, request: &mut Request) -> Result<Admit, GateError> {
         let version = request.api_version();
         let (mechanism, answered) = match &mut self.state {
             State::WithoutAuth => return Ok(Admit::Route),
@@ -414,7 +432,7 @@ impl ClientAuth {
         &mut self,
         request: &mut Request,
         mechanism: Mechanism,
-    ) -> Result<Result<Pending, Admit>, ChainError> {
+    ) -> Result<Result<Pending, Admit>, GateError> {
         let RequestKind::SaslAuthenticate(body) = request.body()? else {
             return Err(SaslMisuse::WrongBody(ApiKey::SaslAuthenticate).into());
         };
@@ -430,7 +448,7 @@ impl ClientAuth {
         };
         Ok(claim.map_err(|reason| {
             let message = format!("Authentication failed: {reason}");
-            self.state = State::Closing(CloseError::Claim(reason));
+            self.state = State::Closing(ClientAuthError::Claim(reason).into());
             Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default()
                     .with_error_code(SASL_AUTHENTICATION_FAILED)
@@ -439,7 +457,7 @@ impl ClientAuth {
         }))
     }
 
-    fn admit_other(&mut self, api: ApiKey) -> Result<Admit, ChainError> {
+    fn admit_other(&mut self, api: ApiKey) -> Result<Admit, GateError> {
         match &self.state {
             State::WithoutAuth => Ok(Admit::Route),
             State::Start if self.required => Err(SaslMisuse::Unauthenticated(api).into()),
@@ -454,15 +472,17 @@ impl ClientAuth {
     /// Settles the broker's answer to a SASL request sent at `step`: filters
     /// the offered mechanisms and moves the state on (`session_lifetime_ms`
     /// goes to the client as the broker gave it, and starts its session).
-    /// The answer (possibly rewritten) then goes to the client.
-    pub(crate) fn on_answer(
+    /// The answer (possibly rewritten) then goes to the client. `now`: when
+    /// it was settled (a session starts then).
+    pub fn on_answer(
         &mut self,
         step: SaslStep,
         response: &mut Response,
+        now: Instant,
     ) -> Result<Outcome, CodecError> {
         let version = response.api_version();
         if step != SaslStep::Handshake && version < 1 {
-            self.fail(Invariant::UnversionedSaslAnswer(version));
+            self.fail(ClientAuthError::UnversionedSaslAnswer(version));
             return Ok(Outcome::Failed);
         }
         match (step, response.body_mut()?) {
@@ -477,14 +497,18 @@ impl ClientAuth {
                 };
                 let Some(mechanism) = self.carried(&requested) else {
                     answer.error_code = UNSUPPORTED_SASL_MECHANISM;
-                    self.state = State::Closing(CloseError::MechanismNotOffered { requested });
+                    self.state =
+                        State::Closing(ClientAuthError::MechanismNotOffered { requested }.into());
                     return Ok(Outcome::Failed);
                 };
                 if answer.error_code != 0 {
-                    self.state = State::Closing(CloseError::MechanismRefused {
-                        mechanism: requested,
-                        code: answer.error_code,
-                    });
+                    self.state = State::Closing(
+                        ClientAuthError::MechanismRefused {
+                            mechanism: requested,
+                            code: answer.error_code,
+                        }
+                        .into(),
+                    );
                     return Ok(Outcome::Failed);
                 }
                 self.state = State::Exchange {
@@ -499,10 +523,10 @@ impl ClientAuth {
                 let lifetime = lifetime_of(answer.session_lifetime_ms);
                 let code = answer.error_code;
                 let message = answer.error_message.as_ref().map(|m| m.to_string());
-                Ok(self.on_authenticate(code, message, lifetime))
+                Ok(self.on_authenticate(code, message, lifetime, now))
             }
             (SaslStep::Reauthenticate, ResponseKind::SaslAuthenticate(answer)) => {
-                Ok(self.on_reauthenticate(answer))
+                Ok(self.on_reauthenticate(answer, now))
             }
             _ => Ok(self.unexpected_answer()),
         }
@@ -513,6 +537,7 @@ impl ClientAuth {
         code: i16,
         message: Option<String>,
         session_lifetime: Option<Duration>,
+        now: Instant,
     ) -> Outcome {
         let State::Exchange {
             mechanism,
@@ -524,7 +549,8 @@ impl ClientAuth {
             return self.unexpected_answer();
         };
         if code != 0 {
-            self.state = State::Closing(CloseError::AuthenticationFailed { code, message });
+            self.state =
+                State::Closing(ClientAuthError::AuthenticationFailed { code, message }.into());
             return Outcome::Failed;
         }
         *answered += 1;
@@ -539,7 +565,7 @@ impl ClientAuth {
             Arc::from(identity.username()),
             *versioned,
             session_lifetime,
-            Instant::now(),
+            now,
         ));
         self.state = State::Authenticated;
         Outcome::Authenticated {
@@ -548,8 +574,8 @@ impl ClientAuth {
         }
     }
 
-    pub(crate) fn unexpected_answer(&mut self) -> Outcome {
-        self.fail(Invariant::UnexpectedSaslAnswer);
+    fn unexpected_answer(&mut self) -> Outcome {
+        self.fail(ClientAuthError::UnexpectedSaslAnswer);
         Outcome::Failed
     }
 }
@@ -586,10 +612,7 @@ fn with_session_lifetime(request: &mut Request) -> Result<(), CodecError> {
 /// SaslAuthenticate answer that a broker gave at v1 for a client's v0 round
 /// is rebuilt at v0 (without the lifetime, which v0 cannot carry). Other
 /// answers are already at the client's version and stay as they are.
-pub(crate) fn in_client_version(
-    response: Response,
-    client_version: i16,
-) -> Result<Response, CodecError> {
+pub fn in_client_version(response: Response, client_version: i16) -> Result<Response, CodecError> {
     if response.api_key() != ApiKey::SaslAuthenticate || response.api_version() == client_version {
         return Ok(response);
     }

@@ -75,17 +75,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use sluice_codec::Response;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, NodeEndpoint, PartitionData,
 };
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use tokio::time::Instant;
+use std::time::Instant;
 use uuid::Uuid;
 
-use crate::pending::Part;
-use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_bytes};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
@@ -101,15 +101,27 @@ mod upstream;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
-pub(crate) use ahead::ReadAhead;
-use kept::Frame;
-pub(crate) use session::{ClientSessions, SessionReply};
 #[cfg(test)]
-use session::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
-pub(crate) use upstream::{Prepared, SentIn, UpstreamSessions, learn};
+use crate::error_codes::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
+pub use ahead::ReadAhead;
+use kept::Frame;
+pub use session::{ClientSessions, SessionReply};
+pub use session::{SessionEvent, SessionSide, session_error_name};
+pub use upstream::{Prepared, SentIn, UpstreamSessions, learn};
+
+/// A part of a split fetch as the core sees it. The driver's part holds
+/// what its answer arrives through; the core reads only where it stands.
+pub trait FetchPart {
+    /// Whether its answer has not arrived yet.
+    fn is_waiting(&self) -> bool;
+    /// Whether it failed (no answer will come).
+    fn has_failed(&self) -> bool;
+    /// The broker's answer, once it arrived.
+    fn answer_mut(&mut self) -> Option<&mut Response>;
+}
 
 /// A partition, as the fetch names it (by topic name up to v12, by id from v13).
-pub(crate) type PartitionKey = (TopicRef, i32);
+pub type PartitionKey = (TopicRef, i32);
 
 /// The watermarks a broker last reported for a partition: what an empty
 /// partition answer carries while its part is still out.
@@ -136,7 +148,7 @@ impl Marks {
 /// read_uncommitted answer holds records past the last stable offset and no
 /// aborted transactions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Position {
+pub struct Position {
     fetch_offset: i64,
     current_leader_epoch: i32,
     isolation_level: i8,
@@ -167,11 +179,16 @@ struct Stashed {
 }
 
 impl Stashed {
-    fn new(at: Position, data: Box<PartitionData>, frame: Option<Arc<Frame>>) -> Self {
+    fn new(
+        at: Position,
+        data: Box<PartitionData>,
+        frame: Option<Arc<Frame>>,
+        now: Instant,
+    ) -> Self {
         Self {
             at,
             data,
-            since: Instant::now(),
+            since: now,
             frame,
         }
     }
@@ -185,24 +202,24 @@ const STASH_KEEP: Duration = Duration::from_secs(10);
 
 /// A part owed by its broker after its fetch was answered.
 #[derive(Debug)]
-pub(crate) struct Parked {
+pub struct Parked<P> {
     /// The part, with its receiver (or its result, once it arrived).
-    pub(crate) part: Part,
+    pub part: P,
     /// What it asked for.
-    pub(crate) meta: PartMeta,
+    pub meta: PartMeta,
 }
 
 /// What a fetch part asked its broker for.
 #[derive(Debug, Clone)]
-pub(crate) struct PartMeta {
+pub struct PartMeta {
     /// The broker it went to.
-    pub(crate) broker: BrokerId,
+    pub broker: BrokerId,
     /// The version it was sent at (its answer's topics are keyed by it).
-    pub(crate) version: i16,
+    pub version: i16,
     /// Each partition it asked for, and where.
-    pub(crate) asked: HashMap<PartitionKey, Position>,
+    pub asked: HashMap<PartitionKey, Position>,
     /// The broker session it went out in.
-    pub(crate) sent_in: SentIn,
+    pub sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
     learned: bool,
     /// When it was sent.
@@ -212,23 +229,37 @@ pub(crate) struct PartMeta {
     may_bring_bytes: usize,
     /// Whether it was sent ahead of the client's fetch (see [`ahead`]):
     /// if it fails, nobody asked for it.
-    pub(crate) ahead: bool,
+    pub ahead: bool,
 }
 
 /// One client connection's fetch state between fetches: parked parts, their
-/// stashed answers, and the last watermarks seen per partition.
-#[derive(Debug, Default)]
-pub(crate) struct FetchState {
+/// stashed answers, and the last watermarks seen per partition. `P`: the
+/// driver's part.
+#[derive(Debug)]
+pub struct FetchState<P> {
     /// The client's fetch session with Sluice.
-    pub(crate) sessions: ClientSessions,
+    pub sessions: ClientSessions,
     /// Sluice's fetch sessions with the brokers.
-    pub(crate) upstream: UpstreamSessions,
-    parked: Vec<Parked>,
+    pub upstream: UpstreamSessions,
+    parked: Vec<Parked<P>>,
     stash: HashMap<PartitionKey, Stashed>,
     marks: HashMap<PartitionKey, Marks>,
     /// Until when a broker throttles the client, by an answer stashed
     /// between fetches: the next answer tells the client what is left.
     throttled_until: Option<Instant>,
+}
+
+impl<P> Default for FetchState<P> {
+    fn default() -> Self {
+        Self {
+            sessions: ClientSessions::default(),
+            upstream: UpstreamSessions::default(),
+            parked: Vec::new(),
+            stash: HashMap::new(),
+            marks: HashMap::new(),
+            throttled_until: None,
+        }
+    }
 }
 
 /// Where one partition's answer comes from.
@@ -266,7 +297,7 @@ struct TopicPlan {
 /// A split fetch's answer-to-be: where each partition's answer comes from,
 /// and when to answer (see the module doc).
 #[derive(Debug)]
-pub(crate) struct FetchCombine {
+pub struct FetchCombine {
     version: i16,
     /// How the client's session shapes the answer.
     session: SessionReply,
@@ -305,7 +336,7 @@ struct Arrived {
 
 /// What a finished part yielded, for [`FetchState::assemble`].
 #[derive(Debug)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// The broker's answer, decoded, and the size of the frame it came in
     /// (0 when not read from a broker).
     Answer(FetchResponse, usize),
@@ -317,80 +348,94 @@ pub(crate) enum Outcome {
 
 /// A part to send for an entry.
 #[derive(Debug)]
-pub(crate) struct NewPart {
+pub struct NewPart {
     /// Where to.
-    pub(crate) broker: BrokerId,
+    pub broker: BrokerId,
     /// What (at the entry's version).
-    pub(crate) request: FetchRequest,
+    pub request: FetchRequest,
     /// What the entry records once it is sent ([`FetchCombine::commit`]).
-    pub(crate) claim: Claim,
+    pub claim: Claim,
 }
 
 /// The partitions a [`NewPart`] serves, and what it asks.
 #[derive(Debug)]
-pub(crate) struct Claim {
+pub struct Claim {
     meta: PartMeta,
     slots: Vec<(usize, usize)>,
 }
 
 impl Claim {
     /// Records the broker session the part went out in.
-    pub(crate) fn sent_in(&mut self, sent_in: SentIn) {
+    pub fn sent_in(&mut self, sent_in: SentIn) {
         self.meta.sent_in = sent_in;
     }
 }
 
 /// A fetch planned against the connection's [`FetchState`].
 #[derive(Debug)]
-pub(crate) struct Planned {
+pub struct Planned<P> {
     /// The entry's combine.
-    pub(crate) combine: FetchCombine,
+    pub combine: FetchCombine,
     /// Parked parts the fetch adopted: the entry's first parts, in order.
-    pub(crate) adopted: Vec<Part>,
+    pub adopted: Vec<P>,
     /// New parts to send, after the adopted ones, in order; each is
     /// committed to `combine` once sent.
-    pub(crate) fresh: Vec<NewPart>,
+    pub fresh: Vec<NewPart>,
 }
 
-impl FetchState {
+impl<P> FetchState<P> {
+    /// Takes what happened to the fetch sessions since the last call, for
+    /// the driver to count.
+    pub fn take_session_events(&mut self) -> Vec<SessionEvent> {
+        let mut events = self.sessions.take_events();
+        events.extend(self.upstream.take_events());
+        events
+    }
+
     /// Whether nothing is parked or stashed (a sessionless fetch to one
     /// broker may then pass through untouched).
-    pub(crate) fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.parked.is_empty() && self.stash.is_empty()
     }
 
     /// Takes the parked parts out (to see which have answered).
-    pub(crate) fn take_parked(&mut self) -> Vec<Parked> {
+    pub fn take_parked(&mut self) -> Vec<Parked<P>> {
         std::mem::take(&mut self.parked)
     }
 
     /// Parks a part still out.
-    pub(crate) fn park(&mut self, parked: Parked) {
+    pub fn park(&mut self, parked: Parked<P>) {
         self.parked.push(parked);
     }
 
     /// Stashes the answer of a parked part that arrived between fetches
-    /// (in a frame of `frame_bytes`; 0 when not read from a broker).
-    pub(crate) fn absorb(&mut self, meta: &PartMeta, answer: FetchResponse, frame_bytes: usize) {
+    /// (in a frame of `frame_bytes`; 0 when not read from a broker) at `now`.
+    pub fn absorb(
+        &mut self,
+        meta: &PartMeta,
+        answer: FetchResponse,
+        frame_bytes: usize,
+        now: Instant,
+    ) {
         let frame = Frame::of(frame_bytes);
         if answer.throttle_time_ms > 0 {
             let ms = u64::from(answer.throttle_time_ms.unsigned_abs());
-            let until = Instant::now() + Duration::from_millis(ms);
+            let until = now + Duration::from_millis(ms);
             self.throttled_until = Some(self.throttled_until.map_or(until, |u| u.max(until)));
         }
         for (key, data) in answer_partitions(answer, meta.version) {
             self.note_marks(&key, &data);
-            self.stash_answer(meta, key, data, frame.as_ref());
+            self.stash_answer(meta, key, data, frame.as_ref(), now);
         }
     }
 
     /// Stashes `error_code` for every partition a failed parked part asked
-    /// for, so that the client's next fetch of them learns it.
-    pub(crate) fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16) {
+    /// for, so that the client's next fetch of them learns it (at `now`).
+    pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16, now: Instant) {
         for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
             self.stash
-                .insert(kept::owned_key(key), Stashed::new(at, data, None));
+                .insert(kept::owned_key(key), Stashed::new(at, data, None, now));
         }
     }
 
@@ -398,14 +443,14 @@ impl FetchState {
     /// into parts per broker (`routed`); `now` is when Sluice read it, from
     /// which `max_wait_ms` counts. Every stashed answer is used or dropped
     /// here.
-    pub(crate) fn plan(
+    pub fn plan(
         &mut self,
         request: &FetchRequest,
         version: i16,
         (client_id, session): (Option<Bytes>, SessionReply),
         routed: &[(BrokerId, FetchRequest)],
         now: Instant,
-    ) -> Planned {
+    ) -> Planned<P> {
         let mut stash = std::mem::take(&mut self.stash);
         // Too old to serve: the client may have fetched elsewhere since,
         // and its watermarks (or error) are stale.
@@ -491,7 +536,7 @@ impl FetchState {
                 .and_then(|topic| topic.partitions.get(p))
                 .is_some_and(|plan| matches!(plan.source, Source::Pending))
         };
-        let fresh = combine.new_parts(pending, |b| !busy.contains(&b), request.max_wait_ms);
+        let fresh = combine.new_parts(pending, |b| !busy.contains(&b), request.max_wait_ms, now);
         Planned {
             combine,
             adopted,
@@ -503,10 +548,12 @@ impl FetchState {
     /// out have been parked by the caller. Answers of adopted parts for
     /// partitions the client did not ask for now are stashed. Also returns
     /// the parts to send ahead (see [`ahead`]), if their brokers are free.
-    pub(crate) fn assemble(
+    /// `now`: when the answer is assembled.
+    pub fn assemble(
         &mut self,
         combine: FetchCombine,
         outcomes: Vec<Outcome>,
+        now: Instant,
     ) -> (FetchResponse, Vec<ReadAhead>) {
         let FetchCombine {
             version,
@@ -536,7 +583,7 @@ impl FetchState {
                 let key = (topic_key.clone(), index);
                 if left_over.contains(&(t, p)) {
                     let at = Position::of(&plan.request, base.isolation_level);
-                    self.leave_over(key.clone(), at, plan.source, &mut arrived);
+                    self.leave_over(key.clone(), at, plan.source, &mut arrived, now);
                     partitions.push(self.empty_partition(&key));
                     requested.insert(key);
                     continue;
@@ -568,21 +615,21 @@ impl FetchState {
         // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in arrived.answered {
             if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
-                self.stash_answer(meta, key, data, arrived.frames.get(&part));
+                self.stash_answer(meta, key, data, arrived.frames.get(&part), now);
             }
         }
         self.compact_stash();
         self.prune_marks(&requested);
         dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
-            .with_throttle_time_ms(arrived.throttle_time_ms.max(self.throttle_left()))
+            .with_throttle_time_ms(arrived.throttle_time_ms.max(self.throttle_left(now)))
             .with_error_code(arrived.error_code)
             .with_session_id(NO_SESSION_ID)
             .with_responses(responses)
             .with_node_endpoints(arrived.node_endpoints);
         self.sessions.answer(session, &mut response, version);
         let ahead = gather
-            .finish(&base, version, client_id.as_ref())
+            .finish(&base, version, client_id.as_ref(), now)
             .into_iter()
             .filter(|a| !self.parked.iter().any(|p| p.meta.broker == a.broker))
             .collect();
@@ -626,6 +673,7 @@ impl FetchState {
         key: PartitionKey,
         data: PartitionData,
         frame: Option<&Arc<Frame>>,
+        now: Instant,
     ) {
         if let Some(&at) = meta.asked.get(&key)
             && worth_serving(&data)
@@ -633,16 +681,17 @@ impl FetchState {
             let data = Box::new(data);
             self.stash.insert(
                 kept::owned_key(&key),
-                Stashed::new(at, data, frame.cloned()),
+                Stashed::new(at, data, frame.cloned(), now),
             );
         }
     }
 
     /// What is left of a throttle learned between fetches, in ms; told once.
-    fn throttle_left(&mut self) -> i32 {
-        let left = self.throttled_until.take().map_or(Duration::ZERO, |until| {
-            until.saturating_duration_since(Instant::now())
-        });
+    fn throttle_left(&mut self, now: Instant) -> i32 {
+        let left = self
+            .throttled_until
+            .take()
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
         i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
     }
 

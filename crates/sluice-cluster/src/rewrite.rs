@@ -59,7 +59,7 @@ mod metadata;
 mod topic_partitions;
 
 pub use api_versions::{codec_versions, intersect_api_versions};
-pub(crate) use configs::refused_answer;
+pub use configs::refused_answer;
 pub use configs::rewrite_configs_answer;
 
 use std::cell::OnceCell;
@@ -242,12 +242,7 @@ impl<'a> Rewriter<'a> {
     /// The Sluice node shown as the leader of `partition` of `topic`, which
     /// real broker `leader` leads: the node every rewrite shows clients (see
     /// `choose`).
-    pub(crate) fn shown_leader(
-        &self,
-        topic: &TopicRef,
-        partition: i32,
-        leader: BrokerId,
-    ) -> BrokerId {
+    pub fn shown_leader(&self, topic: &TopicRef, partition: i32, leader: BrokerId) -> BrokerId {
         let key = match topic {
             TopicRef::Name(name) => self.topic_key(Some(&name.0), TopicId::NIL),
             TopicRef::Id(id) => self.topic_key(None, *id),

@@ -24,36 +24,28 @@
 //! the local Sluice node is shown to own (`rewrite::fan_out`), since the
 //! client asks every Sluice node the same question.
 
-pub(crate) mod admin;
-pub(crate) mod groups;
-pub(crate) mod keyed;
-pub(crate) mod meta;
-pub(crate) mod produce_fetch;
-pub(crate) mod transactions;
+pub mod admin;
+pub mod groups;
+pub mod keyed;
+pub mod meta;
+pub mod produce_fetch;
+pub mod transactions;
 
 #[cfg(test)]
 mod tests;
 
-use sluice_codec::kafka_protocol::ResponseError;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 
-use crate::split::error_codes;
+use crate::error_codes::UNSUPPORTED_VERSION;
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
-/// UNSUPPORTED_VERSION: the answer to APIs that clients may not send.
-pub(crate) const UNSUPPORTED_VERSION: i16 = ResponseError::UnsupportedVersion.code();
-/// COORDINATOR_NOT_AVAILABLE: no coordinator could be found for a key.
-pub(crate) const COORDINATOR_NOT_AVAILABLE: i16 = error_codes::COORDINATOR_NOT_AVAILABLE;
-/// NOT_COORDINATOR: the coordinator's broker failed; find it again.
-pub(crate) const NOT_COORDINATOR: i16 = error_codes::NOT_COORDINATOR;
-
 // The per-API facts routing decides by live in the API table.
-pub(crate) use crate::api::{Admin, Family, Meta, OnFailure, REQUEST_TIMED_OUT, offered_versions};
+pub use crate::api::{Admin, Family, Meta, OnFailure, offered_versions};
 
 /// A whole response to `request` where the request's items (or the response's
 /// top level) carry `error_code`; `None` when the response has no place for
 /// an error that a client would act on.
-pub(crate) fn error_response(
+pub fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
@@ -68,7 +60,7 @@ pub(crate) fn error_response(
 
 /// Something a response says is out of date in the view.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Stale {
+pub enum Stale {
     /// A partition's leader moved (or it has none).
     Leader(TopicRef, i32),
     /// A topic is unknown (deleted, recreated, not yet known).
@@ -82,11 +74,7 @@ pub(crate) enum Stale {
 }
 
 /// What a partition-level `error_code` says is stale about `topic`/`partition`.
-pub(crate) fn partition_staleness(
-    error_code: i16,
-    topic: &TopicRef,
-    partition: i32,
-) -> Option<Stale> {
+pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Leader => Some(Stale::Leader(topic.clone(), partition)),
         Staleness::Topic => Some(Stale::Topic(topic.clone())),
@@ -97,7 +85,7 @@ pub(crate) fn partition_staleness(
 }
 
 /// What a top-level `error_code` of an admin or meta response says is stale.
-pub(crate) fn top_level_staleness(error_code: i16) -> Option<Stale> {
+pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Controller => Some(Stale::Controller),
         Staleness::Cluster => Some(Stale::Cluster),
@@ -107,7 +95,7 @@ pub(crate) fn top_level_staleness(error_code: i16) -> Option<Stale> {
 
 /// Forgets what `stale` names from the view. Returns how many entries were
 /// forgotten (for logs).
-pub(crate) fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
+pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
     let mut forgotten = 0;
     for s in stale {
         let changed = match s {
@@ -136,22 +124,22 @@ pub(crate) fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
 /// lookup by id) and FindCoordinator v4+ (batched keys) where supported,
 /// capped at what Sluice decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct InternalVersions {
+pub struct InternalVersions {
     /// The Metadata version.
-    pub(crate) metadata: i16,
+    pub metadata: i16,
     /// The FindCoordinator version.
-    pub(crate) find_coordinator: i16,
+    pub find_coordinator: i16,
 }
 
 /// The Metadata version preferred for refreshes.
-pub(crate) const PREFERRED_METADATA_VERSION: i16 = 12;
+pub const PREFERRED_METADATA_VERSION: i16 = 12;
 /// The first FindCoordinator version that batches keys.
-pub(crate) const BATCHED_FIND_COORDINATOR_VERSION: i16 = 4;
+pub const BATCHED_FIND_COORDINATOR_VERSION: i16 = 4;
 
 impl InternalVersions {
     /// Chooses from a broker's ApiVersions response (`None`: assume a modern
     /// broker, as the Kafka 4 baseline guarantees).
-    pub(crate) fn choose(
+    pub fn choose(
         broker: Option<&sluice_codec::kafka_protocol::messages::ApiVersionsResponse>,
     ) -> Self {
         let pick = |api: ApiKey, preferred: i16| -> i16 {

@@ -36,14 +36,13 @@
 //! every Fetch part is sessionless and the merged response says `session_id = 0`;
 //! see [`fetch`].
 
-pub(crate) mod dispatch;
-pub(crate) mod error_codes;
-pub(crate) mod fan_out;
-pub(crate) mod fetch;
-pub(crate) mod groups;
-pub(crate) mod order;
-pub(crate) mod partitions;
-pub(crate) mod produce;
+pub mod dispatch;
+pub mod fan_out;
+pub mod fetch;
+pub mod groups;
+pub mod order;
+pub mod partitions;
+pub mod produce;
 mod route;
 
 #[cfg(test)]
@@ -55,7 +54,7 @@ use std::hash::Hash;
 use sluice_codec::kafka_protocol::messages::{ApiKey, GroupId};
 use sluice_error::{ErrorClass, ErrorSide};
 
-pub(crate) use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};
+pub use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};
 
 use crate::topology::ClusterView;
 
@@ -113,15 +112,15 @@ impl Routing for ClusterView {
 /// so that consumer fetches go to an in-rack replica where there is one (see
 /// [`ClusterView::fetch_replica`]). Everything but fetches routes like the
 /// view.
-pub(crate) struct RackRouting<'a, U> {
+pub struct RackRouting<'a, U> {
     /// The view (hold its read guard for the split).
-    pub(crate) view: &'a ClusterView,
+    pub view: &'a ClusterView,
     /// The local Sluice node's rack; empty for none.
-    pub(crate) rack: &'a str,
+    pub rack: &'a str,
     /// The time fences are checked against.
-    pub(crate) now: tokio::time::Instant,
+    pub now: std::time::Instant,
     /// Whether a follower may serve fetches now (e.g. it is not suspect).
-    pub(crate) usable: U,
+    pub usable: U,
 }
 
 impl<U: Fn(BrokerId) -> bool> PartitionLeaders for RackRouting<'_, U> {
@@ -149,7 +148,7 @@ impl<U: Fn(BrokerId) -> bool> Routing for RackRouting<'_, U> {
 
 /// Something in a request that no broker can serve right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Unroutable {
+pub enum Unroutable {
     /// A partition without a known leader.
     Partition {
         /// The topic, as the request named it.
@@ -172,12 +171,12 @@ pub struct Split<Req> {
     /// What to send where, at the client's api version. A broker appears at
     /// most once; the order is the order of first use in the request (or of
     /// [`Routing::brokers`] for fan-out). May be empty when nothing is routable.
-    pub(crate) parts: Vec<(BrokerId, Req)>,
+    pub parts: Vec<(BrokerId, Req)>,
     /// What no broker can serve (for logs and metrics); the merge answers
     /// these with [`SplitApi::UNAVAILABLE_ERROR`].
-    pub(crate) unroutable: Vec<Unroutable>,
+    pub unroutable: Vec<Unroutable>,
     /// What [`SplitApi::merge`] needs.
-    pub(crate) plan: Plan<Req>,
+    pub plan: Plan<Req>,
 }
 
 impl<Req> Split<Req> {
@@ -185,7 +184,7 @@ impl<Req> Split<Req> {
     /// whole request goes to one broker and its only part equals the request,
     /// so the broker's response needs no merge either. `None` when the parts
     /// must be encoded, sent and merged.
-    pub(crate) fn passthrough(&self) -> Option<BrokerId> {
+    pub fn passthrough(&self) -> Option<BrokerId> {
         match self.parts.as_slice() {
             [(broker, _)] if self.unroutable.is_empty() && !self.plan.modified => Some(*broker),
             _ => None,
@@ -209,12 +208,12 @@ pub struct Plan<Req> {
 
 impl<Req> Plan<Req> {
     /// The client's api version.
-    pub(crate) fn version(&self) -> i16 {
+    pub fn version(&self) -> i16 {
         self.version
     }
 
     /// How many results [`SplitApi::merge`] expects.
-    pub(crate) fn part_count(&self) -> usize {
+    pub fn part_count(&self) -> usize {
         self.skeletons.len()
     }
 }

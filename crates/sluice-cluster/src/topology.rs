@@ -5,8 +5,8 @@
 //! - [`ClusterView`] is the real Kafka cluster: brokers and their addresses,
 //!   partition leaders, group and transaction coordinators. It is built from
 //!   the Metadata and FindCoordinator responses Sluice receives, and it is the
-//!   only thing Sluice routes by. It is shared by every client connection of a
-//!   sink through [`SharedClusterView`].
+//!   only thing Sluice routes by. The driver shares one among every client
+//!   connection of a sink.
 //! - [`SluiceNodes`] is the configured set of Sluice instances
 //!   (`shotover_nodes`), each marked up or down by the peer health checks.
 //!   These are the only nodes a client ever hears about (see `rewrite`).
@@ -16,20 +16,18 @@
 
 mod error;
 mod nodes;
-mod shared;
 mod stale;
 mod view;
 
-pub(crate) use error::TopologyError;
-pub(crate) use nodes::SluiceNodes;
+pub use error::TopologyError;
+pub use nodes::SluiceNodes;
 pub use nodes::{Address, ShotoverNode};
-pub(crate) use shared::SharedClusterView;
-pub(crate) use stale::{Staleness, staleness};
+pub use stale::{Staleness, staleness};
 pub use view::{ClusterView, CoordinatorKeyType, TopicRef};
-pub(crate) use view::{FOLLOWER_FETCH_VERSION, MetadataApplied, TopicId};
+pub use view::{FOLLOWER_FETCH_VERSION, MetadataApplied, TopicId};
 
 /// Re-exported so that callers name broker ids the way `kafka-protocol` does.
-pub(crate) use sluice_codec::kafka_protocol::messages::BrokerId;
+pub use sluice_codec::kafka_protocol::messages::BrokerId;
 
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;

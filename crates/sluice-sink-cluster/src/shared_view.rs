@@ -16,7 +16,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use super::ClusterView;
+use sluice_cluster::topology::ClusterView;
 
 /// A [`ClusterView`] behind an `Arc<RwLock<_>>`. Clones share the view.
 #[derive(Debug, Clone, Default)]
@@ -38,7 +38,7 @@ impl SharedClusterView {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::topology::BrokerId;
+    use sluice_cluster::topology::BrokerId;
 
     #[test]
     fn clones_share_one_view() {

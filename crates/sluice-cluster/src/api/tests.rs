@@ -3,7 +3,7 @@
 use sluice_codec::ApiKey;
 
 use super::*;
-use crate::split::error_codes::{COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR};
+use crate::error_codes::{COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR};
 
 /// Every API the codec knows.
 fn every_api() -> Vec<ApiKey> {

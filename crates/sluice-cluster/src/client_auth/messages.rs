@@ -84,7 +84,7 @@ pub struct ScramFirst {
     pub username: String,
     /// Whether the client authenticates with a delegation token itself
     /// (`tokenauth=true` extension).
-    pub(crate) tokenauth: bool,
+    pub tokenauth: bool,
 }
 
 /// Parses a client-first-message (RFC 5802 §7):

@@ -45,31 +45,26 @@
 //!   flight and reconnect, authenticating from scratch.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use sluice_chain::ChainError;
 use sluice_codec::kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
-use tokio::time::Instant;
 
 use super::{
-    Admit, ClientAuth, Identity, Mechanism, Outcome, Pending, SASL_AUTHENTICATION_FAILED, State,
-    UNSUPPORTED_SASL_MECHANISM, lifetime_of,
+    Admit, ClientAuth, ClientAuthError, GateError, Identity, Mechanism, Outcome, Pending,
+    SaslMisuse, State, lifetime_of,
 };
-use crate::close::{CloseError, Invariant, SaslMisuse};
-
-/// Kafka's ILLEGAL_SASL_STATE.
-pub(crate) const ILLEGAL_SASL_STATE: i16 = 34;
-/// Kafka's NETWORK_EXCEPTION: retriable, and not an authentication failure.
-pub(crate) const NETWORK_EXCEPTION: i16 = 13;
+use crate::error_codes::{
+    ILLEGAL_SASL_STATE, NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+};
 
 /// Kafka's shortest interval between two re-authentications of a connection.
 const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The session of an authenticated client.
 #[derive(Debug)]
-pub(crate) struct Session {
+pub struct Session {
     /// The mechanism of the first authentication; a re-authentication must
     /// use it.
     mechanism: Mechanism,
@@ -103,7 +98,7 @@ impl Session {
 
     /// Whether the session has ended at `now` (strictly after its end, as
     /// Kafka compares).
-    pub(crate) fn expired(&self, now: Instant) -> bool {
+    pub fn expired(&self, now: Instant) -> bool {
         self.expires_at.is_some_and(|at| now > at)
     }
 
@@ -117,14 +112,14 @@ impl Session {
     }
 }
 
-impl ClientAuth {
+impl<R: From<ClientAuthError>> ClientAuth<R> {
     /// The user of an authenticated client.
-    pub(crate) fn username(&self) -> Option<Arc<str>> {
+    pub fn username(&self) -> Option<Arc<str>> {
         self.session.as_ref().map(|s| Arc::clone(&s.username))
     }
 
     /// When the client's session ends, if it is authenticated and it does.
-    pub(crate) fn session_expiry(&self) -> Option<Instant> {
+    pub fn session_expiry(&self) -> Option<Instant> {
         self.session.as_ref().and_then(|s| s.expires_at)
     }
 
@@ -133,9 +128,9 @@ impl ClientAuth {
         &mut self,
         request: &mut Request,
         now: Instant,
-    ) -> Result<Admit, ChainError> {
+    ) -> Result<Admit, GateError> {
         let Some(session) = &self.session else {
-            self.fail(Invariant::UnexpectedSaslAnswer);
+            self.fail(ClientAuthError::UnexpectedSaslAnswer);
             return Ok(Admit::Drop);
         };
         let api = request.api_key();
@@ -144,7 +139,7 @@ impl ClientAuth {
         }
         if session.expired(now) {
             let user = Arc::clone(&session.username);
-            self.fail(CloseError::SessionExpired { user, api });
+            self.fail(ClientAuthError::SessionExpired { user, api });
             return Ok(Admit::Expired);
         }
         Ok(match api {
@@ -163,7 +158,7 @@ impl ClientAuth {
     }
 
     /// A SaslHandshake that begins a re-authentication: answered here.
-    fn begin(&mut self, request: &mut Request, now: Instant) -> Result<Admit, ChainError> {
+    fn begin(&mut self, request: &mut Request, now: Instant) -> Result<Admit, GateError> {
         if request.api_version() == 0 {
             return Err(SaslMisuse::HandshakeV0.into());
         }
@@ -180,19 +175,22 @@ impl ClientAuth {
             )))
         };
         let Some(mechanism) = self.carried(&requested) else {
-            self.state = State::Closing(CloseError::MechanismNotOffered { requested });
+            self.state = State::Closing(ClientAuthError::MechanismNotOffered { requested }.into());
             return Ok(answer(UNSUPPORTED_SASL_MECHANISM));
         };
         let Some(session) = &mut self.session else {
-            self.fail(Invariant::UnexpectedSaslAnswer);
+            self.fail(ClientAuthError::UnexpectedSaslAnswer);
             return Ok(Admit::Drop);
         };
         session.last_reauth = Some(now);
         if mechanism != session.mechanism {
-            self.state = State::Closing(CloseError::ReauthMechanismChanged {
-                from: session.mechanism.name(),
-                to: mechanism.name(),
-            });
+            self.state = State::Closing(
+                ClientAuthError::ReauthMechanismChanged {
+                    from: session.mechanism.name(),
+                    to: mechanism.name(),
+                }
+                .into(),
+            );
         } else {
             self.state = State::Reauth {
                 requested: mechanism,
@@ -204,7 +202,7 @@ impl ClientAuth {
     }
 
     /// The gate during a re-authentication: only its SaslAuthenticate rounds.
-    pub(super) fn admit_reauth(&mut self, request: &mut Request) -> Result<Admit, ChainError> {
+    pub(super) fn admit_reauth(&mut self, request: &mut Request) -> Result<Admit, GateError> {
         let State::Reauth {
             requested,
             answered,
@@ -216,7 +214,9 @@ impl ClientAuth {
         let (mechanism, answered) = (*requested, *answered);
         let api = request.api_key();
         if api != ApiKey::SaslAuthenticate {
-            self.fail(SaslMisuse::DuringReauthentication(api));
+            self.fail(ClientAuthError::Sasl(SaslMisuse::DuringReauthentication(
+                api,
+            )));
             return Ok(Admit::Refuse(ILLEGAL_SASL_STATE));
         }
         if answered > 0 {
@@ -240,7 +240,11 @@ impl ClientAuth {
     }
 
     /// Settles the broker's answer to a re-authentication round.
-    pub(super) fn on_reauthenticate(&mut self, answer: &mut SaslAuthenticateResponse) -> Outcome {
+    pub(super) fn on_reauthenticate(
+        &mut self,
+        answer: &mut SaslAuthenticateResponse,
+        now: Instant,
+    ) -> Outcome {
         let State::Reauth {
             requested,
             answered,
@@ -250,10 +254,13 @@ impl ClientAuth {
             return self.unexpected_answer();
         };
         if answer.error_code != 0 {
-            self.state = State::Closing(CloseError::ReauthenticationFailed {
-                code: answer.error_code,
-                message: answer.error_message.as_ref().map(|m| m.to_string()),
-            });
+            self.state = State::Closing(
+                ClientAuthError::ReauthenticationFailed {
+                    code: answer.error_code,
+                    message: answer.error_message.as_ref().map(|m| m.to_string()),
+                }
+                .into(),
+            );
             return Outcome::Failed;
         }
         *answered += 1;
@@ -275,14 +282,17 @@ impl ClientAuth {
             *answer = SaslAuthenticateResponse::default()
                 .with_error_code(SASL_AUTHENTICATION_FAILED)
                 .with_error_message(Some(StrBytes::from_string(message)));
-            self.state = State::Closing(CloseError::PrincipalChanged {
-                from: Arc::clone(&session.username),
-                to: Arc::from(identity.username()),
-            });
+            self.state = State::Closing(
+                ClientAuthError::PrincipalChanged {
+                    from: Arc::clone(&session.username),
+                    to: Arc::from(identity.username()),
+                }
+                .into(),
+            );
             return Outcome::Failed;
         }
         let session_lifetime = lifetime_of(answer.session_lifetime_ms);
-        session.expires_at = session_lifetime.map(|l| Instant::now() + l);
+        session.expires_at = session_lifetime.map(|l| now + l);
         self.state = State::Authenticated;
         Outcome::Reauthenticated {
             identity,
@@ -292,10 +302,14 @@ impl ClientAuth {
 
     /// No broker could check a re-authentication: the client's
     /// SaslAuthenticate gets this answer (NETWORK_EXCEPTION, which Kafka's
-    /// clients retry by reconnecting), then the client is closed.
-    pub(crate) fn reauth_unchecked(&mut self, reason: CloseError) -> ResponseKind {
+    /// clients retry by reconnecting, unless the broker refused Sluice's
+    /// own SaslHandshake for it with `refused`), then the client is closed.
+    pub fn reauth_unchecked(&mut self, reason: R, refused: Option<i16>) -> ResponseKind
+    where
+        R: std::fmt::Display,
+    {
         let message = format!("re-authentication could not be checked: {reason}; reconnect");
-        let code = reason.reauth_answer_code().unwrap_or(NETWORK_EXCEPTION);
+        let code = refused.unwrap_or(NETWORK_EXCEPTION);
         self.fail(reason);
         ResponseKind::SaslAuthenticate(
             SaslAuthenticateResponse::default()
@@ -307,7 +321,7 @@ impl ClientAuth {
 
 impl Identity {
     /// The PLAIN credentials, for a PLAIN identity.
-    pub(crate) fn plain(&self) -> Option<&Arc<super::PlainCredentials>> {
+    pub fn plain(&self) -> Option<&Arc<super::PlainCredentials>> {
         match self {
             Identity::Plain(c) => Some(c),
             Identity::Scram { .. } => None,

@@ -7,8 +7,30 @@ use sluice_codec::kafka_protocol::messages::{
     MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 
+use std::cell::Cell;
+
 use super::messages::MessageError;
 use super::*;
+
+thread_local! {
+    /// The test's clock (each test runs on a thread of its own).
+    static CLOCK: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The test clock's time.
+pub(super) fn now() -> Instant {
+    CLOCK.with(|c| {
+        let at = c.get().unwrap_or_else(Instant::now);
+        c.set(Some(at));
+        at
+    })
+}
+
+/// Moves the test clock on.
+pub(super) fn advance(by: Duration) {
+    let at = now() + by;
+    CLOCK.with(|c| c.set(Some(at)));
+}
 
 pub(super) fn client_request(api: ApiKey, version: i16, body: RequestKind) -> Request {
     let mut buf = BytesMut::new();
@@ -89,7 +111,7 @@ pub(super) fn mechanisms(response: &mut Response) -> (i16, Vec<String>) {
     )
 }
 
-pub(super) fn admitted_to_auth(admit: Result<Admit, ChainError>) -> Option<SaslStep> {
+pub(super) fn admitted_to_auth(admit: Result<Admit, GateError>) -> Option<SaslStep> {
     match admit.unwrap() {
         Admit::AuthConnection(step) => step,
         other => panic!("expected the auth connection, got {other:?}"),
@@ -98,10 +120,12 @@ pub(super) fn admitted_to_auth(admit: Result<Admit, ChainError>) -> Option<SaslS
 
 /// Runs a handshake for `mechanism` that the broker accepts.
 pub(super) fn accepted_handshake(auth: &mut ClientAuth, mechanism: &str) {
-    let step = admitted_to_auth(auth.admit(&mut handshake(mechanism)));
+    let step = admitted_to_auth(auth.admit(&mut handshake(mechanism), now()));
     assert_eq!(step, Some(SaslStep::Handshake));
     let mut answer = handshake_answer(0, &BROKER_MECHANISMS);
-    let outcome = auth.on_answer(SaslStep::Handshake, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Handshake, &mut answer, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Continue), "{outcome:?}");
 }
 
@@ -202,9 +226,12 @@ fn unescape(s: &str) -> Result<String, MessageError> {
 
 #[test]
 fn with_scram_over_mtls_a_request_before_authentication_closes_the_client() {
-    let mut auth = ClientAuth::new(true);
-    assert_eq!(admitted_to_auth(auth.admit(&mut api_versions())), None);
-    let e = auth.admit(&mut metadata()).unwrap_err();
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
+    assert_eq!(
+        admitted_to_auth(auth.admit(&mut api_versions(), now())),
+        None
+    );
+    let e = auth.admit(&mut metadata(), now()).unwrap_err();
     assert!(
         e.to_string().contains("requires SASL authentication"),
         "{e}"
@@ -214,21 +241,27 @@ fn with_scram_over_mtls_a_request_before_authentication_closes_the_client() {
 
 #[test]
 fn without_scram_over_mtls_a_client_may_skip_authentication() {
-    let mut auth = ClientAuth::new(false);
-    assert_eq!(admitted_to_auth(auth.admit(&mut api_versions())), None);
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
+    assert_eq!(
+        admitted_to_auth(auth.admit(&mut api_versions(), now())),
+        None
+    );
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::RouteWithoutAuth
     ));
     assert!(auth.decided());
-    assert!(matches!(auth.admit(&mut metadata()).unwrap(), Admit::Route));
     assert!(matches!(
-        auth.admit(&mut api_versions()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
+        Admit::Route
+    ));
+    assert!(matches!(
+        auth.admit(&mut api_versions(), now()).unwrap(),
         Admit::Route
     ));
     // SASL from a client without authentication goes through as before.
     assert!(matches!(
-        auth.admit(&mut handshake("PLAIN")).unwrap(),
+        auth.admit(&mut handshake("PLAIN"), now()).unwrap(),
         Admit::Route
     ));
 }
@@ -236,17 +269,17 @@ fn without_scram_over_mtls_a_client_may_skip_authentication() {
 #[test]
 fn nothing_but_sasl_passes_during_the_exchange() {
     for mtls in [false, true] {
-        let mut auth = ClientAuth::new(mtls);
+        let mut auth = ClientAuth::<ClientAuthError>::new(mtls);
         accepted_handshake(&mut auth, "PLAIN");
-        let e = auth.admit(&mut metadata()).unwrap_err();
+        let e = auth.admit(&mut metadata(), now()).unwrap_err();
         assert!(
             e.to_string().contains("before authentication completed"),
             "{e}"
         );
-        let mut auth = ClientAuth::new(mtls);
+        let mut auth = ClientAuth::<ClientAuthError>::new(mtls);
         accepted_handshake(&mut auth, "PLAIN");
         assert_eq!(
-            admitted_to_auth(auth.admit(&mut api_versions())),
+            admitted_to_auth(auth.admit(&mut api_versions(), now())),
             None,
             "ApiVersions is allowed"
         );
@@ -255,19 +288,19 @@ fn nothing_but_sasl_passes_during_the_exchange() {
 
 #[test]
 fn authenticate_without_a_handshake_or_a_second_handshake_closes() {
-    let mut auth = ClientAuth::new(true);
-    assert!(auth.admit(&mut authenticate(b"\0a\0b")).is_err());
-    let mut auth = ClientAuth::new(true);
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
+    assert!(auth.admit(&mut authenticate(b"\0a\0b"), now()).is_err());
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
-    assert!(auth.admit(&mut handshake("SCRAM-SHA-256")).is_err());
+    assert!(auth.admit(&mut handshake("SCRAM-SHA-256"), now()).is_err());
 }
 
 #[test]
 fn handshake_v0_is_refused() {
-    let mut auth = ClientAuth::new(true);
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     let body = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
     let mut request = client_request(ApiKey::SaslHandshake, 0, RequestKind::SaslHandshake(body));
-    let e = auth.admit(&mut request).unwrap_err();
+    let e = auth.admit(&mut request, now()).unwrap_err();
     assert!(e.to_string().contains("v0"), "{e}");
 }
 
@@ -275,20 +308,23 @@ fn handshake_v0_is_refused() {
 
 #[test]
 fn without_scram_over_mtls_only_plain_is_offered() {
-    let mut auth = ClientAuth::new(false);
-    admitted_to_auth(auth.admit(&mut handshake("PLAIN")));
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
+    admitted_to_auth(auth.admit(&mut handshake("PLAIN"), now()));
     let mut answer = handshake_answer(0, &BROKER_MECHANISMS);
-    auth.on_answer(SaslStep::Handshake, &mut answer).unwrap();
+    auth.on_answer(SaslStep::Handshake, &mut answer, now())
+        .unwrap();
     assert_eq!(mechanisms(&mut answer), (0, vec!["PLAIN".to_owned()]));
     assert!(auth.closing().is_none());
 }
 
 #[test]
 fn without_scram_over_mtls_a_scram_handshake_is_unsupported_and_closes() {
-    let mut auth = ClientAuth::new(false);
-    admitted_to_auth(auth.admit(&mut handshake("SCRAM-SHA-512")));
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
+    admitted_to_auth(auth.admit(&mut handshake("SCRAM-SHA-512"), now()));
     let mut answer = handshake_answer(0, &BROKER_MECHANISMS);
-    let outcome = auth.on_answer(SaslStep::Handshake, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Handshake, &mut answer, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     assert_eq!(
         mechanisms(&mut answer),
@@ -301,17 +337,18 @@ fn without_scram_over_mtls_a_scram_handshake_is_unsupported_and_closes() {
             .contains("SCRAM-SHA-512")
     );
     assert!(matches!(
-        auth.admit(&mut authenticate(b"n,,n=a,r=b")).unwrap(),
+        auth.admit(&mut authenticate(b"n,,n=a,r=b"), now()).unwrap(),
         Admit::Drop
     ));
 }
 
 #[test]
 fn with_scram_over_mtls_scram_and_plain_are_offered_but_not_gssapi() {
-    let mut auth = ClientAuth::new(true);
-    admitted_to_auth(auth.admit(&mut handshake("GSSAPI")));
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
+    admitted_to_auth(auth.admit(&mut handshake("GSSAPI"), now()));
     let mut answer = handshake_answer(0, &BROKER_MECHANISMS);
-    auth.on_answer(SaslStep::Handshake, &mut answer).unwrap();
+    auth.on_answer(SaslStep::Handshake, &mut answer, now())
+        .unwrap();
     assert_eq!(
         mechanisms(&mut answer),
         (
@@ -328,10 +365,12 @@ fn with_scram_over_mtls_scram_and_plain_are_offered_but_not_gssapi() {
 
 #[test]
 fn a_handshake_the_broker_refuses_closes_after_the_answer() {
-    let mut auth = ClientAuth::new(true);
-    admitted_to_auth(auth.admit(&mut handshake("SCRAM-SHA-256")));
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
+    admitted_to_auth(auth.admit(&mut handshake("SCRAM-SHA-256"), now()));
     let mut answer = handshake_answer(UNSUPPORTED_SASL_MECHANISM, &["PLAIN"]);
-    let outcome = auth.on_answer(SaslStep::Handshake, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Handshake, &mut answer, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     assert_eq!(mechanisms(&mut answer).0, UNSUPPORTED_SASL_MECHANISM);
 }
@@ -340,27 +379,35 @@ fn a_handshake_the_broker_refuses_closes_after_the_answer() {
 
 #[test]
 fn a_scram_exchange_authenticates_the_user_and_passes_the_session_lifetime_on() {
-    let mut auth = ClientAuth::new(true);
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-512");
-    let step = admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=bo=2Cb,r=nonce")));
+    let step = admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=bo=2Cb,r=nonce"), now()));
     assert_eq!(step, Some(SaslStep::Authenticate));
     let mut first = authenticate_answer(0, 0);
-    let outcome = auth.on_answer(SaslStep::Authenticate, &mut first).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Authenticate, &mut first, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Continue));
     assert!(
-        auth.admit(&mut metadata()).is_err(),
+        auth.admit(&mut metadata(), now()).is_err(),
         "not yet authenticated"
     );
 
-    let mut auth2 = ClientAuth::new(true);
+    let mut auth2 = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth2, "SCRAM-SHA-512");
-    admitted_to_auth(auth2.admit(&mut authenticate(b"n,,n=bo=2Cb,r=nonce")));
+    admitted_to_auth(auth2.admit(&mut authenticate(b"n,,n=bo=2Cb,r=nonce"), now()));
     auth2
-        .on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
+        .on_answer(
+            SaslStep::Authenticate,
+            &mut authenticate_answer(0, 0),
+            now(),
+        )
         .unwrap();
-    admitted_to_auth(auth2.admit(&mut authenticate(b"c=biws,r=nonce+server,p=proof")));
+    admitted_to_auth(auth2.admit(&mut authenticate(b"c=biws,r=nonce+server,p=proof"), now()));
     let mut last = authenticate_answer(0, 60_000);
-    let outcome = auth2.on_answer(SaslStep::Authenticate, &mut last).unwrap();
+    let outcome = auth2
+        .on_answer(SaslStep::Authenticate, &mut last, now())
+        .unwrap();
     let Outcome::Authenticated {
         identity: Identity::Scram {
             username,
@@ -383,18 +430,22 @@ fn a_scram_exchange_authenticates_the_user_and_passes_the_session_lifetime_on() 
     );
     assert!(auth2.decided());
     assert!(matches!(
-        auth2.admit(&mut metadata()).unwrap(),
+        auth2.admit(&mut metadata(), now()).unwrap(),
         Admit::Route
     ));
 }
 
 #[test]
 fn a_plain_exchange_keeps_the_credentials_for_replay() {
-    let mut auth = ClientAuth::new(false);
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
     accepted_handshake(&mut auth, "PLAIN");
-    admitted_to_auth(auth.admit(&mut authenticate(b"\0alice\0alice-secret")));
+    admitted_to_auth(auth.admit(&mut authenticate(b"\0alice\0alice-secret"), now()));
     let outcome = auth
-        .on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
+        .on_answer(
+            SaslStep::Authenticate,
+            &mut authenticate_answer(0, 0),
+            now(),
+        )
         .unwrap();
     let Outcome::Authenticated {
         identity: Identity::Plain(credentials),
@@ -409,24 +460,29 @@ fn a_plain_exchange_keeps_the_credentials_for_replay() {
 
 #[test]
 fn a_failed_authentication_is_answered_then_closes() {
-    let mut auth = ClientAuth::new(true);
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
-    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=admin,r=nonce")));
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=admin,r=nonce"), now()));
     let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED, 0);
-    let outcome = auth.on_answer(SaslStep::Authenticate, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Authenticate, &mut answer, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     let reason = auth.closing().unwrap().to_string();
     assert!(reason.contains("error 58"), "{reason}");
-    assert!(matches!(auth.admit(&mut metadata()).unwrap(), Admit::Drop));
+    assert!(matches!(
+        auth.admit(&mut metadata(), now()).unwrap(),
+        Admit::Drop
+    ));
     assert!(!auth.decided());
 }
 
 #[test]
 fn a_client_token_or_malformed_message_is_refused_by_sluice() {
     for message in [&b"n,,n=token-id,r=abc,tokenauth=true"[..], b"garbage"] {
-        let mut auth = ClientAuth::new(true);
+        let mut auth = ClientAuth::<ClientAuthError>::new(true);
         accepted_handshake(&mut auth, "SCRAM-SHA-256");
-        let Admit::Answer(body) = auth.admit(&mut authenticate(message)).unwrap() else {
+        let Admit::Answer(body) = auth.admit(&mut authenticate(message), now()).unwrap() else {
             panic!("expected a local answer");
         };
         let ResponseKind::SaslAuthenticate(a) = *body else {
@@ -435,9 +491,9 @@ fn a_client_token_or_malformed_message_is_refused_by_sluice() {
         assert_eq!(a.error_code, SASL_AUTHENTICATION_FAILED);
         assert!(auth.closing().is_some());
     }
-    let mut auth = ClientAuth::new(false);
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
     accepted_handshake(&mut auth, "PLAIN");
-    let Admit::Answer(body) = auth.admit(&mut authenticate(b"\0alice\0")).unwrap() else {
+    let Admit::Answer(body) = auth.admit(&mut authenticate(b"\0alice\0"), now()).unwrap() else {
         panic!("expected a local answer");
     };
     let ResponseKind::SaslAuthenticate(a) = *body else {

@@ -48,7 +48,7 @@ use bytes::Bytes;
 use sluice_codec::kafka_protocol::messages::fetch_request::FetchPartition;
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 use sluice_codec::kafka_protocol::messages::{FetchRequest, TopicName};
-use tokio::time::Instant;
+use std::time::Instant;
 use uuid::Uuid;
 
 use super::{PartMeta, PartitionKey, Position, kept, push_partition};
@@ -56,16 +56,16 @@ use crate::topology::BrokerId;
 
 /// A part to send ahead, and what it asks, to park once sent.
 #[derive(Debug)]
-pub(crate) struct ReadAhead {
+pub struct ReadAhead {
     /// Where to.
-    pub(crate) broker: BrokerId,
+    pub broker: BrokerId,
     /// What (at the fetch's version, sessionless until the broker session
     /// is applied).
-    pub(crate) request: FetchRequest,
+    pub request: FetchRequest,
     /// What it asks, for [`super::Parked`].
-    pub(crate) meta: PartMeta,
+    pub meta: PartMeta,
     /// The client's id, for its header (quotas are the client's).
-    pub(crate) client_id: Option<Bytes>,
+    pub client_id: Option<Bytes>,
 }
 
 /// The least room worth a part ahead: a clamped Fetch's least `max_bytes`
@@ -76,7 +76,7 @@ impl ReadAhead {
     /// Fits the part into `room_bytes` of the client's budgets: its
     /// `max_bytes` lowered to the room, if need be. Returns what it may
     /// bring then, or `None` when there is too little room to read ahead.
-    pub(crate) fn fit(&mut self, room_bytes: usize) -> Option<usize> {
+    pub fn fit(&mut self, room_bytes: usize) -> Option<usize> {
         if room_bytes < MIN_AHEAD_BYTES {
             return None;
         }
@@ -150,6 +150,7 @@ impl Gather {
         base: &FetchRequest,
         version: i16,
         client_id: Option<&Bytes>,
+        now: Instant,
     ) -> Vec<ReadAhead> {
         self.brokers
             .into_iter()
@@ -171,7 +172,7 @@ impl Gather {
                         asked,
                         sent_in: None,
                         learned: false,
-                        sent_at: Instant::now(),
+                        sent_at: now,
                         may_bring_bytes,
                         ahead: true,
                     },

@@ -69,7 +69,7 @@ pub(super) fn left_over(
     over
 }
 
-impl FetchState {
+impl<P> FetchState<P> {
     /// Stashes a partition's answer (from `source`, asked at `at`) that
     /// does not fit the client's `max_bytes` (see [`bound`]).
     pub(super) fn leave_over(
@@ -78,6 +78,7 @@ impl FetchState {
         at: Position,
         source: Source,
         arrived: &mut Arrived,
+        now: std::time::Instant,
     ) {
         let (data, frame) = match source {
             Source::Stashed(data) => (Some(*data), None),
@@ -90,7 +91,7 @@ impl FetchState {
         if let Some(data) = data {
             let data = Box::new(data);
             let key = super::kept::owned_key(&key);
-            self.stash.insert(key, Stashed::new(at, data, frame));
+            self.stash.insert(key, Stashed::new(at, data, frame, now));
         }
     }
 }

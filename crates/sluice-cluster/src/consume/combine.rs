@@ -1,35 +1,34 @@
 //! When a split fetch's entry has waited enough, and what it sends while
 //! it waits: the answer-early rules of `consume`'s module doc, applied to
-//! the parts in hand ([`FetchCombine::enough`], [`FetchCombine::wait`]),
+//! the parts in hand ([`FetchCombine::enough`], and
+//! [`FetchCombine::next_look`] for the driver's wait),
 //! and the parts a broker that has answered empty gets for the time left
 //! ([`FetchCombine::refetches`]).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sluice_codec::ResponseKind;
-use tokio::time::Instant;
 
 use super::{
-    Claim, ERROR_WEIGHT, FetchCombine, NewPart, PartMeta, PartitionKey, Position, Source,
-    UpstreamSessions, kept, learn, push_partition, settled, weight,
+    Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Position,
+    Source, UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
-use crate::pending::{Part, PartState};
 use crate::split::order::TopicEntry;
 use crate::topology::BrokerId;
 
 impl FetchCombine {
     /// Learns the broker sessions from the parts that have answered since
     /// last time (see [`learn`]).
-    pub(crate) fn learn(&mut self, parts: &mut [Part], upstream: &mut UpstreamSessions) {
+    pub fn learn<P: FetchPart>(&mut self, parts: &mut [P], upstream: &mut UpstreamSessions) {
         for (part, meta) in parts.iter_mut().zip(self.metas.iter_mut()) {
             learn(part, meta, upstream);
         }
     }
 
     /// The client's id, for the header of parts sent later.
-    pub(crate) fn client_id(&self) -> Option<Bytes> {
+    pub fn client_id(&self) -> Option<Bytes> {
         self.client_id.clone()
     }
 
@@ -38,7 +37,7 @@ impl FetchCombine {
     /// with them had their moment: see [`GATHER_BYTES`]). An entry without
     /// a deadline has waited enough once the parts sent for it have
     /// answered (see [`FetchCombine::own_parts`]).
-    pub(crate) fn enough(&self, parts: &mut [Part], now: Instant) -> bool {
+    pub fn enough<P: FetchPart>(&self, parts: &mut [P], now: Instant) -> bool {
         self.next_look(parts, now).is_none()
     }
 
@@ -46,9 +45,9 @@ impl FetchCombine {
     /// to look again if no part answers first: the deadline, or the end of
     /// a gathering moment. An entry without a deadline waits for its own
     /// parts alone (the hour is never reached).
-    fn next_look(&self, parts: &mut [Part], now: Instant) -> Option<Instant> {
+    pub fn next_look<P: FetchPart>(&self, parts: &mut [P], now: Instant) -> Option<Instant> {
         let Some(deadline) = self.deadline else {
-            let waiting = self.own_parts(parts).iter().any(Part::is_waiting);
+            let waiting = self.own_parts(parts).iter().any(P::is_waiting);
             return waiting.then(|| now + Duration::from_secs(3600));
         };
         if now >= deadline {
@@ -67,7 +66,7 @@ impl FetchCombine {
 
     /// The latest moment a part sent within [`GATHER_WINDOW`] of `now` is
     /// still waited for, if any.
-    fn gathering(&self, parts: &[Part], now: Instant) -> Option<Instant> {
+    fn gathering<P: FetchPart>(&self, parts: &[P], now: Instant) -> Option<Instant> {
         parts
             .iter()
             .zip(&self.metas)
@@ -77,30 +76,10 @@ impl FetchCombine {
             .max()
     }
 
-    /// Waits (cancel-safe) until the entry has waited [`enough`](Self::enough),
-    /// or every part has answered, or one more part has.
-    pub(crate) async fn wait(&self, parts: &mut [Part]) {
-        if parts.iter().all(|p| !p.is_waiting()) {
-            return;
-        }
-        if self.deadline.is_none() {
-            for part in self.own_parts(parts) {
-                part.wait().await;
-            }
-            return;
-        }
-        let Some(wake) = self.next_look(parts, Instant::now()) else {
-            return;
-        };
-        let waiting: Vec<_> = parts
-            .iter_mut()
-            .filter(|p| p.is_waiting())
-            .map(|p| Box::pin(p.wait()))
-            .collect();
-        tokio::select! {
-            _ = futures::future::select_all(waiting) => {}
-            () = tokio::time::sleep_until(wake) => {}
-        }
+    /// Whether the entry has a deadline; without one it waits for its own
+    /// parts alone (see [`FetchCombine::own_parts`]).
+    pub fn has_deadline(&self) -> bool {
+        self.deadline.is_some()
     }
 
     /// The parts sent for this entry, not adopted: all that an entry
@@ -108,13 +87,13 @@ impl FetchCombine {
     /// `min_bytes` of 0 or less is answered at once by a broker; an adopted
     /// part still out waits at its broker with the `max_wait_ms` of the
     /// fetch that sent it (up to minutes), and is left parked.
-    fn own_parts<'p>(&self, parts: &'p mut [Part]) -> &'p mut [Part] {
+    pub fn own_parts<'p, P>(&self, parts: &'p mut [P]) -> &'p mut [P] {
         let from = self.adopted.min(parts.len());
         parts.get_mut(from..).unwrap_or_default()
     }
 
     /// Record bytes the entry would answer with now.
-    fn ready_bytes(&self, parts: &mut [Part]) -> usize {
+    fn ready_bytes<P: FetchPart>(&self, parts: &mut [P]) -> usize {
         let mut answers: HashMap<usize, Option<HashMap<PartitionKey, Answered>>> = HashMap::new();
         let mut bytes: usize = 0;
         for topic in &self.topics {
@@ -123,7 +102,7 @@ impl FetchCombine {
                     Source::Stashed(data) => bytes = bytes.saturating_add(weight(data)),
                     Source::Part(index) => {
                         // A failed part's partitions are answered with an error.
-                        if parts.get(*index).is_some_and(|p| p.error().is_some()) {
+                        if parts.get(*index).is_some_and(|p| p.has_failed()) {
                             bytes = bytes.saturating_add(ERROR_WEIGHT);
                             continue;
                         }
@@ -149,7 +128,7 @@ impl FetchCombine {
     /// brokers answer those at once) is not asked again: that would poll the
     /// broker in a loop until the deadline. Each is
     /// [`commit`](Self::commit)ted once sent.
-    pub(crate) fn refetches(&self, parts: &mut [Part], now: Instant) -> Vec<NewPart> {
+    pub fn refetches<P: FetchPart>(&self, parts: &mut [P], now: Instant) -> Vec<NewPart> {
         let Some(deadline) = self.deadline else {
             return Vec::new();
         };
@@ -188,7 +167,12 @@ impl FetchCombine {
                 }
             }
         }
-        self.new_parts(|slot| owed.contains(&slot), |b| !busy.contains(&b), left_ms)
+        self.new_parts(
+            |slot| owed.contains(&slot),
+            |b| !busy.contains(&b),
+            left_ms,
+            now,
+        )
     }
 
     /// One part per free broker (`free`) for the partitions that need one
@@ -198,6 +182,7 @@ impl FetchCombine {
         needs: impl Fn((usize, usize)) -> bool,
         free: impl Fn(BrokerId) -> bool,
         max_wait_ms: i32,
+        now: Instant,
     ) -> Vec<NewPart> {
         let mut fresh: Vec<NewPart> = Vec::new();
         for (t, topic) in self.topics.iter().enumerate() {
@@ -218,7 +203,7 @@ impl FetchCombine {
                                     asked: HashMap::new(),
                                     sent_in: None,
                                     learned: false,
-                                    sent_at: Instant::now(),
+                                    sent_at: now,
                                     may_bring_bytes: 0,
                                     ahead: false,
                                 },
@@ -250,9 +235,9 @@ impl FetchCombine {
     }
 
     /// Records a sent [`NewPart`] as the entry's next part: its partitions
-    /// wait for it.
-    pub(crate) fn commit(&mut self, mut claim: Claim) {
-        claim.meta.sent_at = Instant::now();
+    /// wait for it; it was sent at `now`.
+    pub fn commit(&mut self, mut claim: Claim, now: Instant) {
+        claim.meta.sent_at = now;
         let index = self.metas.len();
         for (t, p) in claim.slots {
             if let Some(plan) = self.topics.get_mut(t).and_then(|t| t.partitions.get_mut(p)) {
@@ -265,7 +250,7 @@ impl FetchCombine {
     /// Answers each partition no broker serves with `error_of` its key
     /// (planned NOT_LEADER_OR_FOLLOWER): an unknown topic is not a leader
     /// move.
-    pub(crate) fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> i16) {
+    pub fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> i16) {
         for topic in &mut self.topics {
             for plan in &mut topic.partitions {
                 if let Source::Error(code) = &mut plan.source {
@@ -276,15 +261,8 @@ impl FetchCombine {
     }
 
     /// What part `index` asked for.
-    pub(crate) fn meta(&self, index: usize) -> Option<&PartMeta> {
+    pub fn meta(&self, index: usize) -> Option<&PartMeta> {
         self.metas.get(index)
-    }
-}
-
-impl Part {
-    /// Whether the part's answer has not arrived.
-    pub(crate) fn is_waiting(&self) -> bool {
-        matches!(self.state, PartState::Waiting(_))
     }
 }
 
@@ -313,15 +291,9 @@ struct Answered {
 /// Per partition of a part's answer (if it has arrived and decodes): how
 /// it weighs; `None` while it is out, or if it failed or is undecodable. A
 /// partition an incremental answer leaves out has no news: not listed.
-fn answer_sizes(part: Option<&mut Part>) -> Option<HashMap<PartitionKey, Answered>> {
+fn answer_sizes<P: FetchPart>(part: Option<&mut P>) -> Option<HashMap<PartitionKey, Answered>> {
     let mut sizes = HashMap::new();
-    let Some(Part {
-        state: PartState::Done(Ok(response)),
-        ..
-    }) = part
-    else {
-        return None;
-    };
+    let response = part?.answer_mut()?;
     let version = response.api_version();
     if let Ok(ResponseKind::Fetch(answer)) = response.body() {
         for topic in &answer.responses {

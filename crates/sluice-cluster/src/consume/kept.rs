@@ -90,11 +90,11 @@ pub(super) fn may_bring_bytes(request: &FetchRequest) -> usize {
         .min(partitions)
 }
 
-impl FetchState {
+impl<P> FetchState<P> {
     /// The bytes kept for the client beyond the responses it is owed: the
     /// parked parts' possible answers, the stashed partitions and the
     /// client's fetch session.
-    pub(crate) fn kept_bytes(&self) -> usize {
+    pub fn kept_bytes(&self) -> usize {
         let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
         let mut frames = HashSet::new();
         let mut stashed = 0;

@@ -38,15 +38,16 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 use sluice_codec::kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
-use sluice_metrics::names;
 use uuid::Uuid;
 
 use super::kept::owned_name;
 use super::{Marks, PartitionKey};
+use crate::error_codes::{
+    FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
+};
 use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID};
 use crate::split::order::TopicEntry;
 use crate::topology::{TopicId, TopicRef};
@@ -54,20 +55,12 @@ use crate::topology::{TopicId, TopicRef};
 /// The first version with fetch sessions.
 pub(super) const SESSION_VERSION: i16 = 7;
 
-/// An unknown session id.
-pub(crate) const FETCH_SESSION_ID_NOT_FOUND: i16 = ResponseError::FetchSessionIdNotFound.code();
-/// A session epoch other than the session expects.
-pub(crate) const INVALID_FETCH_SESSION_EPOCH: i16 = ResponseError::InvalidFetchSessionEpoch.code();
-/// An incremental fetch naming topics by id in a session that names them
-/// by name, or the other way round.
-pub(crate) const FETCH_SESSION_TOPIC_ID_ERROR: i16 = ResponseError::FetchSessionTopicIdError.code();
-
 /// The first version naming topics by id.
 pub(super) const TOPIC_ID_VERSION: i16 = 13;
 
 /// How a client's fetch relates to its session; decides how it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SessionReply {
+pub enum SessionReply {
     /// No session: a full answer with `session_id` 0.
     None,
     /// A new session: a full answer carrying its id.
@@ -89,11 +82,13 @@ struct SessionPartition {
 
 /// A client's fetch session with Sluice.
 #[derive(Debug, Default)]
-pub(crate) struct ClientSessions {
+pub struct ClientSessions {
     /// The open session, if any.
     open: Option<Session>,
     /// The id the last session was given (ids are per connection).
     last_id: i32,
+    /// What happened to the sessions since the driver last took it.
+    events: Vec<SessionEvent>,
 }
 
 #[derive(Debug)]
@@ -110,10 +105,15 @@ struct Session {
 }
 
 impl ClientSessions {
+    /// Takes what happened to the session since the last call.
+    pub fn take_events(&mut self) -> Vec<SessionEvent> {
+        std::mem::take(&mut self.events)
+    }
+
     /// Reads the session fields of `request` (decoded at `version`): the
     /// full fetch to serve (the session's partitions for an incremental
     /// one) and how to answer, or the session error to answer with.
-    pub(crate) fn apply(
+    pub fn apply(
         &mut self,
         request: &FetchRequest,
         version: i16,
@@ -121,13 +121,16 @@ impl ClientSessions {
         let applied = self.apply_fields(request, version);
         match &applied {
             Ok((_, SessionReply::Opened(_))) => {
-                metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "client").increment(1);
+                self.events.push(SessionEvent::Opened(SessionSide::Client));
             }
             Ok((_, SessionReply::Incremental(_))) => {
-                metrics::counter!(names::FETCH_INCREMENTAL, "side" => "client").increment(1);
+                self.events
+                    .push(SessionEvent::Incremental(SessionSide::Client));
             }
             Ok((_, SessionReply::None)) => {}
-            Err(code) => count_session_error("client", *code),
+            Err(code) => self
+                .events
+                .push(SessionEvent::Error(SessionSide::Client, *code)),
         }
         applied
     }
@@ -186,12 +189,7 @@ impl ClientSessions {
     /// Shapes the full answer to a fetch that `reply` describes: the
     /// session id, and for an incremental fetch only the partitions with
     /// news. Records what the client is told.
-    pub(crate) fn answer(
-        &mut self,
-        reply: SessionReply,
-        response: &mut FetchResponse,
-        version: i16,
-    ) {
+    pub fn answer(&mut self, reply: SessionReply, response: &mut FetchResponse, version: i16) {
         let (id, incremental) = match reply {
             SessionReply::None => return,
             SessionReply::Opened(id) => (id, false),
@@ -228,7 +226,7 @@ impl ClientSessions {
     /// the connection and grows with every partition an incremental fetch
     /// adds, so it counts against the client's memory budget (see
     /// `consume/kept.rs`).
-    pub(crate) fn held_bytes(&self) -> usize {
+    pub fn held_bytes(&self) -> usize {
         self.open.as_ref().map_or(0, |session| {
             session
                 .partitions
@@ -375,14 +373,43 @@ fn sessionless(request: &FetchRequest, topics: Vec<FetchTopic>) -> FetchRequest 
     full
 }
 
-/// Counts a fetch session error seen on `side` (client or broker).
-pub(super) fn count_session_error(side: &'static str, code: i16) {
-    let error = match code {
+/// Which side of Sluice a fetch session is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSide {
+    /// A client's session with Sluice.
+    Client,
+    /// Sluice's session with a broker.
+    Broker,
+}
+
+impl SessionSide {
+    /// Its name, as a metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionSide::Client => "client",
+            SessionSide::Broker => "broker",
+        }
+    }
+}
+
+/// Something that happened to a fetch session, for the driver to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// A session was opened.
+    Opened(SessionSide),
+    /// An incremental fetch went through a session.
+    Incremental(SessionSide),
+    /// A session failed with this error code.
+    Error(SessionSide, i16),
+}
+
+/// The name of a fetch session error code, as a metric label.
+pub fn session_error_name(code: i16) -> &'static str {
+    match code {
         FETCH_SESSION_ID_NOT_FOUND => "FETCH_SESSION_ID_NOT_FOUND",
         FETCH_SESSION_TOPIC_ID_ERROR => "FETCH_SESSION_TOPIC_ID_ERROR",
         _ => "INVALID_FETCH_SESSION_EPOCH",
-    };
-    metrics::counter!(names::FETCH_SESSION_ERRORS, "side" => side, "error" => error).increment(1);
+    }
 }
 
 /// The epoch (or session id) after `n`: 1 after the largest.

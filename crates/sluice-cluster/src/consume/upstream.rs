@@ -54,21 +54,19 @@ use uuid::Uuid;
 use sluice_codec::ResponseKind;
 
 use super::kept::owned_name;
-use super::session::{
+use super::session::{SESSION_VERSION, SessionEvent, SessionSide, TOPIC_ID_VERSION};
+use super::{FetchPart, PartMeta, PartitionKey};
+use crate::error_codes::{
     FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
-    SESSION_VERSION, TOPIC_ID_VERSION, count_session_error,
 };
-use super::{PartMeta, PartitionKey};
-use crate::pending::{Part, PartState};
 use sluice_codec::kafka_protocol::messages::TopicName;
-use sluice_metrics::names;
 
 use crate::split::fetch::NO_SESSION_ID;
 use crate::split::order::TopicEntry;
 use crate::topology::BrokerId;
 
 /// Which session a part went out in: `(session_id, epoch)`; epoch 0 opens one.
-pub(crate) type SentIn = Option<(i32, i32)>;
+pub type SentIn = Option<(i32, i32)>;
 
 /// One session with one broker.
 #[derive(Debug, Default)]
@@ -99,7 +97,7 @@ struct SessionEntry {
 /// A part rewritten into a broker session, not yet sent (see the module
 /// doc): [`UpstreamSessions::commit`] it once it is.
 #[derive(Debug)]
-pub(crate) struct Prepared {
+pub struct Prepared {
     broker: BrokerId,
     sent_in: SentIn,
     /// What the broker's session holds once the part is sent.
@@ -109,7 +107,7 @@ pub(crate) struct Prepared {
 
 /// A client connection's fetch sessions with the brokers.
 #[derive(Debug, Default)]
-pub(crate) struct UpstreamSessions {
+pub struct UpstreamSessions {
     brokers: HashMap<BrokerId, Upstream>,
     /// What the opening part of each broker asked, to open the session
     /// with, and at which version.
@@ -119,18 +117,20 @@ pub(crate) struct UpstreamSessions {
     stale: HashMap<BrokerId, i32>,
     /// The version parts were last sent at.
     version: i16,
+    /// What happened to the sessions since the driver last took it.
+    events: Vec<SessionEvent>,
 }
 
 impl UpstreamSessions {
+    /// Takes what happened to the sessions since the last call.
+    pub fn take_events(&mut self) -> Vec<SessionEvent> {
+        std::mem::take(&mut self.events)
+    }
+
     /// Rewrites a sessionless `part` for `broker` (at `version`) into the
     /// broker's session: opening one, or incremental. The session is left
     /// as it is until the part is sent and [`commit`](Self::commit)ted.
-    pub(crate) fn prepare(
-        &self,
-        broker: BrokerId,
-        part: &mut FetchRequest,
-        version: i16,
-    ) -> Prepared {
+    pub fn prepare(&self, broker: BrokerId, part: &mut FetchRequest, version: i16) -> Prepared {
         let wanted = if version < SESSION_VERSION {
             HashMap::new()
         } else {
@@ -178,7 +178,7 @@ impl UpstreamSessions {
     /// Moves the session on for a [`prepare`](Self::prepare)d part that
     /// was sent (or failed to be: its failure then closes the session).
     /// Returns the session it went out in.
-    pub(crate) fn commit(&mut self, prepared: Prepared) -> SentIn {
+    pub fn commit(&mut self, prepared: Prepared) -> SentIn {
         let Prepared {
             broker,
             sent_in,
@@ -202,7 +202,8 @@ impl UpstreamSessions {
             } if *id == sent_id && *next_epoch == sent_epoch => {
                 *next_epoch = sent_epoch.checked_add(1).unwrap_or(1);
                 *partitions = wanted;
-                metrics::counter!(names::FETCH_INCREMENTAL, "side" => "broker").increment(1);
+                self.events
+                    .push(SessionEvent::Incremental(SessionSide::Broker));
             }
             // Prepared against another state (nothing sends between the
             // two, so this does not happen): the part's answer cannot be
@@ -216,14 +217,15 @@ impl UpstreamSessions {
     }
 
     /// Learns from the answer to a part sent in `sent`.
-    pub(crate) fn answered(&mut self, broker: BrokerId, sent: SentIn, answer: &FetchResponse) {
+    pub fn answered(&mut self, broker: BrokerId, sent: SentIn, answer: &FetchResponse) {
         let Some((_, epoch)) = sent else {
             return;
         };
         let session_error = is_session_error(answer.error_code);
         let state = self.brokers.entry(broker).or_default();
         if session_error {
-            count_session_error("broker", answer.error_code);
+            self.events
+                .push(SessionEvent::Error(SessionSide::Broker, answer.error_code));
             *state = Upstream::Closed;
             // A wrong epoch or topic keys: the broker still holds the session.
             if let Some((id, _)) = sent.filter(|_| answer.error_code != FETCH_SESSION_ID_NOT_FOUND)
@@ -236,7 +238,7 @@ impl UpstreamSessions {
         if epoch == 0 {
             let (partitions, version) = self.opening.remove(&broker).unwrap_or_default();
             *state = if answer.error_code == 0 && answer.session_id != NO_SESSION_ID {
-                metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => "broker").increment(1);
+                self.events.push(SessionEvent::Opened(SessionSide::Broker));
                 Upstream::Open {
                     id: answer.session_id,
                     next_epoch: 1,
@@ -251,7 +253,7 @@ impl UpstreamSessions {
 
     /// Forgets the session with `broker` after a part sent in `sent` failed
     /// (the broker may or may not have applied it).
-    pub(crate) fn failed(&mut self, broker: BrokerId, sent: SentIn) {
+    pub fn failed(&mut self, broker: BrokerId, sent: SentIn) {
         let Some((sent_id, _)) = sent else {
             return;
         };
@@ -266,7 +268,7 @@ impl UpstreamSessions {
     }
 
     /// The sessions the brokers may hold for this connection, by broker.
-    pub(crate) fn held(&self) -> impl Iterator<Item = (BrokerId, i32)> + '_ {
+    pub fn held(&self) -> impl Iterator<Item = (BrokerId, i32)> + '_ {
         let open = self
             .brokers
             .iter()
@@ -295,7 +297,7 @@ impl UpstreamSessions {
     }
 
     /// The version parts were last sent at (that of a session's close).
-    pub(crate) fn version(&self) -> i16 {
+    pub fn version(&self) -> i16 {
         self.version
     }
 }
@@ -391,12 +393,12 @@ fn delta(
 /// session error is the session's business, so it is cleared from the
 /// answer (the broker listed no partition with it; they count as answered
 /// empty and are fetched again).
-pub(crate) fn learn(part: &mut Part, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
+pub fn learn<P: FetchPart>(part: &mut P, meta: &mut PartMeta, upstream: &mut UpstreamSessions) {
     if meta.learned || part.is_waiting() {
         return;
     }
     meta.learned = true;
-    let PartState::Done(Ok(response)) = &mut part.state else {
+    let Some(response) = part.answer_mut() else {
         upstream.failed(meta.broker, meta.sent_in);
         return;
     };

@@ -24,7 +24,8 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Request, RequestKind, Response, ResponseKind};
 
 use super::RewriteError;
-use crate::route::admin::configs::{self, ConfigResource, INVALID_REQUEST, Plan, Resource};
+use crate::error_codes::INVALID_REQUEST;
+use crate::route::admin::configs::{self, ConfigResource, Plan, Resource};
 use crate::topology::ShotoverNode;
 
 /// Rewrites the answer to a config request that named brokers (see the
@@ -49,7 +50,7 @@ pub fn rewrite_configs_answer(
 
 /// The whole answer to a request whose resources Sluice refused (nothing was
 /// forwarded), from `plan`. `None` for a request that is not a config request.
-pub(crate) fn refused_answer(request: &RequestKind, plan: &Plan) -> Option<ResponseKind> {
+pub fn refused_answer(request: &RequestKind, plan: &Plan) -> Option<ResponseKind> {
     let mut response = match request {
         RequestKind::DescribeConfigs(_) => {
             ResponseKind::DescribeConfigs(DescribeConfigsResponse::default())

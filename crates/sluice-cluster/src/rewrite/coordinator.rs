@@ -21,7 +21,7 @@ impl Rewriter<'_> {
     /// request's key, which v0–3 responses do not repeat; without it a v0–3
     /// coordinator is placed by the real coordinator's id instead (still
     /// stable, spread less evenly).
-    pub(crate) fn find_coordinator(
+    pub fn find_coordinator(
         &self,
         resp: &mut FindCoordinatorResponse,
         version: i16,

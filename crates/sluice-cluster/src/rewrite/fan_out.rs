@@ -93,19 +93,14 @@ impl Rewriter<'_> {
 
     /// Keeps the groups of `real`'s answer whose coordinator is shown as
     /// `local`.
-    pub(crate) fn list_groups(
-        &self,
-        resp: &mut ListGroupsResponse,
-        real: BrokerId,
-        local: BrokerId,
-    ) {
+    pub fn list_groups(&self, resp: &mut ListGroupsResponse, real: BrokerId, local: BrokerId) {
         resp.groups
             .retain(|g| self.coordinated_on(local, real, g.group_id.as_bytes()));
     }
 
     /// Keeps the transactions of `real`'s answer whose coordinator is shown as
     /// `local`.
-    pub(crate) fn list_transactions(
+    pub fn list_transactions(
         &self,
         resp: &mut ListTransactionsResponse,
         real: BrokerId,
@@ -124,7 +119,7 @@ impl Rewriter<'_> {
     /// Keeps each partition in one broker's answer (its leader's) and only
     /// when it is shown as led by `local`; `parts` are the brokers' answers in
     /// part order.
-    pub(crate) fn describe_log_dirs(
+    pub fn describe_log_dirs(
         &self,
         local: BrokerId,
         parts: &mut [(BrokerId, &mut DescribeLogDirsResponse)],

@@ -74,7 +74,7 @@ node_entry!(ProduceNodeEndpoint: node_id, FetchNodeEndpoint: node_id);
 impl Rewriter<'_> {
     /// Rewrites a Produce response's leader hints in place (a no-op for
     /// versions before 10, which carry none).
-    pub(crate) fn produce(&self, resp: &mut ProduceResponse) {
+    pub fn produce(&self, resp: &mut ProduceResponse) {
         let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.name.0), TopicId(topic.topic_id.as_u128()));
@@ -87,7 +87,7 @@ impl Rewriter<'_> {
 
     /// Rewrites a Fetch response's leader hints in place (a no-op for
     /// versions before 11, which carry none).
-    pub(crate) fn fetch(&self, resp: &mut FetchResponse) {
+    pub fn fetch(&self, resp: &mut FetchResponse) {
         let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
         for topic in &mut resp.responses {
             let key = self.topic_key(Some(&topic.topic.0), TopicId(topic.topic_id.as_u128()));

@@ -74,7 +74,7 @@ pub(super) use partition_nodes;
 
 impl Rewriter<'_> {
     /// Rewrites a Metadata response (any version) in place.
-    pub(crate) fn metadata(&self, resp: &mut MetadataResponse) {
+    pub fn metadata(&self, resp: &mut MetadataResponse) {
         let listed = self.show_up_nodes(&mut resp.brokers, &mut resp.controller_id);
         for topic in &mut resp.topics {
             let id = TopicId(topic.topic_id.as_u128());
@@ -129,7 +129,7 @@ impl Rewriter<'_> {
 
     /// Rewrites a DescribeCluster response (any version) in place. An error
     /// response keeps its error and loses any broker it listed.
-    pub(crate) fn describe_cluster(&self, resp: &mut DescribeClusterResponse) {
+    pub fn describe_cluster(&self, resp: &mut DescribeClusterResponse) {
         if resp.error_code != 0 {
             resp.brokers.clear();
             resp.controller_id = BrokerId(-1);

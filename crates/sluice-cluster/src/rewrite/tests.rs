@@ -401,7 +401,7 @@ fn metadata_excludes_down_nodes_and_falls_back() {
 #[test]
 fn a_leaving_local_node_is_shown_like_a_down_one() {
     let leaving = fixtures::sluice_nodes();
-    assert!(leaving.set_leaving());
+    assert!(leaving.set_leaving(std::time::Instant::now()));
     // What a peer shows once its health check finds 100 gone.
     let mut peer_view = fixtures::sluice_nodes().snapshot();
     for node in &mut peer_view {

@@ -24,7 +24,7 @@ use crate::topology::TopicId;
 
 impl Rewriter<'_> {
     /// Rewrites a DescribeTopicPartitions response (v0) in place.
-    pub(crate) fn describe_topic_partitions(&self, resp: &mut DescribeTopicPartitionsResponse) {
+    pub fn describe_topic_partitions(&self, resp: &mut DescribeTopicPartitionsResponse) {
         for topic in &mut resp.topics {
             let id = TopicId(topic.topic_id.as_u128());
             let key = self.topic_key(topic.name.as_ref().map(|n| &n.0), id);

@@ -53,10 +53,10 @@ use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::
 
 use crate::topology::{TopicId, TopicRef};
 
-pub(crate) mod configs;
+pub mod configs;
 
 /// The topics an admin write names, to forget once it succeeded.
-pub(crate) fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
+pub fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
     let name = |n: &TopicName| TopicRef::Name(n.clone());
     match request {
         RequestKind::CreateTopics(r) => r.topics.iter().map(|t| name(&t.name)).collect(),
@@ -84,7 +84,7 @@ pub(crate) fn stale_topics(request: &RequestKind) -> Vec<TopicRef> {
 
 /// Whether answers of `api` carry a top-level error code that
 /// [`top_level_error`] reads (decoding them is cheap: admin answers are small).
-pub(crate) fn has_top_level_error(api: ApiKey) -> bool {
+pub fn has_top_level_error(api: ApiKey) -> bool {
     use ApiKey as K;
     matches!(
         api,
@@ -100,7 +100,7 @@ pub(crate) fn has_top_level_error(api: ApiKey) -> bool {
 
 /// The top-level error code of an admin answer, when it has one (for the
 /// NOT_CONTROLLER staleness check).
-pub(crate) fn top_level_error(response: &ResponseKind) -> Option<i16> {
+pub fn top_level_error(response: &ResponseKind) -> Option<i16> {
     Some(match response {
         ResponseKind::ElectLeaders(r) => r.error_code,
         ResponseKind::AlterPartitionReassignments(r) => r.error_code,
@@ -116,7 +116,7 @@ pub(crate) fn top_level_error(response: &ResponseKind) -> Option<i16> {
 /// A response to an admin request where each item (topic, resource, ACL) or
 /// the top level carries `code`; `None` when the response has no place for
 /// an error (the caller then closes the client connection).
-pub(crate) fn error_response(
+pub fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
@@ -245,11 +245,7 @@ macro_rules! top_level_errors {
 
 /// A response to `api` whose top-level error code is `code`, for the APIs
 /// that have one (at `version`).
-pub(crate) fn top_level_error_response(
-    api: ApiKey,
-    version: i16,
-    code: i16,
-) -> Option<ResponseKind> {
+pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
     if api == ApiKey::ElectLeaders && version < 1 {
         return None;
     }
@@ -292,7 +288,7 @@ pub(crate) fn top_level_error_response(
 /// WriteTxnMarkers and the share-group state APIs, whose errors live in items
 /// the request named and which no client sends).
 /// `None` for an API this list does not know (the client is then closed).
-pub(crate) fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
+pub fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
     let code = super::UNSUPPORTED_VERSION;
     if let Some(response) = top_level_error_response(api, version, code) {
         return Some(response);

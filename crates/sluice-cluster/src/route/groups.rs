@@ -33,11 +33,11 @@ use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 /// How long a SyncGroup may wait for the group's leader when the client's
 /// JoinGroup was not seen on this connection: the Java consumer's default
 /// `max.poll.interval.ms`, which it sends as its rebalance timeout.
-pub(crate) const DEFAULT_REBALANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+pub const DEFAULT_REBALANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The group a group API is about; `None` for other APIs (and for a
 /// ConsumerGroupDescribe naming no group).
-pub(crate) fn group_key(request: &RequestKind) -> Option<String> {
+pub fn group_key(request: &RequestKind) -> Option<String> {
     let id = match request {
         RequestKind::JoinGroup(r) => &r.group_id,
         RequestKind::SyncGroup(r) => &r.group_id,
@@ -58,7 +58,7 @@ pub(crate) fn group_key(request: &RequestKind) -> Option<String> {
 /// The coordinator a coordinator-routed request must reach: its key type and
 /// key. `None` when the request names no key and any broker serves it
 /// (InitProducerId without a transactional id).
-pub(crate) fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, String)> {
+pub fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, String)> {
     if let Some(group) = group_key(request) {
         return Some((CoordinatorKeyType::Group, group));
     }
@@ -67,11 +67,7 @@ pub(crate) fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyTy
 
 /// A response to a group API where the group (or each of its partitions or
 /// groups) carries `code`; `None` for other APIs.
-pub(crate) fn error_response(
-    request: &RequestKind,
-    version: i16,
-    code: i16,
-) -> Option<ResponseKind> {
+pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
     let none = || Some(StrBytes::default());
     Some(match request {
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
@@ -146,7 +142,7 @@ pub(crate) fn error_response(
 
 /// Every error code in an answer of a coordinator-routed API, for the
 /// staleness check (a coordinator that moved answers NOT_COORDINATOR).
-pub(crate) fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
+pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
     match response {
         ResponseKind::JoinGroup(r) => vec![r.error_code],
         ResponseKind::SyncGroup(r) => vec![r.error_code],
@@ -180,7 +176,7 @@ pub(crate) fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
 
 /// The groups whose coordinator moved, from an answer of a group API split by
 /// coordinator (OffsetFetch v8+, DescribeGroups, DeleteGroups).
-pub(crate) fn stale_groups(response: &ResponseKind) -> Vec<Stale> {
+pub fn stale_groups(response: &ResponseKind) -> Vec<Stale> {
     let groups: Vec<(&GroupId, i16)> = match response {
         ResponseKind::OffsetFetch(r) => r
             .groups

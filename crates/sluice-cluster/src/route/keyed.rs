@@ -22,7 +22,7 @@ use super::Stale;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
 /// The keys of a multi-key coordinator request, or `None` for other APIs.
-pub(crate) fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
+pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
     match request {
         RequestKind::ConsumerGroupDescribe(r) => Some((
             CoordinatorKeyType::Group,
@@ -40,7 +40,7 @@ pub(crate) fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<Str
 }
 
 /// A copy of `request` asking only about `keys`.
-pub(crate) fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
+pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
     let str = |k: &String| StrBytes::from_string(k.clone());
     match request {
         RequestKind::ConsumerGroupDescribe(r) => RequestKind::ConsumerGroupDescribe(
@@ -60,7 +60,7 @@ pub(crate) fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
 // Short-lived, a handful per admin request: no point boxing the answer.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub(crate) enum KeyedResult {
+pub enum KeyedResult {
     /// The coordinator answered.
     Answer(ResponseKind),
     /// No answer for these keys.
@@ -70,7 +70,7 @@ pub(crate) enum KeyedResult {
 /// Merges the parts' outcomes into one answer, entries in the order of
 /// `order` (the request's keys). `None` when `request` is not a multi-key
 /// API.
-pub(crate) fn merge(
+pub fn merge(
     request: &RequestKind,
     results: Vec<KeyedResult>,
     order: &[String],
@@ -138,7 +138,7 @@ pub(crate) fn merge(
 }
 
 /// The keys whose coordinator moved, from a merged answer.
-pub(crate) fn stale(response: &ResponseKind) -> Vec<Stale> {
+pub fn stale(response: &ResponseKind) -> Vec<Stale> {
     let entries: Vec<(CoordinatorKeyType, &str, i16)> = match response {
         ResponseKind::ConsumerGroupDescribe(r) => r
             .groups

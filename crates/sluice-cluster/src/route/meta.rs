@@ -25,14 +25,14 @@ use crate::topology::{ClusterView, CoordinatorKeyType, TopicId, TopicRef};
 
 /// The first Metadata version whose topic ids brokers resolve (KIP-516: v10
 /// and v11 carry the field but brokers do not look topics up by it).
-pub(crate) const METADATA_TOPIC_ID_LOOKUP_VERSION: i16 = 12;
+pub const METADATA_TOPIC_ID_LOOKUP_VERSION: i16 = 12;
 /// The first Metadata version with a top-level error code.
 const METADATA_ERROR_CODE_VERSION: i16 = 13;
 
 /// The key of a FindCoordinator request: its type (v1+; v0 is always a
 /// group) and, for v0–3, the one key it asks about (v4+ responses repeat
 /// their keys themselves).
-pub(crate) fn find_coordinator_key(
+pub fn find_coordinator_key(
     request: &FindCoordinatorRequest,
     version: i16,
 ) -> (Option<CoordinatorKeyType>, Option<StrBytes>) {
@@ -44,7 +44,7 @@ pub(crate) fn find_coordinator_key(
 /// The ApiVersions answer for a client: the broker's `fresh` answer first
 /// (its features and throttle are the ones kept), intersected with every other
 /// broker's cached answer and with what Sluice offers.
-pub(crate) fn client_api_versions(
+pub fn client_api_versions(
     fresh: &ApiVersionsResponse,
     others: &[std::sync::Arc<ApiVersionsResponse>],
 ) -> ApiVersionsResponse {
@@ -57,7 +57,7 @@ pub(crate) fn client_api_versions(
 /// The answer to an ApiVersions request of a version Sluice does not decode:
 /// like Kafka, a v0 response with UNSUPPORTED_VERSION that lists the
 /// ApiVersions versions Sluice supports, so that the client retries lower.
-pub(crate) fn unsupported_api_versions() -> ApiVersionsResponse {
+pub fn unsupported_api_versions() -> ApiVersionsResponse {
     let range = sluice_codec::versions::decoded(ApiKey::ApiVersions);
     let (min, max) = range.map_or((0, 3), |r| (r.min, r.max));
     ApiVersionsResponse::default()
@@ -75,7 +75,7 @@ pub(crate) fn unsupported_api_versions() -> ApiVersionsResponse {
 /// versions have neither): non-empty, letters, digits, `-` and `.`, starting
 /// and ending with a letter or digit. A request that fails gets
 /// INVALID_REQUEST from the broker, so Sluice never answers it from its cache.
-pub(crate) fn valid_client_software(request: &ApiVersionsRequest, version: i16) -> bool {
+pub fn valid_client_software(request: &ApiVersionsRequest, version: i16) -> bool {
     fn valid(field: &str) -> bool {
         let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
         let inner = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
@@ -87,7 +87,7 @@ pub(crate) fn valid_client_software(request: &ApiVersionsRequest, version: i16) 
 }
 
 /// Whether Sluice decodes ApiVersions at `version`.
-pub(crate) fn api_versions_decodable(version: i16) -> bool {
+pub fn api_versions_decodable(version: i16) -> bool {
     sluice_codec::versions::decoded(ApiKey::ApiVersions).is_some_and(|r| r.contains(version))
 }
 
@@ -95,7 +95,7 @@ pub(crate) fn api_versions_decodable(version: i16) -> bool {
 /// from v12. `None` for `topics` asks for the brokers only. A topic known
 /// only by an id that the broker cannot look up makes it a request for every
 /// topic, the only way to learn that id's name.
-pub(crate) fn metadata_request(
+pub fn metadata_request(
     topics: Option<&[TopicRef]>,
     version: i16,
     view: &ClusterView,
@@ -137,7 +137,7 @@ pub(crate) fn metadata_request(
 
 /// The FindCoordinator requests (at `version`) for `keys` of `key_type`: one
 /// batched request from v4, else one per key.
-pub(crate) fn find_coordinator_requests(
+pub fn find_coordinator_requests(
     key_type: CoordinatorKeyType,
     keys: &[String],
     version: i16,
@@ -158,11 +158,7 @@ pub(crate) fn find_coordinator_requests(
 /// Error answers for the meta APIs, where they have a place for one:
 /// FindCoordinator (per key from v4), DescribeCluster, ApiVersions and
 /// Metadata v13+. Metadata before v13 has none.
-pub(crate) fn error_response(
-    request: &RequestKind,
-    version: i16,
-    code: i16,
-) -> Option<ResponseKind> {
+pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator_failed(r, version, code))
@@ -187,7 +183,7 @@ pub(crate) fn error_response(
 }
 
 /// A FindCoordinator answer where every key carries `code` and no node.
-pub(crate) fn find_coordinator_failed(
+pub fn find_coordinator_failed(
     request: &FindCoordinatorRequest,
     version: i16,
     code: i16,

@@ -39,27 +39,24 @@
 //!   out of order. A node that is leaving still forwards what it is sent:
 //!   its peers may show it until their health checks see it gone.
 
-use sluice_codec::kafka_protocol::error::ResponseError;
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{Stale, partition_staleness};
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::OFFSET_OUT_OF_RANGE;
 use crate::rewrite::Rewriter;
-use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::split::order::TopicEntry;
 use crate::split::{Coordinators, PartitionLeaders, Routing};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
-/// OFFSET_OUT_OF_RANGE.
-pub(crate) const OFFSET_OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
-
 /// Whether a Fetch request asks for a rack-aware replica (v11+ `rack_id`).
-pub(crate) fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
+pub fn fetch_has_rack_id(rack_id: &StrBytes) -> bool {
     !rack_id.is_empty()
 }
 
 /// Whether a Produce answer carries any partition error or leader hint.
-pub(crate) fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
+pub fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
     !resp.node_endpoints.is_empty()
         || resp
             .responses
@@ -69,7 +66,7 @@ pub(crate) fn produce_needs_rewrite(resp: &ProduceResponse) -> bool {
 }
 
 /// Whether a Fetch answer carries any partition error or leader hint.
-pub(crate) fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
+pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
     !resp.node_endpoints.is_empty()
         || resp.responses.iter().flat_map(|t| &t.partitions).any(|p| {
             p.error_code != 0
@@ -82,13 +79,13 @@ pub(crate) fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
 /// a partition's real leader when `local` is the node shown as its leader,
 /// none otherwise, so that the split answers it NOT_LEADER_OR_FOLLOWER
 /// (after one Metadata refresh, in case the local view is the stale one).
-pub(crate) struct ShownHere<'r, R: ?Sized> {
+pub struct ShownHere<'r, R: ?Sized> {
     /// How the view routes.
-    pub(crate) routing: &'r R,
+    pub routing: &'r R,
     /// What clients are shown, from the same view.
-    pub(crate) shown: &'r Rewriter<'r>,
+    pub shown: &'r Rewriter<'r>,
     /// The local Sluice node's id.
-    pub(crate) local: BrokerId,
+    pub local: BrokerId,
 }
 
 impl<R: Routing + ?Sized> PartitionLeaders for ShownHere<'_, R> {
@@ -112,13 +109,13 @@ impl<R: Routing + ?Sized> Routing for ShownHere<'_, R> {
 
 /// A partition of a consumer fetch that a follower answered with an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FollowerError {
+pub struct FollowerError {
     /// The topic, as the answer names it.
-    pub(crate) topic: TopicRef,
+    pub topic: TopicRef,
     /// The partition index.
-    pub(crate) partition: i32,
+    pub partition: i32,
     /// The follower's error code.
-    pub(crate) error_code: i16,
+    pub error_code: i16,
 }
 
 /// The partitions of a Fetch answer from `answered_by` that carry an error
@@ -126,7 +123,7 @@ pub(crate) struct FollowerError {
 /// follower (see `topology/view/replica.rs`). Their fetches go back to the
 /// leader for a while, and their OFFSET_OUT_OF_RANGE is softened
 /// ([`soften_follower_errors`]).
-pub(crate) fn follower_errors(
+pub fn follower_errors(
     resp: &FetchResponse,
     version: i16,
     answered_by: BrokerId,
@@ -158,7 +155,7 @@ pub(crate) fn follower_errors(
 /// before believing it. Behind Sluice the client cannot tell, so Sluice
 /// answers "retry after a metadata refresh", and the next fetch goes to the
 /// leader (the partition is fenced), whose answer is authoritative.
-pub(crate) fn soften_follower_errors(
+pub fn soften_follower_errors(
     resp: &mut FetchResponse,
     version: i16,
     errors: &[FollowerError],
@@ -180,7 +177,7 @@ pub(crate) fn soften_follower_errors(
 }
 
 /// The partitions a leader-API answer says Sluice routed by a stale view.
-pub(crate) fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
+pub fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
     fn collect<T: TopicEntry>(
         topics: &[T],
         version: i16,
@@ -221,7 +218,7 @@ pub(crate) fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> 
 /// (`node_endpoints`). Walks the partition headers without decoding or
 /// allocating; a body it cannot walk answers `true`, so the full decode
 /// reports the problem.
-pub(crate) fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
+pub fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
     scan_fetch(body, version).unwrap_or(true)
 }
 
@@ -360,6 +357,7 @@ mod tests {
 
     use super::*;
     use crate::topology::fixtures::through_wire;
+    use sluice_codec::kafka_protocol::ResponseError;
 
     fn answer(errors: &[(i32, i16)]) -> FetchResponse {
         let partitions = errors

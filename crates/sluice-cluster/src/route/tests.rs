@@ -18,10 +18,13 @@ mod meta;
 mod produce_fetch;
 
 use bytes::BytesMut;
+use sluice_codec::kafka_protocol::ResponseError;
 use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersion;
 use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Response, ResponseKind};
+
+use crate::error_codes::{NOT_COORDINATOR, REQUEST_TIMED_OUT};
 
 /// The routing family of `api`, from the API table.
 fn family(api: ApiKey) -> Family {

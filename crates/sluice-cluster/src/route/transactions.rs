@@ -24,7 +24,7 @@ use sluice_codec::kafka_protocol::messages::{
 
 /// The transactional id a transaction API is about; `None` for other APIs
 /// and for InitProducerId without one (null or empty).
-pub(crate) fn transaction_key(request: &RequestKind) -> Option<String> {
+pub fn transaction_key(request: &RequestKind) -> Option<String> {
     let id = match request {
         // Null (an idempotent producer) or empty (invalid; any broker says so).
         RequestKind::InitProducerId(r) => {
@@ -55,7 +55,7 @@ fn add_partitions_key(
 
 /// A response to a transaction API where the transaction (or each of its
 /// partitions or ids) carries `code`; `None` for other APIs.
-pub(crate) fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+pub fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
             InitProducerIdResponse::default()
@@ -110,7 +110,7 @@ fn add_partitions_failed(r: &AddPartitionsToTxnRequest, code: i16) -> AddPartiti
 }
 
 /// Every error code in an answer of a transaction API.
-pub(crate) fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
+pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
     match response {
         ResponseKind::InitProducerId(r) => vec![r.error_code],
         ResponseKind::AddPartitionsToTxn(r) => {

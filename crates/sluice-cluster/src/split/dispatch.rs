@@ -21,7 +21,7 @@ pub struct SplitRequest {
     /// What to send where, at the client's api version (see [`Split::parts`]).
     pub parts: Vec<(BrokerId, RequestKind)>,
     /// What no broker can serve (see [`Split::unroutable`]).
-    pub(crate) unroutable: Vec<Unroutable>,
+    pub unroutable: Vec<Unroutable>,
     /// What [`merge_responses`] needs.
     pub plan: MergePlan,
     passthrough: Option<BrokerId>,
@@ -117,7 +117,7 @@ macro_rules! split_apis {
         /// The error code to synthesize for parts of `api` that no broker
         /// serves or whose broker failed ([`SplitApi::UNAVAILABLE_ERROR`]);
         /// `None` for apis this module does not split.
-        pub(crate) fn unavailable_error(api: ApiKey) -> Option<i16> {
+        pub fn unavailable_error(api: ApiKey) -> Option<i16> {
             match api {
                 $(ApiKey::$api => Some(<$req as SplitApi>::UNAVAILABLE_ERROR),)*
                 _ => None,

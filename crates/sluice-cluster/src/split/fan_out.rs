@@ -32,12 +32,12 @@ use sluice_codec::kafka_protocol::messages::{
     ListTransactionsRequest, ListTransactionsResponse,
 };
 
-use super::error_codes::{
-    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
-};
 use super::order::dedup_by_key;
 use super::route;
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, Unroutable};
+use crate::error_codes::{
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
+};
 
 /// The first DescribeLogDirs version with a top-level error code.
 const LOG_DIRS_ERROR_CODE_VERSION: i16 = 3;

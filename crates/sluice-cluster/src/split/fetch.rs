@@ -39,18 +39,18 @@ use sluice_codec::kafka_protocol::messages::fetch_response::{
 };
 use sluice_codec::kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse};
 
-use super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::order::{map_topics, topic_entry};
 use super::{
     BrokerId, PartResult, PartitionLeaders, Plan, Routing, Split, SplitApi, SplitError, TopicRef,
     route,
 };
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::topology::FOLLOWER_FETCH_VERSION;
 
 /// `session_id` of a sessionless fetch.
-pub(crate) const NO_SESSION_ID: i32 = 0;
+pub const NO_SESSION_ID: i32 = 0;
 /// `session_epoch` of a full fetch that neither uses nor creates a session.
-pub(crate) const FINAL_EPOCH: i32 = -1;
+pub const FINAL_EPOCH: i32 = -1;
 
 topic_entry!(
     FetchTopic,
@@ -147,7 +147,7 @@ impl SplitApi for FetchRequest {
 
 /// `request` with no topics, as a sessionless part: every field the parts
 /// keep (see the module doc).
-pub(crate) fn part_base(request: &FetchRequest) -> FetchRequest {
+pub fn part_base(request: &FetchRequest) -> FetchRequest {
     FetchRequest::default()
         .with_cluster_id(request.cluster_id.clone())
         .with_replica_id(request.replica_id)
@@ -169,7 +169,7 @@ pub(crate) fn part_base(request: &FetchRequest) -> FetchRequest {
 /// carry stashed and adopted data, bounds the whole answer besides
 /// (`consume/bound.rs`). Like `max_bytes` itself the share is a
 /// soft limit: a broker still returns a first record batch larger than it.
-pub(crate) fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
+pub fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
     match i32::try_from(parts) {
         Ok(n) if n > 1 && max_bytes > 0 => (max_bytes / n).max(1),
         _ => max_bytes,
@@ -177,7 +177,7 @@ pub(crate) fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
 }
 
 /// A partition answer carrying `error_code` and no records, as a broker writes one.
-pub(crate) fn error_partition(index: i32, error_code: i16) -> PartitionData {
+pub fn error_partition(index: i32, error_code: i16) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error_code)

@@ -28,12 +28,12 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
-use super::error_codes::NOT_COORDINATOR;
 use super::order::{group_entry, group_errors};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
+use crate::error_codes::NOT_COORDINATOR;
 
 /// The first OffsetFetch version that batches groups.
-pub(crate) const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
+pub const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
 /// The first OffsetFetch version with a top-level error code (until v7).
 const OFFSET_FETCH_ERROR_CODE_VERSION: i16 = 2;
 

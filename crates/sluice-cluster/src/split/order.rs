@@ -22,7 +22,7 @@ use super::TopicRef;
 
 /// A topic entry of a request or response: something keyed by a topic that
 /// holds a list of partitions.
-pub(crate) trait TopicEntry: Sized {
+pub trait TopicEntry: Sized {
     /// The per-partition item.
     type Partition: Clone;
 
@@ -41,7 +41,7 @@ pub(crate) trait TopicEntry: Sized {
 /// One `A` per topic entry of `topics`, made by `topic`, holding what
 /// `partition` makes of each of the entry's partitions, in order: e.g. an
 /// answer to every partition of a request.
-pub(crate) fn map_topics<Q: TopicEntry, A: TopicEntry>(
+pub fn map_topics<Q: TopicEntry, A: TopicEntry>(
     topics: &[Q],
     topic: impl Fn(&Q) -> A,
     partition: impl Fn(&Q::Partition) -> A::Partition,
@@ -112,7 +112,7 @@ macro_rules! topic_entry {
 pub(crate) use topic_entry;
 
 /// A response's entry for one group: keyed by its group id, with an error code.
-pub(crate) trait GroupEntry: Sized {
+pub trait GroupEntry: Sized {
     /// The group id.
     fn group_id(&self) -> &GroupId;
     /// An entry for `group_id` carrying only `error_code`, as a broker writes
@@ -142,7 +142,7 @@ macro_rules! group_entry {
 pub(crate) use group_entry;
 
 /// One entry per group of `groups`, each carrying `error_code`.
-pub(crate) fn group_errors<'g, T: GroupEntry>(
+pub fn group_errors<'g, T: GroupEntry>(
     groups: impl IntoIterator<Item = &'g GroupId>,
     error_code: i16,
 ) -> Vec<T> {
@@ -154,14 +154,14 @@ pub(crate) fn group_errors<'g, T: GroupEntry>(
 
 /// The order in which a request named its topics and partitions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct PartitionOrder {
+pub struct PartitionOrder {
     topics: Vec<(TopicRef, Vec<i32>)>,
     rank: HashMap<TopicRef, usize>,
 }
 
 impl PartitionOrder {
     /// Records that the request names `partition` of `topic` next.
-    pub(crate) fn push(&mut self, topic: &TopicRef, partition: i32) {
+    pub fn push(&mut self, topic: &TopicRef, partition: i32) {
         let slot = match self.rank.get(topic) {
             Some(slot) => *slot,
             None => {
@@ -177,7 +177,7 @@ impl PartitionOrder {
 
     /// The order of every topic from the topic entries of a request.
     #[cfg(test)]
-    pub(crate) fn of_topics<T: TopicEntry>(topics: &[T], version: i16) -> Self {
+    pub fn of_topics<T: TopicEntry>(topics: &[T], version: i16) -> Self {
         let mut order = Self::default();
         for topic in topics {
             let key = topic.topic_ref(version);
@@ -190,13 +190,13 @@ impl PartitionOrder {
 
     /// The topics and their partitions, in request order.
     #[cfg(test)]
-    pub(crate) fn topics(&self) -> &[(TopicRef, Vec<i32>)] {
+    pub fn topics(&self) -> &[(TopicRef, Vec<i32>)] {
         &self.topics
     }
 
     /// Merges entries of the same topic and sorts topics and partitions into
     /// request order. Entries the request did not name go last.
-    pub(crate) fn merge_topics<T: TopicEntry>(
+    pub fn merge_topics<T: TopicEntry>(
         &self,
         topics: impl IntoIterator<Item = T>,
         version: i16,
@@ -251,7 +251,7 @@ fn sort_partitions<T: TopicEntry>(topic: &mut T, wanted: &[i32]) {
 
 /// The order a merge restores.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Order {
+pub enum Order {
     /// Topics and partitions, for the APIs split by partition leader.
     Partitions(PartitionOrder),
     /// Group ids, for the APIs split by coordinator.
@@ -263,7 +263,7 @@ pub(crate) enum Order {
 impl Order {
     /// [`PartitionOrder::merge_topics`], or only merging same-topic entries
     /// when there is no partition order.
-    pub(crate) fn merge_topics<T: TopicEntry>(
+    pub fn merge_topics<T: TopicEntry>(
         &self,
         topics: impl IntoIterator<Item = T>,
         version: i16,
@@ -279,7 +279,7 @@ impl Order {
 
     /// Sorts items keyed by group id into the request's group order (stable;
     /// unknown keys last). Without a key order, items keep their order.
-    pub(crate) fn sort_groups<T>(&self, items: &mut [T], key: impl Fn(&T) -> &GroupId) {
+    pub fn sort_groups<T>(&self, items: &mut [T], key: impl Fn(&T) -> &GroupId) {
         if let Order::Keys(keys) = self {
             sort_by_key_order(items, keys, key);
         }
@@ -288,11 +288,7 @@ impl Order {
 
 /// Sorts `items` into the order of `order` by their key: stable, so items with
 /// the same key keep their relative order; keys not in `order` go last.
-pub(crate) fn sort_by_key_order<T, K: Hash + Eq>(
-    items: &mut [T],
-    order: &[K],
-    key: impl Fn(&T) -> &K,
-) {
+pub fn sort_by_key_order<T, K: Hash + Eq>(items: &mut [T], order: &[K], key: impl Fn(&T) -> &K) {
     let mut rank: HashMap<&K, usize> = HashMap::with_capacity(order.len());
     for (at, k) in order.iter().enumerate() {
         rank.entry(k).or_insert(at);
@@ -301,7 +297,7 @@ pub(crate) fn sort_by_key_order<T, K: Hash + Eq>(
 }
 
 /// Drops every item whose key was already seen, keeping the first.
-pub(crate) fn dedup_by_key<T, K: Hash + Eq + Clone>(items: &mut Vec<T>, key: impl Fn(&T) -> &K) {
+pub fn dedup_by_key<T, K: Hash + Eq + Clone>(items: &mut Vec<T>, key: impl Fn(&T) -> &K) {
     let mut seen: std::collections::HashSet<K> =
         std::collections::HashSet::with_capacity(items.len());
     items.retain(|item| seen.insert(key(item).clone()));

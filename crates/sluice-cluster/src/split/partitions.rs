@@ -36,9 +36,9 @@ use sluice_codec::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 
-use super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::order::{TopicEntry, map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, route};
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 
 topic_entry!(
     ListOffsetsTopic,

@@ -21,9 +21,9 @@ use sluice_codec::kafka_protocol::messages::produce_response::{
 };
 use sluice_codec::kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
-use super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::order::{map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 
 topic_entry!(
     TopicProduceData,

@@ -32,7 +32,6 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{FrameCodec, Request, Response};
-use tokio_util::codec::Decoder;
 
 use super::order::TopicEntry;
 use super::{
@@ -198,7 +197,10 @@ pub(super) fn client_roundtrip(
     Request::from_body(api, version, 41, client_id, body.into())
         .encode(&mut wire)
         .unwrap_or_else(|e| panic!("{api:?} v{version} request encodes: {e}"));
-    let frame = FrameCodec::default().decode(&mut wire).unwrap().unwrap();
+    let frame = FrameCodec::default()
+        .decode_frame(&mut wire)
+        .unwrap()
+        .unwrap();
     assert!(wire.is_empty(), "one frame");
     let request = Request::parse(frame).unwrap();
     assert_eq!((request.api_key(), request.api_version()), (api, version));
@@ -222,7 +224,10 @@ pub(super) fn broker_roundtrip(
     Response::from_body(api, version, 41, body.into())
         .encode(&mut wire)
         .unwrap_or_else(|e| panic!("{api:?} v{version} response encodes: {e}"));
-    let frame = FrameCodec::default().decode(&mut wire).unwrap().unwrap();
+    let frame = FrameCodec::default()
+        .decode_frame(&mut wire)
+        .unwrap()
+        .unwrap();
     let response = Response::parse(frame, api, version).unwrap();
     assert_eq!(response.correlation_id(), 41);
     response.into_body().unwrap()

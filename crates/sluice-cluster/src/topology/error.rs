@@ -21,9 +21,13 @@ pub enum TopologyError {
     /// An address is not `host:port`.
     #[error("shotover node {broker_id}: {field} `{address}`: {reason}")]
     BadAddress {
+        /// The node's broker id.
         broker_id: i32,
+        /// The config field the address is in.
         field: &'static str,
+        /// The address as configured.
         address: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
 }

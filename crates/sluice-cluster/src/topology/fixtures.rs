@@ -11,28 +11,27 @@ use sluice_codec::kafka_protocol::messages::metadata_response::{
 use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, ResponseKind, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{FrameCodec, Response};
-use tokio_util::codec::Decoder;
 
 use super::{Address, ShotoverNode, SluiceNodes};
 
 /// Real brokers: (id, host, port, rack).
-pub(crate) const REAL_BROKERS: [(i32, &str, i32, &str); 3] = [
+pub const REAL_BROKERS: [(i32, &str, i32, &str); 3] = [
     (1, "kafka-1.internal.corp", 19092, "rack-a"),
     (2, "kafka-2.internal.corp", 19093, "rack-b"),
     (3, "kafka-3.internal.corp", 19094, "rack-c"),
 ];
 
 /// The real controller.
-pub(crate) const REAL_CONTROLLER: i32 = 2;
+pub const REAL_CONTROLLER: i32 = 2;
 
 /// Topic id of `orders`, as text.
-pub(crate) const ORDERS_ID: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+pub const ORDERS_ID: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
 /// Topic id of `events`, as text.
-pub(crate) const EVENTS_ID: &str = "0b2f4a1c-9d7e-4c33-8f00-5a6b7c8d9e0f";
+pub const EVENTS_ID: &str = "0b2f4a1c-9d7e-4c33-8f00-5a6b7c8d9e0f";
 
 /// Sluice nodes: (id, host, port, rack). Node 105 is marked down by
 /// [`sluice_nodes`]; rack-c has no other node, so rack-c falls back to all.
-pub(crate) const SLUICE: [(i32, &str, i32, &str); 6] = [
+pub const SLUICE: [(i32, &str, i32, &str); 6] = [
     (100, "sluice-0.example.com", 9192, "rack-a"),
     (101, "sluice-1.example.com", 9192, "rack-a"),
     (102, "sluice-2.example.com", 9192, "rack-b"),
@@ -42,7 +41,7 @@ pub(crate) const SLUICE: [(i32, &str, i32, &str); 6] = [
 ];
 
 /// The Sluice nodes, local 100, with 105 down.
-pub(crate) fn sluice_nodes() -> SluiceNodes {
+pub fn sluice_nodes() -> SluiceNodes {
     let nodes = SLUICE
         .iter()
         .map(|&(id, host, port, rack)| ShotoverNode {
@@ -57,14 +56,14 @@ pub(crate) fn sluice_nodes() -> SluiceNodes {
 }
 
 /// A topic name.
-pub(crate) fn name(s: &'static str) -> TopicName {
+pub fn name(s: &'static str) -> TopicName {
     TopicName(StrBytes::from_static_str(s))
 }
 
 /// Partition `index` led by real broker `leader` at `epoch`: replicas
 /// `leader, +1, +2` (broker ids 1..=3 in turn), the first two in sync, the
 /// third offline.
-pub(crate) fn partition(index: i32, leader: i32, epoch: i32) -> MetadataResponsePartition {
+pub fn partition(index: i32, leader: i32, epoch: i32) -> MetadataResponsePartition {
     let others: Vec<BrokerId> = (0..3).map(|k| BrokerId((leader - 1 + k) % 3 + 1)).collect();
     MetadataResponsePartition::default()
         .with_partition_index(index)
@@ -78,7 +77,7 @@ pub(crate) fn partition(index: i32, leader: i32, epoch: i32) -> MetadataResponse
 /// A Metadata response from the real cluster: `orders` (12 partitions, leaders
 /// 1, 2, 3 in turn), `events` (3 partitions, partition 1 without a leader) and
 /// `missing` (UNKNOWN_TOPIC_OR_PARTITION).
-pub(crate) fn metadata_response(epoch: i32) -> MetadataResponse {
+pub fn metadata_response(epoch: i32) -> MetadataResponse {
     let brokers = REAL_BROKERS
         .iter()
         .map(|&(id, host, port, rack)| {
@@ -114,7 +113,7 @@ pub(crate) fn metadata_response(epoch: i32) -> MetadataResponse {
 
 /// Encodes `body` as a broker would, frames it, and parses it back as a
 /// [`Response`] whose body is still undecoded.
-pub(crate) fn through_wire(api: ApiKey, version: i16, body: ResponseKind) -> Response {
+pub fn through_wire(api: ApiKey, version: i16, body: ResponseKind) -> Response {
     let mut buf = BytesMut::new();
     Response::from_body(api, version, 42, body)
         .encode(&mut buf)
@@ -123,9 +122,12 @@ pub(crate) fn through_wire(api: ApiKey, version: i16, body: ResponseKind) -> Res
 }
 
 /// Parses one length-prefixed response frame from `buf`.
-pub(crate) fn reparse(buf: &[u8], api: ApiKey, version: i16) -> Response {
+pub fn reparse(buf: &[u8], api: ApiKey, version: i16) -> Response {
     let mut src = BytesMut::from(buf);
-    let frame = FrameCodec::default().decode(&mut src).unwrap().unwrap();
+    let frame = FrameCodec::default()
+        .decode_frame(&mut src)
+        .unwrap()
+        .unwrap();
     assert!(src.is_empty(), "one frame expected");
     let resp = Response::parse(frame, api, version).unwrap();
     assert_eq!(resp.correlation_id(), 42);
@@ -133,14 +135,14 @@ pub(crate) fn reparse(buf: &[u8], api: ApiKey, version: i16) -> Response {
 }
 
 /// Encodes a response to its length-prefixed wire bytes.
-pub(crate) fn wire_bytes(resp: &Response) -> BytesMut {
+pub fn wire_bytes(resp: &Response) -> BytesMut {
     let mut buf = BytesMut::new();
     resp.encode(&mut buf).unwrap();
     buf
 }
 
 /// Panics if any real broker host name appears in `bytes`.
-pub(crate) fn assert_no_real_hosts(bytes: &[u8]) {
+pub fn assert_no_real_hosts(bytes: &[u8]) {
     for (_, host, _, _) in REAL_BROKERS {
         let found = bytes.windows(host.len()).any(|w| w == host.as_bytes());
         assert!(!found, "real broker host {host} leaked to the client");

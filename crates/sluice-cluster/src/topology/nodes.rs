@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 use sluice_codec::kafka_protocol::messages::BrokerId;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
@@ -27,9 +27,9 @@ use super::TopologyError;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Address {
     /// Host name or IP address, IPv6 without brackets.
-    pub(crate) host: StrBytes,
+    pub host: StrBytes,
     /// TCP port (an `i32`, as in Kafka messages).
-    pub(crate) port: i32,
+    pub port: i32,
 }
 
 impl Address {
@@ -42,7 +42,7 @@ impl Address {
     }
 
     /// Parses `host:port`, `a.b.c.d:port` or `[v6]:port`.
-    pub(crate) fn parse(s: &str) -> Result<Self, &'static str> {
+    pub fn parse(s: &str) -> Result<Self, &'static str> {
         let (host, port) = s.rsplit_once(':').ok_or("expected host:port")?;
         let host = match host.strip_prefix('[') {
             Some(v6) => v6.strip_suffix(']').ok_or("unclosed `[` in IPv6 address")?,
@@ -90,7 +90,7 @@ pub struct ShotoverNode {
 
 impl ShotoverNode {
     /// Builds a node from its config entry; it starts up.
-    pub(crate) fn from_config(config: &ShotoverNodeConfig) -> Result<Self, TopologyError> {
+    pub fn from_config(config: &ShotoverNodeConfig) -> Result<Self, TopologyError> {
         let parse = |field: &'static str, address: &str| {
             Address::parse(address).map_err(|reason| TopologyError::BadAddress {
                 broker_id: config.broker_id,
@@ -112,7 +112,7 @@ impl ShotoverNode {
 /// The configured Sluice nodes and their up/down state. Cheap to clone: all
 /// clones share the same state.
 #[derive(Debug, Clone)]
-pub(crate) struct SluiceNodes {
+pub struct SluiceNodes {
     inner: Arc<Inner>,
 }
 
@@ -132,7 +132,7 @@ struct Inner {
 
 impl SluiceNodes {
     /// Builds the set from the sink's config.
-    pub(crate) fn from_config(config: &KafkaSinkClusterConfig) -> Result<Self, TopologyError> {
+    pub fn from_config(config: &KafkaSinkClusterConfig) -> Result<Self, TopologyError> {
         let nodes = config
             .shotover_nodes
             .iter()
@@ -143,10 +143,7 @@ impl SluiceNodes {
 
     /// Builds the set from nodes (their `up` fields give the initial state)
     /// and the local node's broker id.
-    pub(crate) fn new(
-        mut nodes: Vec<ShotoverNode>,
-        local: BrokerId,
-    ) -> Result<Self, TopologyError> {
+    pub fn new(mut nodes: Vec<ShotoverNode>, local: BrokerId) -> Result<Self, TopologyError> {
         if nodes.is_empty() {
             return Err(TopologyError::NoNodes);
         }
@@ -175,19 +172,19 @@ impl SluiceNodes {
     }
 
     /// The local node's broker id.
-    pub(crate) fn local_id(&self) -> BrokerId {
+    pub fn local_id(&self) -> BrokerId {
         self.inner.nodes[self.inner.local].broker_id
     }
 
     /// The local node's rack (empty when none is configured).
-    pub(crate) fn local_rack(&self) -> &str {
+    pub fn local_rack(&self) -> &str {
         &self.inner.nodes[self.inner.local].rack
     }
 
     /// Marks a node up or down. Returns whether its state changed. The local
     /// node cannot be marked down (it is the one answering); an unknown id is
     /// ignored.
-    pub(crate) fn set_up(&self, id: BrokerId, up: bool) -> bool {
+    pub fn set_up(&self, id: BrokerId, up: bool) -> bool {
         let Some(i) = self.inner.nodes.iter().position(|n| n.broker_id == id) else {
             tracing::debug!(broker_id = id.0, "ignoring state of an unknown sluice node");
             return false;
@@ -209,15 +206,16 @@ impl SluiceNodes {
 
     /// The local node starts leaving: from now on it is shown down while
     /// another node is up. Returns whether one is (whether clients have
-    /// somewhere to go).
-    pub(crate) fn set_leaving(&self) -> bool {
-        let _ = self.inner.leaving_at.set(Instant::now());
+    /// somewhere to go). `now`: when it started leaving (the first call
+    /// counts).
+    pub fn set_leaving(&self, now: Instant) -> bool {
+        let _ = self.inner.leaving_at.set(now);
         self.inner.leaving.store(true, Ordering::Relaxed);
         self.is_hidden()
     }
 
     /// How long ago the local node started leaving (`None`: it is not).
-    pub(crate) fn leaving_for(&self, now: Instant) -> Option<Duration> {
+    pub fn leaving_for(&self, now: Instant) -> Option<Duration> {
         self.inner
             .leaving_at
             .get()
@@ -225,7 +223,7 @@ impl SluiceNodes {
     }
 
     /// Whether the local node is leaving and shown down: another node is up.
-    pub(crate) fn is_hidden(&self) -> bool {
+    pub fn is_hidden(&self) -> bool {
         self.inner.leaving.load(Ordering::Relaxed) && self.peer_up(&self.up_flags())
     }
 
@@ -247,7 +245,7 @@ impl SluiceNodes {
 
     /// Every node with its current state, sorted by broker id (the local
     /// node down while it leaves and a peer is up).
-    pub(crate) fn snapshot(&self) -> Vec<ShotoverNode> {
+    pub fn snapshot(&self) -> Vec<ShotoverNode> {
         let mut flags = self.up_flags();
         if self.inner.leaving.load(Ordering::Relaxed) && self.peer_up(&flags) {
             flags[self.inner.local] = false;
@@ -261,14 +259,14 @@ impl SluiceNodes {
     }
 
     /// The nodes that are up now, sorted by broker id (never empty).
-    #[cfg(test)]
-    pub(crate) fn up_nodes(&self) -> Vec<ShotoverNode> {
+    #[cfg(any(test, feature = "fixtures"))]
+    pub fn up_nodes(&self) -> Vec<ShotoverNode> {
         self.snapshot().into_iter().filter(|n| n.up).collect()
     }
 
     /// Every node but the local one, with its current state: what the peer
     /// health checks watch.
-    pub(crate) fn peers(&self) -> Vec<ShotoverNode> {
+    pub fn peers(&self) -> Vec<ShotoverNode> {
         let local = self.local_id();
         self.snapshot()
             .into_iter()
@@ -347,7 +345,7 @@ mod tests {
         assert!(nodes.set_up(BrokerId(0), false));
         assert!(nodes.set_up(BrokerId(2), false));
         assert!(
-            !nodes.set_leaving(),
+            !nodes.set_leaving(Instant::now()),
             "no peer is up: nowhere for clients to go"
         );
         let up: Vec<i32> = nodes.up_nodes().iter().map(|n| n.broker_id.0).collect();
@@ -361,16 +359,16 @@ mod tests {
         assert!(nodes.clone().is_hidden(), "shared by clones");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn tells_how_long_the_node_has_been_leaving() {
+    #[test]
+    fn tells_how_long_the_node_has_been_leaving() {
         let nodes = nodes(1).unwrap();
-        assert_eq!(nodes.leaving_for(Instant::now()), None);
-        assert!(nodes.set_leaving());
-        tokio::time::advance(Duration::from_millis(750)).await;
-        assert!(nodes.set_leaving(), "a second call changes nothing");
-        tokio::time::advance(Duration::from_millis(250)).await;
+        let start = Instant::now();
+        assert_eq!(nodes.leaving_for(start), None);
+        assert!(nodes.set_leaving(start));
+        let later = start + Duration::from_millis(750);
+        assert!(nodes.set_leaving(later), "a second call changes nothing");
         assert_eq!(
-            nodes.leaving_for(Instant::now()),
+            nodes.leaving_for(later + Duration::from_millis(250)),
             Some(Duration::from_secs(1)),
             "counted from the first call"
         );

@@ -15,7 +15,7 @@ use sluice_codec::kafka_protocol::ResponseError;
 
 /// What part of the view an error code says is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Staleness {
+pub enum Staleness {
     /// The partition's leader moved, or has no leader right now: refresh the
     /// topic's metadata.
     Leader,
@@ -54,7 +54,7 @@ pub(crate) enum Staleness {
 ///
 /// Not stale: COORDINATOR_LOAD_IN_PROGRESS (14; the coordinator is right, only
 /// busy) and NOT_ENOUGH_REPLICAS (19/20; the leader is right).
-pub(crate) fn staleness(code: i16) -> Option<Staleness> {
+pub fn staleness(code: i16) -> Option<Staleness> {
     use ResponseError as E;
     Some(match ResponseError::try_from_code(code)? {
         E::LeaderNotAvailable

@@ -29,13 +29,13 @@ use sluice_codec::kafka_protocol::messages::metadata_response::{
 };
 use sluice_codec::kafka_protocol::messages::{BrokerId, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::Address;
 
 mod replica;
 
-pub(crate) use replica::FOLLOWER_FETCH_VERSION;
+pub use replica::FOLLOWER_FETCH_VERSION;
 
 /// A topic id. Kept as the `u128` of the UUID (`uuid.as_u128()`), since this
 /// crate does not depend on `uuid` itself.
@@ -44,10 +44,10 @@ pub struct TopicId(pub u128);
 
 impl TopicId {
     /// The all-zero id, which Kafka uses for "no id".
-    pub(crate) const NIL: TopicId = TopicId(0);
+    pub const NIL: TopicId = TopicId(0);
 
     /// Whether this is the all-zero id.
-    pub(crate) fn is_nil(self) -> bool {
+    pub fn is_nil(self) -> bool {
         self.0 == 0
     }
 }
@@ -76,36 +76,36 @@ impl From<TopicId> for TopicRef {
 
 /// A real broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Broker {
+pub struct Broker {
     /// Its broker id.
-    pub(crate) id: BrokerId,
+    pub id: BrokerId,
     /// Its advertised address (never shown to clients).
-    pub(crate) address: Address,
+    pub address: Address,
     /// Its rack, if the cluster is rack-aware.
-    pub(crate) rack: Option<StrBytes>,
+    pub rack: Option<StrBytes>,
 }
 
 /// One partition of a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PartitionInfo {
+pub struct PartitionInfo {
     /// The leader, or -1 when there is none.
-    pub(crate) leader: BrokerId,
+    pub leader: BrokerId,
     /// The leader epoch, or -1 when the Metadata version did not carry it (< 7).
-    pub(crate) leader_epoch: i32,
+    pub leader_epoch: i32,
     /// All replicas.
-    pub(crate) replicas: Vec<BrokerId>,
+    pub replicas: Vec<BrokerId>,
     /// In-sync replicas.
-    pub(crate) isr: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
     /// Replicas that are offline.
-    pub(crate) offline: Vec<BrokerId>,
+    pub offline: Vec<BrokerId>,
     /// The partition's error code in the Metadata response (0, or e.g.
     /// LEADER_NOT_AVAILABLE).
-    pub(crate) error_code: i16,
+    pub error_code: i16,
 }
 
 impl PartitionInfo {
     /// The leader, when there is one.
-    pub(crate) fn leader(&self) -> Option<BrokerId> {
+    pub fn leader(&self) -> Option<BrokerId> {
         (self.leader.0 >= 0).then_some(self.leader)
     }
 
@@ -123,15 +123,15 @@ impl PartitionInfo {
 
 /// One topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TopicInfo {
+pub struct TopicInfo {
     /// Its name.
-    pub(crate) name: TopicName,
+    pub name: TopicName,
     /// Its id, or [`TopicId::NIL`] when only old Metadata versions were seen.
-    pub(crate) id: TopicId,
+    pub id: TopicId,
     /// Whether Kafka marks it internal (`__consumer_offsets`, ...).
-    pub(crate) is_internal: bool,
+    pub is_internal: bool,
     /// Partitions by index.
-    pub(crate) partitions: BTreeMap<i32, PartitionInfo>,
+    pub partitions: BTreeMap<i32, PartitionInfo>,
 }
 
 /// The kind of coordinator a FindCoordinator `key_type` asks for.
@@ -179,11 +179,11 @@ impl TryFrom<i8> for CoordinatorKeyType {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetadataApplied {
     /// Brokers that were not known before.
-    pub(crate) added_brokers: Vec<BrokerId>,
+    pub added_brokers: Vec<BrokerId>,
     /// Brokers that are no longer listed.
-    pub(crate) removed_brokers: Vec<BrokerId>,
+    pub removed_brokers: Vec<BrokerId>,
     /// Whether the controller id changed.
-    pub(crate) controller_changed: bool,
+    pub controller_changed: bool,
 }
 
 /// The real cluster: brokers, controller, topics and coordinators.
@@ -354,7 +354,7 @@ impl ClusterView {
     /// answer for each key of the batch. A key answered with an error is
     /// forgotten. A coordinator broker not yet in the view is added (without
     /// a rack) so that it can be reached before the next Metadata refresh.
-    pub(crate) fn apply_find_coordinator(
+    pub fn apply_find_coordinator(
         &mut self,
         version: i16,
         key_type: CoordinatorKeyType,
@@ -398,19 +398,19 @@ impl ClusterView {
     }
 
     /// Records (or clears) the controller, e.g. after NOT_CONTROLLER.
-    #[cfg(test)]
-    pub(crate) fn set_controller(&mut self, controller: Option<BrokerId>) {
+    #[cfg(any(test, feature = "fixtures"))]
+    pub fn set_controller(&mut self, controller: Option<BrokerId>) {
         self.controller = controller;
     }
 
     /// Forgets the controller (after NOT_CONTROLLER).
-    pub(crate) fn forget_controller(&mut self) {
+    pub fn forget_controller(&mut self) {
         self.controller = None;
     }
 
     /// Forgets a coordinator (after NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE).
     /// Returns whether one was known.
-    pub(crate) fn forget_coordinator(&mut self, key_type: CoordinatorKeyType, key: &str) -> bool {
+    pub fn forget_coordinator(&mut self, key_type: CoordinatorKeyType, key: &str) -> bool {
         self.coordinators[key_type.index()]
             .remove(key.as_bytes())
             .is_some()
@@ -418,7 +418,7 @@ impl ClusterView {
 
     /// Forgets a topic (after UNKNOWN_TOPIC_OR_PARTITION or UNKNOWN_TOPIC_ID).
     /// Returns whether it was known.
-    pub(crate) fn forget_topic(&mut self, topic: &TopicRef) -> bool {
+    pub fn forget_topic(&mut self, topic: &TopicRef) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };
@@ -434,7 +434,7 @@ impl ClusterView {
     /// Forgets a partition's leader (after NOT_LEADER_OR_FOLLOWER and the
     /// like), keeping its epoch so that an older answer cannot restore it.
     /// Returns whether a leader was known.
-    pub(crate) fn forget_leader(&mut self, topic: &TopicRef, partition: i32) -> bool {
+    pub fn forget_leader(&mut self, topic: &TopicRef, partition: i32) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };
@@ -458,18 +458,18 @@ impl ClusterView {
     }
 
     /// A topic, by name or id.
-    pub(crate) fn topic(&self, topic: &TopicRef) -> Option<&TopicInfo> {
+    pub fn topic(&self, topic: &TopicRef) -> Option<&TopicInfo> {
         self.topics.get(self.resolve(topic)?)
     }
 
     /// The name of the topic with this id.
-    pub(crate) fn topic_name(&self, id: TopicId) -> Option<&TopicName> {
+    pub fn topic_name(&self, id: TopicId) -> Option<&TopicName> {
         self.names_by_id.get(&id)
     }
 
     /// The id of the topic with this name, when a Metadata v10+ response gave one.
     #[cfg(test)]
-    pub(crate) fn topic_id(&self, name: &TopicName) -> Option<TopicId> {
+    pub fn topic_id(&self, name: &TopicName) -> Option<TopicId> {
         self.topics
             .get(name)
             .map(|t| t.id)
@@ -477,45 +477,45 @@ impl ClusterView {
     }
 
     /// One partition of a topic.
-    pub(crate) fn partition(&self, topic: &TopicRef, partition: i32) -> Option<&PartitionInfo> {
+    pub fn partition(&self, topic: &TopicRef, partition: i32) -> Option<&PartitionInfo> {
         self.topic(topic)?.partitions.get(&partition)
     }
 
     /// The leader of a partition, when known.
-    pub(crate) fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+    pub fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
         self.partition(topic, partition)?.leader()
     }
 
     /// The coordinator for a group, transactional id or share key, when known.
-    pub(crate) fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
+    pub fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
         self.coordinators[key_type.index()]
             .get(key.as_bytes())
             .copied()
     }
 
     /// The controller, when known.
-    pub(crate) fn controller(&self) -> Option<BrokerId> {
+    pub fn controller(&self) -> Option<BrokerId> {
         self.controller
     }
 
     /// A broker, by id.
     #[cfg(test)]
-    pub(crate) fn broker(&self, id: BrokerId) -> Option<&Broker> {
+    pub fn broker(&self, id: BrokerId) -> Option<&Broker> {
         self.brokers.get(&id)
     }
 
     /// A broker's address, by id.
-    pub(crate) fn broker_address(&self, id: BrokerId) -> Option<&Address> {
+    pub fn broker_address(&self, id: BrokerId) -> Option<&Address> {
         self.brokers.get(&id).map(|b| &b.address)
     }
 
     /// A broker's rack, by id (None when unknown or not rack-aware).
-    pub(crate) fn broker_rack(&self, id: BrokerId) -> Option<&StrBytes> {
+    pub fn broker_rack(&self, id: BrokerId) -> Option<&StrBytes> {
         self.brokers.get(&id)?.rack.as_ref()
     }
 
     /// All known brokers, by id.
-    pub(crate) fn brokers(&self) -> impl Iterator<Item = &Broker> {
+    pub fn brokers(&self) -> impl Iterator<Item = &Broker> {
         self.brokers.values()
     }
 
@@ -523,14 +523,14 @@ impl ClusterView {
     /// listed broker and every replica of a known partition, so that a
     /// broker that is fenced keeps its place while its partitions still
     /// name it (see the module doc).
-    pub(crate) fn placed_brokers(&self) -> impl Iterator<Item = (BrokerId, Option<&str>)> {
+    pub fn placed_brokers(&self) -> impl Iterator<Item = (BrokerId, Option<&str>)> {
         self.placed.iter().map(|(id, rack)| (*id, rack.as_deref()))
     }
 
     /// Some broker, for requests any broker can serve (Metadata, ListGroups
     /// parts, ...). Successive calls go round the brokers. None when no broker
     /// is known yet.
-    pub(crate) fn any_broker(&self) -> Option<BrokerId> {
+    pub fn any_broker(&self) -> Option<BrokerId> {
         let n = self.brokers.len();
         if n == 0 {
             return None;

@@ -17,9 +17,9 @@ use sluice_chain::ChainError;
 use sluice_error::{ErrorClass, ErrorSide};
 use tokio::time::Instant;
 
-use super::{Identity, PlainCredentials};
 use crate::close::CloseError;
 use crate::kafka_connection::{Auth, KafkaConnection, TokenBinding};
+use sluice_cluster::client_auth::{self, Identity, PlainCredentials};
 
 /// How a client's new broker connections authenticate.
 #[derive(Debug)]
@@ -53,6 +53,14 @@ pub(crate) enum ConnError {
     Fatal(ChainError),
 }
 
+/// The client's SCRAM mechanism, as Sluice's own logins run it.
+fn scram(mechanism: client_auth::ScramMechanism) -> ScramMechanism {
+    match mechanism {
+        client_auth::ScramMechanism::Sha256 => ScramMechanism::Sha256,
+        client_auth::ScramMechanism::Sha512 => ScramMechanism::Sha512,
+    }
+}
+
 impl Login {
     /// The login for an authenticated `identity`. A SCRAM identity needs the
     /// sink's token task (`None`: SCRAM was not offered, which cannot happen).
@@ -68,7 +76,7 @@ impl Login {
             } => Some(Login::Token(TokenLogin {
                 tokens: tokens?.clone(),
                 username,
-                mechanism,
+                mechanism: scram(mechanism),
                 current: None,
             })),
         }

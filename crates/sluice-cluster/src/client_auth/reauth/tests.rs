@@ -1,4 +1,4 @@
-//! Re-authentication and session expiry on paused time: the client's
+//! Re-authentication and session expiry on the test clock: the client's
 //! session lifetime, the end of a session, and each KIP-368 rule.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,25 +7,26 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use sluice_codec::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
-use tokio::time::advance;
 
 use super::super::tests::{
-    accepted_handshake, admitted_to_auth, authenticate, authenticate_answer, client_request,
-    handshake, mechanisms, metadata,
+    accepted_handshake, admitted_to_auth, advance, authenticate, authenticate_answer,
+    client_request, handshake, mechanisms, metadata, now,
 };
 use super::*;
-use crate::auth::SaslStep;
+use crate::client_auth::SaslStep;
 use sluice_error::ErrorClass;
 
 const LIFETIME_MS: i64 = 10_000;
 
 /// A client authenticated with PLAIN as alice, with a 10 s session.
 fn plain_client(lifetime_ms: i64) -> ClientAuth {
-    let mut auth = ClientAuth::new(false);
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
     accepted_handshake(&mut auth, "PLAIN");
-    admitted_to_auth(auth.admit(&mut authenticate(b"\0alice\0alice-secret")));
+    admitted_to_auth(auth.admit(&mut authenticate(b"\0alice\0alice-secret"), now()));
     let mut answer = authenticate_answer(0, lifetime_ms);
-    let outcome = auth.on_answer(SaslStep::Authenticate, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Authenticate, &mut answer, now())
+        .unwrap();
     assert!(
         matches!(outcome, Outcome::Authenticated { .. }),
         "{outcome:?}"
@@ -39,7 +40,7 @@ fn plain_client(lifetime_ms: i64) -> ClientAuth {
 
 /// Begins a re-authentication with `mechanism`; returns the handshake answer.
 fn reauth_handshake(auth: &mut ClientAuth, mechanism: &str) -> (i16, Vec<String>) {
-    let Admit::Answer(body) = auth.admit(&mut handshake(mechanism)).unwrap() else {
+    let Admit::Answer(body) = auth.admit(&mut handshake(mechanism), now()).unwrap() else {
         panic!("a re-authentication handshake is answered by sluice");
     };
     let mut answer = Response::from_body(ApiKey::SaslHandshake, 1, 1, *body);
@@ -47,28 +48,28 @@ fn reauth_handshake(auth: &mut ClientAuth, mechanism: &str) -> (i16, Vec<String>
 }
 
 fn reauth_round(auth: &mut ClientAuth, message: &[u8]) -> bool {
-    match auth.admit(&mut authenticate(message)).unwrap() {
+    match auth.admit(&mut authenticate(message), now()).unwrap() {
         Admit::Reauthenticate { first_round, .. } => first_round,
         other => panic!("expected a re-authentication round, got {other:?}"),
     }
 }
 
-fn is_route(admit: Result<Admit, ChainError>) -> bool {
+fn is_route(admit: Result<Admit, GateError>) -> bool {
     matches!(admit.unwrap(), Admit::Route)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_session_ends_after_its_lifetime_and_then_closes_the_client() {
+#[test]
+fn a_session_ends_after_its_lifetime_and_then_closes_the_client() {
     let mut auth = plain_client(LIFETIME_MS);
     assert!(auth.session_expiry().is_some());
-    advance(Duration::from_millis(10_000)).await;
+    advance(Duration::from_millis(10_000));
     assert!(
-        is_route(auth.admit(&mut metadata())),
+        is_route(auth.admit(&mut metadata(), now())),
         "not after its end yet"
     );
-    advance(Duration::from_millis(1)).await;
+    advance(Duration::from_millis(1));
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Expired
     ));
     assert!(
@@ -81,19 +82,19 @@ async fn a_session_ends_after_its_lifetime_and_then_closes_the_client() {
         "{reason}"
     );
     assert!(
-        matches!(auth.admit(&mut metadata()).unwrap(), Admit::Drop),
+        matches!(auth.admit(&mut metadata(), now()).unwrap(), Admit::Drop),
         "what follows is dropped: the close is logged once"
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn without_a_lifetime_the_session_never_ends_and_reauthentication_is_refused_like_kafka() {
+#[test]
+fn without_a_lifetime_the_session_never_ends_and_reauthentication_is_refused_like_kafka() {
     let mut auth = plain_client(0);
     assert_eq!(auth.session_expiry(), None);
-    advance(Duration::from_secs(86_400)).await;
-    assert!(is_route(auth.admit(&mut metadata())));
+    advance(Duration::from_secs(86_400));
+    assert!(is_route(auth.admit(&mut metadata(), now())));
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
-    let Admit::Answer(body) = auth.admit(&mut authenticate(b"\0alice\0x")).unwrap() else {
+    let Admit::Answer(body) = auth.admit(&mut authenticate(b"\0alice\0x"), now()).unwrap() else {
         panic!()
     };
     let ResponseKind::SaslAuthenticate(a) = *body else {
@@ -101,22 +102,22 @@ async fn without_a_lifetime_the_session_never_ends_and_reauthentication_is_refus
     };
     assert_eq!(a.error_code, ILLEGAL_SASL_STATE);
     assert!(auth.closing().is_none(), "Kafka keeps the connection");
-    assert!(is_route(auth.admit(&mut metadata())));
+    assert!(is_route(auth.admit(&mut metadata(), now())));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_reauthentication_renews_the_session_and_the_replayed_password() {
+#[test]
+fn a_reauthentication_renews_the_session_and_the_replayed_password() {
     let mut auth = plain_client(LIFETIME_MS);
-    advance(Duration::from_secs(9)).await;
+    advance(Duration::from_secs(9));
     assert_eq!(
         reauth_handshake(&mut auth, "PLAIN"),
         (0, vec!["PLAIN".into()])
     );
     assert!(reauth_round(&mut auth, b"\0alice\0new-secret"));
-    advance(Duration::from_secs(2)).await;
+    advance(Duration::from_secs(2));
     let mut answer = authenticate_answer(0, LIFETIME_MS);
     let outcome = auth
-        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .on_answer(SaslStep::Reauthenticate, &mut answer, now())
         .unwrap();
     let Outcome::Reauthenticated {
         identity,
@@ -128,38 +129,39 @@ async fn a_reauthentication_renews_the_session_and_the_replayed_password() {
     assert_eq!(identity.plain().unwrap().password(), "new-secret");
     assert_eq!(session_lifetime, Some(Duration::from_secs(10)));
     // 11 s after the first authentication: past the old end, within the new.
-    assert!(is_route(auth.admit(&mut metadata())));
-    advance(Duration::from_millis(10_001)).await;
+    assert!(is_route(auth.admit(&mut metadata(), now())));
+    advance(Duration::from_millis(10_001));
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Expired
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_expired_session_may_still_reauthenticate() {
+#[test]
+fn an_expired_session_may_still_reauthenticate() {
     let mut auth = plain_client(LIFETIME_MS);
-    advance(Duration::from_secs(30)).await;
+    advance(Duration::from_secs(30));
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, 0);
     assert!(reauth_round(&mut auth, b"\0alice\0alice-secret"));
     let outcome = auth
         .on_answer(
             SaslStep::Reauthenticate,
             &mut authenticate_answer(0, LIFETIME_MS),
+            now(),
         )
         .unwrap();
     assert!(matches!(outcome, Outcome::Reauthenticated { .. }));
-    assert!(is_route(auth.admit(&mut metadata())));
+    assert!(is_route(auth.admit(&mut metadata(), now())));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_refused_reauthentication_is_answered_then_closes() {
+#[test]
+fn a_refused_reauthentication_is_answered_then_closes() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0old-secret");
     let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED, 0);
     let outcome = auth
-        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .on_answer(SaslStep::Reauthenticate, &mut answer, now())
         .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
@@ -174,17 +176,20 @@ async fn a_refused_reauthentication_is_answered_then_closes() {
         reason.to_string().contains("re-authentication failed"),
         "{reason}"
     );
-    assert!(matches!(auth.admit(&mut metadata()).unwrap(), Admit::Drop));
+    assert!(matches!(
+        auth.admit(&mut metadata(), now()).unwrap(),
+        Admit::Drop
+    ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_reauthentication_as_another_user_is_refused() {
+#[test]
+fn a_reauthentication_as_another_user_is_refused() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0mallory\0mallory-secret");
     let mut answer = authenticate_answer(0, LIFETIME_MS);
     let outcome = auth
-        .on_answer(SaslStep::Reauthenticate, &mut answer)
+        .on_answer(SaslStep::Reauthenticate, &mut answer, now())
         .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     let ResponseKind::SaslAuthenticate(a) = answer.body().unwrap() else {
@@ -196,17 +201,22 @@ async fn a_reauthentication_as_another_user_is_refused() {
     assert!(auth.closing().is_some());
 }
 
-#[tokio::test(start_paused = true)]
-async fn another_mechanism_is_accepted_then_closes_before_its_exchange() {
-    let mut auth = ClientAuth::new(true);
+#[test]
+fn another_mechanism_is_accepted_then_closes_before_its_exchange() {
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
-    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
-    auth.on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
-        .unwrap();
-    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof")));
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce"), now()));
+    auth.on_answer(
+        SaslStep::Authenticate,
+        &mut authenticate_answer(0, 0),
+        now(),
+    )
+    .unwrap();
+    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof"), now()));
     auth.on_answer(
         SaslStep::Authenticate,
         &mut authenticate_answer(0, LIFETIME_MS),
+        now(),
     )
     .unwrap();
     let (code, offered) = reauth_handshake(&mut auth, "SCRAM-SHA-512");
@@ -218,29 +228,39 @@ async fn another_mechanism_is_accepted_then_closes_before_its_exchange() {
         "{reason}"
     );
     assert!(matches!(
-        auth.admit(&mut authenticate(b"n,,n=alice,r=n2")).unwrap(),
+        auth.admit(&mut authenticate(b"n,,n=alice,r=n2"), now())
+            .unwrap(),
         Admit::Drop
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_scram_reauthentication_takes_two_rounds_on_one_connection() {
-    let mut auth = ClientAuth::new(true);
+#[test]
+fn a_scram_reauthentication_takes_two_rounds_on_one_connection() {
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
-    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
-    auth.on_answer(SaslStep::Authenticate, &mut authenticate_answer(0, 0))
-        .unwrap();
-    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof")));
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce"), now()));
+    auth.on_answer(
+        SaslStep::Authenticate,
+        &mut authenticate_answer(0, 0),
+        now(),
+    )
+    .unwrap();
+    admitted_to_auth(auth.admit(&mut authenticate(b"c=biws,r=nonce+s,p=proof"), now()));
     auth.on_answer(
         SaslStep::Authenticate,
         &mut authenticate_answer(0, LIFETIME_MS),
+        now(),
     )
     .unwrap();
-    advance(Duration::from_secs(9)).await;
+    advance(Duration::from_secs(9));
     assert_eq!(reauth_handshake(&mut auth, "SCRAM-SHA-256").0, 0);
     assert!(reauth_round(&mut auth, b"n,,n=alice,r=again"));
     let outcome = auth
-        .on_answer(SaslStep::Reauthenticate, &mut authenticate_answer(0, 0))
+        .on_answer(
+            SaslStep::Reauthenticate,
+            &mut authenticate_answer(0, 0),
+            now(),
+        )
         .unwrap();
     assert!(matches!(outcome, Outcome::Continue));
     assert!(
@@ -251,22 +271,23 @@ async fn a_scram_reauthentication_takes_two_rounds_on_one_connection() {
         .on_answer(
             SaslStep::Reauthenticate,
             &mut authenticate_answer(0, LIFETIME_MS),
+            now(),
         )
         .unwrap();
     let Outcome::Reauthenticated { identity, .. } = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(identity.username(), "alice");
-    advance(Duration::from_secs(5)).await;
-    assert!(is_route(auth.admit(&mut metadata())));
+    advance(Duration::from_secs(5));
+    assert!(is_route(auth.admit(&mut metadata(), now())));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_request_pipelined_during_reauthentication_is_refused_and_closes() {
+#[test]
+fn a_request_pipelined_during_reauthentication_is_refused_and_closes() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Refuse(ILLEGAL_SASL_STATE)
     ));
     let reason = auth.closing().unwrap().to_string();
@@ -311,21 +332,23 @@ fn a_real_v0_answer_carries_no_lifetime_and_never_starts_a_session() {
     assert_eq!(body.session_lifetime_ms, 0, "v0 has no lifetime field");
     // Were one to reach the gate, it would fail the client rather than
     // start a session without an end.
-    let mut auth = ClientAuth::new(true);
+    let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
-    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce")));
-    let outcome = auth.on_answer(SaslStep::Authenticate, &mut v0).unwrap();
+    admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=alice,r=nonce"), now()));
+    let outcome = auth
+        .on_answer(SaslStep::Authenticate, &mut v0, now())
+        .unwrap();
     assert!(matches!(outcome, Outcome::Failed), "{outcome:?}");
     assert!(auth.session_expiry().is_none() && auth.username().is_none());
     assert!(auth.closing().unwrap().to_string().contains("v0"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_brokers_would() {
-    let mut auth = ClientAuth::new(false);
+#[test]
+fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_brokers_would() {
+    let mut auth = ClientAuth::<ClientAuthError>::new(false);
     accepted_handshake(&mut auth, "PLAIN");
     let mut request = plain_authenticate(0);
-    let step = admitted_to_auth(auth.admit(&mut request));
+    let step = admitted_to_auth(auth.admit(&mut request, now()));
     assert_eq!(step, Some(SaslStep::Authenticate));
     // The round leaves for the broker at v1, with the client's bytes.
     assert_eq!(request.api_version(), 1);
@@ -340,7 +363,9 @@ async fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_broker
 
     // The broker's v1 answer tells the lifetime; the client's goes back at v0.
     let mut answer = broker_answer(1, LIFETIME_MS);
-    let outcome = auth.on_answer(SaslStep::Authenticate, &mut answer).unwrap();
+    let outcome = auth
+        .on_answer(SaslStep::Authenticate, &mut answer, now())
+        .unwrap();
     assert!(
         matches!(
             outcome,
@@ -352,7 +377,7 @@ async fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_broker
         "{outcome:?}"
     );
     assert!(auth.session_expiry().is_some(), "the session has an end");
-    let to_client = crate::auth::in_client_version(answer, 0).unwrap();
+    let to_client = crate::client_auth::in_client_version(answer, 0).unwrap();
     let mut written = BytesMut::new();
     to_client.encode(&mut written).unwrap();
     let mut read = Response::parse(written.split_off(4), ApiKey::SaslAuthenticate, 0).unwrap();
@@ -373,76 +398,88 @@ async fn a_v0_client_is_authenticated_at_v1_and_its_session_ends_when_the_broker
     // It cannot re-authenticate (it never learned the lifetime); it is
     // closed on its first request after the end, as Kafka closes it.
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
-    advance(Duration::from_millis(10_000)).await;
-    assert!(is_route(auth.admit(&mut metadata())));
-    advance(Duration::from_millis(1)).await;
+    advance(Duration::from_millis(10_000));
+    assert!(is_route(auth.admit(&mut metadata(), now())));
+    advance(Duration::from_millis(1));
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Expired
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_v0_reauthentication_renews_the_session_instead_of_ending_it() {
+#[test]
+fn a_v0_reauthentication_renews_the_session_instead_of_ending_it() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     let mut round = plain_authenticate(0);
     assert!(matches!(
-        auth.admit(&mut round).unwrap(),
+        auth.admit(&mut round, now()).unwrap(),
         Admit::Reauthenticate {
             first_round: true,
             ..
         }
     ));
     assert_eq!(round.api_version(), 1, "sent to the broker at v1");
-    auth.on_answer(SaslStep::Reauthenticate, &mut broker_answer(1, LIFETIME_MS))
-        .unwrap();
+    auth.on_answer(
+        SaslStep::Reauthenticate,
+        &mut broker_answer(1, LIFETIME_MS),
+        now(),
+    )
+    .unwrap();
     assert!(
         auth.session_expiry().is_some(),
         "the expiry is renewed, not wiped"
     );
-    advance(Duration::from_millis(10_001)).await;
+    advance(Duration::from_millis(10_001));
     assert!(matches!(
-        auth.admit(&mut metadata()).unwrap(),
+        auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Expired
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn reauthentication_is_at_most_once_a_second() {
+#[test]
+fn reauthentication_is_at_most_once_a_second() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0alice-secret");
     auth.on_answer(
         SaslStep::Reauthenticate,
         &mut authenticate_answer(0, LIFETIME_MS),
+        now(),
     )
     .unwrap();
-    advance(Duration::from_millis(999)).await;
+    advance(Duration::from_millis(999));
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, ILLEGAL_SASL_STATE);
-    advance(Duration::from_millis(1)).await;
+    advance(Duration::from_millis(1));
     assert_eq!(reauth_handshake(&mut auth, "PLAIN").0, 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_unchecked_reauthentication_is_answered_with_a_retriable_error() {
-    use sluice_broker::{BrokerAddress, BrokerError};
+#[test]
+fn an_unchecked_reauthentication_is_answered_with_a_retriable_error() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0alice-secret");
-    let reason = CloseError::ReauthUnchecked {
-        user: Arc::from("alice"),
-        source: Arc::new(sluice_auth::AuthError::Broker(BrokerError::Connect {
-            broker: BrokerAddress::new("127.0.0.1", 1),
-            reason: "connection refused".into(),
-        })),
-    };
-    assert!(reason.retriable());
-    let ResponseKind::SaslAuthenticate(a) = auth.reauth_unchecked(reason) else {
+    let reason = ClientAuthError::UnexpectedSaslAnswer;
+    let said = reason.to_string();
+    let ResponseKind::SaslAuthenticate(a) = auth.reauth_unchecked(reason, None) else {
         panic!()
     };
     assert_eq!(a.error_code, NETWORK_EXCEPTION);
     let message = a.error_message.unwrap().to_string();
-    assert!(message.contains("connection refused"), "{message}");
+    assert!(message.contains(&said), "{message}");
+    assert!(auth.closing().is_some());
+}
+
+#[test]
+fn a_reauthentication_whose_mechanism_the_broker_refused_is_answered_with_its_code() {
+    let mut auth = plain_client(LIFETIME_MS);
+    reauth_handshake(&mut auth, "PLAIN");
+    reauth_round(&mut auth, b"\0alice\0alice-secret");
+    let reason = ClientAuthError::UnexpectedSaslAnswer;
+    let refused = Some(UNSUPPORTED_SASL_MECHANISM);
+    let ResponseKind::SaslAuthenticate(a) = auth.reauth_unchecked(reason, refused) else {
+        panic!()
+    };
+    assert_eq!(a.error_code, UNSUPPORTED_SASL_MECHANISM);
     assert!(auth.closing().is_some());
 }

@@ -1,4 +1,4 @@
-//! Read-ahead (`consume/ahead.rs`) and the stash it fills, on paused time.
+//! Read-ahead (`consume/ahead.rs`) and the stash it fills, on the test clock.
 
 use bytes::{BufMut, BytesMut};
 
@@ -40,9 +40,9 @@ fn asked_ahead(ahead: &[ReadAhead]) -> Vec<(i32, Vec<(i32, i64)>)> {
 /// The first fetch of partitions 0..3 at 10, 20, 30 (brokers 1, 2, 3):
 /// broker 1 answers records 10..15, broker 2 answers empty, broker 3 stays
 /// out. Returns what to send ahead and broker 3's reply.
-async fn first_fetch(state: &mut FetchState) -> (Vec<ReadAhead>, Reply) {
+fn first_fetch(state: &mut FetchState<Part>) -> (Vec<ReadAhead>, Reply) {
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
-    let planned = plan(state, &request, Instant::now());
+    let planned = plan(state, &request, now());
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, third) = replies.remove(2);
     let (_, _, second) = replies.remove(1);
@@ -51,17 +51,17 @@ async fn first_fetch(state: &mut FetchState) -> (Vec<ReadAhead>, Reply) {
         .send(Ok(answer(vec![batch_data(0, 10, 5, 15)])))
         .unwrap();
     second.send(Ok(answer(vec![data(1, 0, 20)]))).unwrap();
-    parts[0].wait().await;
-    parts[1].wait().await;
+    parts[0].wait();
+    parts[1].wait();
     let outcomes = outcomes(state, &combine, parts);
-    let (_, ahead) = state.assemble(combine, outcomes);
+    let (_, ahead) = state.assemble(combine, outcomes, now());
     (ahead, third)
 }
 
-#[tokio::test(start_paused = true)]
-async fn only_a_free_broker_that_served_records_is_asked_ahead_where_the_client_reads_next() {
-    let mut state = FetchState::default();
-    let (ahead, _third) = first_fetch(&mut state).await;
+#[test]
+fn only_a_free_broker_that_served_records_is_asked_ahead_where_the_client_reads_next() {
+    let mut state = FetchState::<Part>::default();
+    let (ahead, _third) = first_fetch(&mut state);
     assert_eq!(
         asked_ahead(&ahead),
         vec![(1, vec![(0, 15)])],
@@ -78,7 +78,7 @@ async fn only_a_free_broker_that_served_records_is_asked_ahead_where_the_client_
 
 /// Parks `ahead` as the sink does once it is sent, answering it with
 /// `reply`; returns nothing kept out.
-fn park_answered(state: &mut FetchState, ahead: ReadAhead, reply: Vec<PartitionData>) {
+fn park_answered(state: &mut FetchState<Part>, ahead: ReadAhead, reply: Vec<PartitionData>) {
     let (part, tx) = part(ahead.broker);
     tx.send(Ok(answer(reply))).unwrap();
     state.park(Parked {
@@ -88,23 +88,23 @@ fn park_answered(state: &mut FetchState, ahead: ReadAhead, reply: Vec<PartitionD
 }
 
 /// Stashes the parked parts that have answered (the sink's harvest).
-async fn harvest(state: &mut FetchState) {
+fn harvest(state: &mut FetchState<Part>) {
     for parked in state.take_parked() {
         if parked.part.is_waiting() && parked.meta.broker == BrokerId(3) {
             state.park(parked);
             continue;
         }
-        absorb_answered(state, parked).await;
+        absorb_answered(state, parked);
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_next_fetch_at_the_offset_asked_ahead_is_served_from_the_part_ahead() {
-    let mut state = FetchState::default();
-    let (mut ahead, _third) = first_fetch(&mut state).await;
+#[test]
+fn the_next_fetch_at_the_offset_asked_ahead_is_served_from_the_part_ahead() {
+    let mut state = FetchState::<Part>::default();
+    let (mut ahead, _third) = first_fetch(&mut state);
     park_answered(&mut state, ahead.remove(0), vec![batch_data(0, 15, 5, 20)]);
     let request = fetch(&[(0, 15), (1, 20), (2, 30)], 1);
-    let planned = plan(&mut state, &request, Instant::now());
+    let planned = plan(&mut state, &request, now());
     assert_eq!(planned.adopted.len(), 2, "the part ahead and broker 3's");
     let (combine, mut parts, replies) = send(planned);
     assert_eq!(
@@ -112,10 +112,10 @@ async fn the_next_fetch_at_the_offset_asked_ahead_is_served_from_the_part_ahead(
         vec![2],
         "only broker 2 gets a new part"
     );
-    combine.wait(&mut parts).await;
-    assert!(combine.enough(&mut parts, Instant::now()));
+    wait(&combine, &mut parts);
+    assert!(combine.enough(&mut parts, now()));
     let outcomes = outcomes(&mut state, &combine, parts);
-    let (response, ahead) = state.assemble(combine, outcomes);
+    let (response, ahead) = state.assemble(combine, outcomes, now());
     assert_eq!(
         partitions(&response)[0],
         (0, 61, 0, 20),
@@ -124,18 +124,18 @@ async fn the_next_fetch_at_the_offset_asked_ahead_is_served_from_the_part_ahead(
     assert_eq!(asked_ahead(&ahead), vec![(1, vec![(0, 20)])]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_part_ahead_asked_at_another_offset_serves_nothing() {
-    let mut state = FetchState::default();
-    let (mut ahead, _third) = first_fetch(&mut state).await;
+#[test]
+fn a_part_ahead_asked_at_another_offset_serves_nothing() {
+    let mut state = FetchState::<Part>::default();
+    let (mut ahead, _third) = first_fetch(&mut state);
     park_answered(&mut state, ahead.remove(0), vec![batch_data(0, 15, 5, 20)]);
     // The client sought partition 0 back to 3.
     let request = fetch(&[(0, 3), (1, 20), (2, 30)], 1);
-    let now = Instant::now();
-    let planned = plan(&mut state, &request, now);
+    let start = now();
+    let planned = plan(&mut state, &request, start);
     let (combine, mut parts, _replies) = send(planned);
-    combine.wait(&mut parts).await;
-    let again = combine.refetches(&mut parts, Instant::now());
+    wait(&combine, &mut parts);
+    let again = combine.refetches(&mut parts, now());
     assert_eq!(
         again
             .iter()
@@ -146,24 +146,24 @@ async fn a_part_ahead_asked_at_another_offset_serves_nothing() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stashed_answer_waits_for_its_partition_until_it_is_too_old() {
-    let mut state = FetchState::default();
-    let (mut ahead, _third) = first_fetch(&mut state).await;
+#[test]
+fn a_stashed_answer_waits_for_its_partition_until_it_is_too_old() {
+    let mut state = FetchState::<Part>::default();
+    let (mut ahead, _third) = first_fetch(&mut state);
     park_answered(&mut state, ahead.remove(0), vec![batch_data(0, 15, 5, 20)]);
-    harvest(&mut state).await;
+    harvest(&mut state);
     assert_eq!(state.stash.len(), 1, "the part ahead's answer is stashed");
 
     // The client still buffers partition 0 and leaves it out.
     let request = fetch(&[(1, 20), (2, 30)], 1);
-    let _ = plan(&mut state, &request, Instant::now());
+    let _ = plan(&mut state, &request, now());
     assert_eq!(
         state.stash.len(),
         1,
         "a partition the fetch left out keeps its answer"
     );
     let request = fetch(&[(0, 15), (1, 20), (2, 30)], 1);
-    let planned = plan(&mut state, &request, Instant::now());
+    let planned = plan(&mut state, &request, now());
     assert!(
         matches!(
             planned.combine.topics[0].partitions[0].source,
@@ -172,21 +172,21 @@ async fn a_stashed_answer_waits_for_its_partition_until_it_is_too_old() {
         "served from the stash at its offset"
     );
 
-    let (mut ahead, _third) = first_fetch(&mut FetchState::default()).await;
-    let mut state = FetchState::default();
+    let (mut ahead, _third) = first_fetch(&mut FetchState::<Part>::default());
+    let mut state = FetchState::<Part>::default();
     park_answered(&mut state, ahead.remove(0), vec![batch_data(0, 15, 5, 20)]);
-    harvest(&mut state).await;
-    tokio::time::advance(STASH_KEEP).await;
+    harvest(&mut state);
+    advance(STASH_KEEP);
     let request = fetch(&[(1, 20)], 1);
-    let _ = plan(&mut state, &request, Instant::now());
+    let _ = plan(&mut state, &request, now());
     assert!(state.stash.is_empty(), "dropped once too old");
     assert_eq!(state.kept_bytes(), 0);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_part_ahead_fits_the_room_of_the_budgets_or_is_not_sent() {
-    let mut state = FetchState::default();
-    let (mut ahead, _third) = first_fetch(&mut state).await;
+#[test]
+fn a_part_ahead_fits_the_room_of_the_budgets_or_is_not_sent() {
+    let mut state = FetchState::<Part>::default();
+    let (mut ahead, _third) = first_fetch(&mut state);
     let mut part = ahead.remove(0);
     let partition_max = usize::try_from(PARTITION_MAX_BYTES).unwrap();
     assert_eq!(

@@ -24,7 +24,7 @@ fn elsewhere(p: i32) -> PartitionData {
 /// The first fetch, of partitions 0..3 (brokers 1..3), with broker 2's
 /// answer for partition 1 in hand: `answered`.
 fn answered_by_broker_2(
-    state: &mut FetchState,
+    state: &mut FetchState<Part>,
     answered: PartitionData,
 ) -> (
     FetchCombine,
@@ -32,40 +32,40 @@ fn answered_by_broker_2(
     Vec<(BrokerId, FetchRequest, Reply)>,
 ) {
     let request = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
-    let planned = plan(state, &request, Instant::now());
+    let planned = plan(state, &request, now());
     let (combine, parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(1);
     tx.send(Ok(answer(vec![answered]))).unwrap();
     (combine, parts, replies)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_preferred_read_replica_is_not_asked_again_in_a_loop() {
-    let mut state = FetchState::default();
+#[test]
+fn a_preferred_read_replica_is_not_asked_again_in_a_loop() {
+    let mut state = FetchState::<Part>::default();
     let (combine, mut parts, _out) = answered_by_broker_2(&mut state, elsewhere(1));
-    tokio::time::advance(Duration::from_millis(1)).await;
-    combine.wait(&mut parts).await;
+    advance(Duration::from_millis(1));
+    wait(&combine, &mut parts);
     assert!(
-        combine.refetches(&mut parts, Instant::now()).is_empty(),
+        combine.refetches(&mut parts, now()).is_empty(),
         "the broker answers a preferred replica at once: asking again until the deadline spins"
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_diverging_epoch_answers_at_once_and_is_not_asked_again() {
-    let mut state = FetchState::default();
+#[test]
+fn a_diverging_epoch_answers_at_once_and_is_not_asked_again() {
+    let mut state = FetchState::<Part>::default();
     let (combine, mut parts, _out) = answered_by_broker_2(&mut state, diverging(1));
-    let started = Instant::now();
-    combine.wait(&mut parts).await;
+    let started = now();
+    wait(&combine, &mut parts);
     assert_eq!(
-        started.elapsed(),
+        now().duration_since(started),
         Duration::ZERO,
         "the client must truncate: answered at once, as a broker answers it"
     );
-    assert!(combine.enough(&mut parts, Instant::now()));
-    assert!(combine.refetches(&mut parts, Instant::now()).is_empty());
+    assert!(combine.enough(&mut parts, now()));
+    assert!(combine.refetches(&mut parts, now()).is_empty());
     let outcomes = outcomes(&mut state, &combine, parts);
-    let (response, _) = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes, now());
     let p1 = &response.responses[0].partitions[1];
     assert_eq!(
         (p1.diverging_epoch.epoch, p1.diverging_epoch.end_offset),
@@ -75,20 +75,20 @@ async fn a_diverging_epoch_answers_at_once_and_is_not_asked_again() {
 
 /// The first fetch answered by broker 1; broker 2's parked part then
 /// answers partition 1 with `between` before the client's next fetch.
-async fn stashed_between_fetches(state: &mut FetchState, between: PartitionData) {
-    let mut out = first_fetch_answered_by_broker_1(state).await;
+fn stashed_between_fetches(state: &mut FetchState<Part>, between: PartitionData) {
+    let mut out = first_fetch_answered_by_broker_1(state);
     let (_, _, second) = out.remove(0);
     second.send(Ok(answer(vec![between]))).unwrap();
     let mut parked = state.take_parked();
     let at = parked.iter().position(|p| p.meta.broker == BrokerId(2));
-    absorb_answered(state, parked.swap_remove(at.unwrap())).await;
+    absorb_answered(state, parked.swap_remove(at.unwrap()));
     for p in parked {
         state.park(p);
     }
 }
 
 /// Where each new part of `planned` asks: (broker, partition, offset).
-fn asked(planned: &Planned) -> Vec<(i32, i32, i64)> {
+fn asked(planned: &Planned<Part>) -> Vec<(i32, i32, i64)> {
     planned
         .fresh
         .iter()
@@ -103,23 +103,23 @@ fn asked(planned: &Planned) -> Vec<(i32, i32, i64)> {
 
 const OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
 
-#[tokio::test(start_paused = true)]
-async fn an_offset_out_of_range_stashed_serves_only_the_offset_it_was_for() {
-    let mut state = FetchState::default();
-    stashed_between_fetches(&mut state, error_partition(1, OUT_OF_RANGE)).await;
-    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), Instant::now());
+#[test]
+fn an_offset_out_of_range_stashed_serves_only_the_offset_it_was_for() {
+    let mut state = FetchState::<Part>::default();
+    stashed_between_fetches(&mut state, error_partition(1, OUT_OF_RANGE));
+    let planned = plan(&mut state, &fetch(&[(1, 20)], 1), now());
     assert!(asked(&planned).is_empty(), "served from the stash");
     let (combine, mut parts, _) = send(planned);
-    combine.wait(&mut parts).await;
+    wait(&combine, &mut parts);
     let outcomes = outcomes(&mut state, &combine, parts);
-    let (response, _) = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes, now());
     assert_eq!(partitions(&response), vec![(1, 0, OUT_OF_RANGE, -1)]);
 
     // The client reset its offset (to the log start, 3): the error was for
     // offset 20 and must not reach the fetch at 3.
-    let mut state = FetchState::default();
-    stashed_between_fetches(&mut state, error_partition(1, OUT_OF_RANGE)).await;
-    let planned = plan(&mut state, &fetch(&[(1, 3)], 1), Instant::now());
+    let mut state = FetchState::<Part>::default();
+    stashed_between_fetches(&mut state, error_partition(1, OUT_OF_RANGE));
+    let planned = plan(&mut state, &fetch(&[(1, 3)], 1), now());
     assert_eq!(
         asked(&planned),
         vec![(2, 1, 3)],
@@ -128,20 +128,20 @@ async fn an_offset_out_of_range_stashed_serves_only_the_offset_it_was_for() {
     assert!(state.stash.is_empty());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_diverging_epoch_between_fetches_is_asked_again_not_served_stale() {
-    let mut state = FetchState::default();
-    stashed_between_fetches(&mut state, diverging(1)).await;
+#[test]
+fn a_diverging_epoch_between_fetches_is_asked_again_not_served_stale() {
+    let mut state = FetchState::<Part>::default();
+    stashed_between_fetches(&mut state, diverging(1));
     // Kept or not, a stale divergence must not answer a fetch that already
     // truncated (at offset 15, its new position).
-    let planned = plan(&mut state, &fetch(&[(1, 15)], 1), Instant::now());
+    let planned = plan(&mut state, &fetch(&[(1, 15)], 1), now());
     assert_eq!(asked(&planned), vec![(2, 1, 15)]);
     let (combine, mut parts, mut replies) = send(planned);
     let (_, _, tx) = replies.remove(0);
     tx.send(Ok(answer(vec![data(1, 40, 30)]))).unwrap();
-    combine.wait(&mut parts).await;
+    wait(&combine, &mut parts);
     let outcomes = outcomes(&mut state, &combine, parts);
-    let (response, _) = state.assemble(combine, outcomes);
+    let (response, _) = state.assemble(combine, outcomes, now());
     assert_eq!(partitions(&response), vec![(1, 40, 0, 30)]);
     assert_eq!(
         response.responses[0].partitions[0].diverging_epoch.epoch,

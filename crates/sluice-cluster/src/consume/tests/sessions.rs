@@ -211,7 +211,7 @@ fn an_incremental_fetch_without_a_session_id_is_unknown() {
 
 #[test]
 fn a_session_counts_against_the_client_s_memory_budget() {
-    let mut state = FetchState::default();
+    let mut state = FetchState::<Part>::default();
     let many: Vec<(i32, i64)> = (0..10_000).map(|p| (p, 0)).collect();
     let (_, reply) = state
         .sessions

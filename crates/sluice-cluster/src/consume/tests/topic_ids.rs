@@ -7,8 +7,8 @@
 
 use sluice_codec::kafka_protocol::messages::fetch_request::ForgottenTopic;
 
-use super::session::FETCH_SESSION_TOPIC_ID_ERROR;
 use super::*;
+use crate::error_codes::FETCH_SESSION_TOPIC_ID_ERROR;
 
 const V13: i16 = 13;
 const ID: Uuid = Uuid::from_u128(0x5eed);

@@ -19,9 +19,8 @@ use sluice_codec::{Request, Response};
 
 use super::super::{refused_answer, rewrite_configs_answer};
 use super::{body, view};
-use crate::route::admin::configs::{
-    BROKER, BROKER_LOGGER, INVALID_REQUEST, Resource, forwarded, plan, real_broker,
-};
+use crate::error_codes::INVALID_REQUEST;
+use crate::route::admin::configs::{BROKER, BROKER_LOGGER, Resource, forwarded, plan, real_broker};
 use crate::topology::fixtures::{self, reparse, through_wire, wire_bytes};
 use crate::topology::{ClusterView, ShotoverNode};
 

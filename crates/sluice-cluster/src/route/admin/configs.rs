@@ -32,7 +32,6 @@
 //! retried on another broker: another broker would refuse the renamed
 //! resource, and an alter may have happened).
 
-use sluice_codec::kafka_protocol::ResponseError;
 use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, RequestKind};
 use sluice_codec::kafka_protocol::messages::{
     alter_configs_request, alter_configs_response, describe_configs_request,
@@ -44,15 +43,13 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use crate::topology::{ClusterView, ShotoverNode};
 
 /// The BROKER config resource type.
-pub(crate) const BROKER: i8 = 4;
+pub const BROKER: i8 = 4;
 /// The BROKER_LOGGER config resource type.
-pub(crate) const BROKER_LOGGER: i8 = 8;
-/// INVALID_REQUEST: the code of a refused resource.
-pub(crate) const INVALID_REQUEST: i16 = ResponseError::InvalidRequest.code();
+pub const BROKER_LOGGER: i8 = 8;
 
 /// What Sluice does with one resource of a config request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Resource {
+pub enum Resource {
     /// Forwarded as the client sent it (topics, groups, cluster defaults...).
     Forward,
     /// Named by this Sluice node: sent to the real broker standing for it,
@@ -64,16 +61,16 @@ pub(crate) enum Resource {
 
 /// What to do with each resource of a config request that names brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// One entry per resource of the request, in request order.
-    pub(crate) resources: Vec<Resource>,
+    pub resources: Vec<Resource>,
     /// The Sluice node the [`Resource::Node`] entries name (at most one).
-    pub(crate) node: Option<BrokerId>,
+    pub node: Option<BrokerId>,
 }
 
 impl Plan {
     /// Whether any resource goes to a broker.
-    pub(crate) fn forwards_any(&self) -> bool {
+    pub fn forwards_any(&self) -> bool {
         self.resources
             .iter()
             .any(|r| !matches!(r, Resource::Refuse(_)))
@@ -82,7 +79,7 @@ impl Plan {
 
 /// A config resource or result: the fields this module reads and renames,
 /// the same in each of the six kafka-protocol structs.
-pub(crate) trait ConfigResource {
+pub trait ConfigResource {
     /// The resource type (4: BROKER, 8: BROKER_LOGGER, 2: TOPIC, ...).
     fn resource_type(&self) -> i8;
     /// The resource name (a broker id for broker resources, empty for the
@@ -123,7 +120,7 @@ config_resource!(
 );
 
 /// Whether requests of `api` may name brokers in their resources.
-pub(crate) fn may_name_brokers(api: ApiKey) -> bool {
+pub fn may_name_brokers(api: ApiKey) -> bool {
     matches!(
         api,
         ApiKey::DescribeConfigs | ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs
@@ -133,7 +130,7 @@ pub(crate) fn may_name_brokers(api: ApiKey) -> bool {
 /// What to do with each resource of `request`, given the configured Sluice
 /// `nodes`; `None` when nothing in it names a broker (or it is not a config
 /// request): it is then forwarded untouched.
-pub(crate) fn plan(request: &RequestKind, nodes: &[ShotoverNode]) -> Option<Plan> {
+pub fn plan(request: &RequestKind, nodes: &[ShotoverNode]) -> Option<Plan> {
     let plan = match request {
         RequestKind::DescribeConfigs(r) => plan_describe(&r.resources, nodes),
         RequestKind::AlterConfigs(r) => plan_alter(&r.resources, nodes),
@@ -217,7 +214,7 @@ fn unknown_broker(name: &str, nodes: &[ShotoverNode]) -> String {
 /// Sluice node renamed to `real` (the broker standing for it). `None` when
 /// every resource is refused, or when the plan names a node and `real` is
 /// `None`.
-pub(crate) fn forwarded(
+pub fn forwarded(
     request: &RequestKind,
     plan: &Plan,
     real: Option<BrokerId>,
@@ -259,11 +256,7 @@ fn keep_forwarded<R: ConfigResource>(resources: &mut Vec<R>, plan: &Plan, real: 
 /// twice shows the same broker, and spread, so that nodes of one rack show
 /// different brokers while there are enough. `None` when `node` is not
 /// configured or no broker is known.
-pub(crate) fn real_broker(
-    view: &ClusterView,
-    nodes: &[ShotoverNode],
-    node: BrokerId,
-) -> Option<BrokerId> {
+pub fn real_broker(view: &ClusterView, nodes: &[ShotoverNode], node: BrokerId) -> Option<BrokerId> {
     let rack = &nodes.iter().find(|n| n.broker_id == node)?.rack;
     let mut peers: Vec<BrokerId> = nodes
         .iter()

@@ -5,11 +5,11 @@ use sluice_codec::kafka_protocol::protocol::Message;
 
 use super::super::dispatch::unavailable_error;
 use super::super::dispatch::{error_response, merge_responses, split_request};
-use super::super::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
 use super::super::{PartResult, SplitApi, SplitError};
 use super::fetch::fetch_request;
 use super::produce::produce_request;
 use super::*;
+use crate::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
 
 #[test]
 fn produce_through_the_erased_front() {

@@ -13,10 +13,10 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
 use super::super::SplitApi;
-use super::super::error_codes::{
+use super::*;
+use crate::error_codes::{
     COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
 };
-use super::*;
 
 fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)

@@ -11,9 +11,9 @@ use sluice_codec::kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, Fet
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
 use super::super::SplitApi;
-use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::fetch::{FINAL_EPOCH, NO_SESSION_ID};
 use super::*;
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 
 const API: ApiKey = ApiKey::Fetch;
 

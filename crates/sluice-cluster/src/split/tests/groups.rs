@@ -16,9 +16,9 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
-use super::super::error_codes::NOT_COORDINATOR;
 use super::super::{PartResult, SplitApi};
 use super::*;
+use crate::error_codes::NOT_COORDINATOR;
 
 /// Each group of [`GROUPS`] with the error the merge must give it.
 fn expected_groups() -> Vec<(String, i16)> {

@@ -31,9 +31,9 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::Message;
 
 use super::super::SplitApi;
-use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::order::TopicEntry;
 use super::*;
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 
 /// One leader-routed api, described for the shared checks.
 struct LeaderApi<Req: SplitApi, T, RT: TopicEntry> {

@@ -12,10 +12,10 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 
-use super::super::error_codes::NOT_LEADER_OR_FOLLOWER;
 use super::super::order::TopicEntry;
 use super::super::{SplitApi, SplitError};
 use super::*;
+use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 
 const API: ApiKey = ApiKey::Produce;
 /// An error a broker reports for beta/1, to check that errors survive the merge.

@@ -38,7 +38,7 @@
 use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::BrokerId;
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::{ClusterView, TopicRef};
 
@@ -47,14 +47,14 @@ use super::{ClusterView, TopicRef};
 pub(crate) const FOLLOWER_FENCE: Duration = Duration::from_secs(30);
 
 /// The first Fetch version a follower serves to consumers (KIP-392).
-pub(crate) const FOLLOWER_FETCH_VERSION: i16 = 11;
+pub const FOLLOWER_FETCH_VERSION: i16 = 11;
 
 impl ClusterView {
     /// The broker that should serve a consumer's fetch of `partition` of
     /// `topic` for a Sluice node in `rack` (see the module doc); `usable`
     /// says whether a follower may be chosen (e.g. not suspect). `None` when
     /// the partition has no known leader.
-    pub(crate) fn fetch_replica(
+    pub fn fetch_replica(
         &self,
         topic: &TopicRef,
         partition: i32,
@@ -95,12 +95,7 @@ impl ClusterView {
     /// Sends consumer fetches of `partition` of `topic` to its leader for
     /// [`FOLLOWER_FENCE`] from `now`. Expired fences are dropped on the way.
     /// Returns false for a topic id the view cannot name.
-    pub(crate) fn fence_follower_fetch(
-        &mut self,
-        topic: &TopicRef,
-        partition: i32,
-        now: Instant,
-    ) -> bool {
+    pub fn fence_follower_fetch(&mut self, topic: &TopicRef, partition: i32, now: Instant) -> bool {
         let Some(name) = self.resolve(topic).cloned() else {
             return false;
         };
@@ -239,23 +234,19 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_fence_sends_fetches_to_the_leader_until_it_lapses() {
+    #[test]
+    fn a_fence_sends_fetches_to_the_leader_until_it_lapses() {
         let mut view = view();
         let start = Instant::now();
         let follower = pick(&view, 0, Some("az-2"), start);
         assert_ne!(follower, 1);
         assert!(view.fence_follower_fetch(&t(), 0, start));
-        tokio::time::advance(FOLLOWER_FENCE - Duration::from_millis(1)).await;
-        assert_eq!(pick(&view, 0, Some("az-2"), Instant::now()), 1, "fenced");
-        assert_ne!(pick(&view, 1, Some("az-2"), Instant::now()), 1, "only p0");
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(
-            pick(&view, 0, Some("az-2"), Instant::now()),
-            follower,
-            "lapsed"
-        );
+        let fenced = start + FOLLOWER_FENCE - Duration::from_millis(1);
+        assert_eq!(pick(&view, 0, Some("az-2"), fenced), 1, "fenced");
+        assert_ne!(pick(&view, 1, Some("az-2"), fenced), 1, "only p0");
+        let lapsed = start + FOLLOWER_FENCE;
+        assert_eq!(pick(&view, 0, Some("az-2"), lapsed), follower, "lapsed");
         let unknown = TopicRef::Id(crate::topology::TopicId(42));
-        assert!(!view.fence_follower_fetch(&unknown, 0, Instant::now()));
+        assert!(!view.fence_follower_fetch(&unknown, 0, lapsed));
     }
 }
