@@ -7,7 +7,10 @@
 //! keeps every decision here testable as plain functions over real Kafka
 //! messages, and fuzzable.
 //!
-//! Modules, bottom-up (a module uses only those listed before it):
+//! Modules, bottom-up. A module uses only those listed before it, except
+//! two edges still to cut: `api` reads `split` (the per-part failure codes
+//! and the OffsetFetch split version), and `route` and `rewrite` use each
+//! other (the ApiVersions intersection and the config-resource plan).
 //!
 //! - `error_codes`: the Kafka error codes Sluice reads or writes, by name.
 //! - `api`: one descriptor per Kafka API, the table everything that
