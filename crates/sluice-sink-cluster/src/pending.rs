@@ -16,12 +16,12 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 use tokio::time::Instant;
 
-use crate::auth::SaslStep;
 use crate::connections::Target;
-use crate::consume::FetchCombine;
-use crate::route::OnFailure;
-use crate::split::dispatch::MergePlan;
-use crate::topology::{CoordinatorKeyType, TopicRef};
+use sluice_cluster::client_auth::SaslStep;
+use sluice_cluster::consume::{FetchCombine, FetchPart};
+use sluice_cluster::route::OnFailure;
+use sluice_cluster::split::dispatch::MergePlan;
+use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};
 
 /// One client request's answer-to-be.
 #[derive(Debug)]
@@ -52,14 +52,41 @@ impl PendingResponse {
 
     /// Waits (cancel-safe) until every part has a result, or, for a split
     /// fetch, until it may be answered early or one more part has answered
-    /// (see [`crate::consume`]).
+    /// (see [`sluice_cluster::consume`]).
     pub(crate) async fn wait_parts(&mut self) {
         if let Combine::Fetch(fetch) = &self.combine {
-            return fetch.wait(&mut self.parts).await;
+            return wait_fetch(fetch, &mut self.parts).await;
         }
         for part in &mut self.parts {
             part.wait().await;
         }
+    }
+}
+
+/// Waits (cancel-safe) until a split fetch's entry has waited enough (see
+/// [`FetchCombine::next_look`]), or every part has answered, or one more
+/// part has.
+async fn wait_fetch(fetch: &FetchCombine, parts: &mut [Part]) {
+    if parts.iter().all(|p| !p.is_waiting()) {
+        return;
+    }
+    if !fetch.has_deadline() {
+        for part in fetch.own_parts(parts) {
+            part.wait().await;
+        }
+        return;
+    }
+    let Some(wake) = fetch.next_look(parts, Instant::now().into_std()) else {
+        return;
+    };
+    let waiting: Vec<_> = parts
+        .iter_mut()
+        .filter(|p| p.is_waiting())
+        .map(|p| Box::pin(p.wait()))
+        .collect();
+    tokio::select! {
+        _ = futures::future::select_all(waiting) => {}
+        () = tokio::time::sleep_until(Instant::from_std(wake)) => {}
     }
 }
 
@@ -236,6 +263,28 @@ impl Part {
             _ => None,
         }
     }
+
+    /// Whether the part's answer has not arrived.
+    pub(crate) fn is_waiting(&self) -> bool {
+        matches!(self.state, PartState::Waiting(_))
+    }
+}
+
+impl FetchPart for Part {
+    fn is_waiting(&self) -> bool {
+        Part::is_waiting(self)
+    }
+
+    fn has_failed(&self) -> bool {
+        self.error().is_some()
+    }
+
+    fn answer_mut(&mut self) -> Option<&mut Response> {
+        match &mut self.state {
+            PartState::Done(Ok(response)) => Some(response),
+            _ => None,
+        }
+    }
 }
 
 /// How a client request's parts become its answer.
@@ -251,10 +300,10 @@ pub(crate) enum Combine {
     /// Parts of a split request, merged by the split module.
     Split(SplitCombine),
     /// Parts of a multi-key request split by coordinator (see
-    /// [`crate::route::keyed`]).
+    /// [`sluice_cluster::route::keyed`]).
     Keyed(Box<KeyedCombine>),
     /// Parts of a fetch answered as soon as its data is ready (see
-    /// [`crate::consume`]).
+    /// [`sluice_cluster::consume`]).
     Fetch(Box<FetchCombine>),
 }
 

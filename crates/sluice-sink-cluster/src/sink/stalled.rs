@@ -71,7 +71,7 @@ use super::KafkaSinkCluster;
 use super::failures::Verdict;
 use crate::connections::Target;
 use crate::pending::StallClock;
-use crate::topology::BrokerId;
+use sluice_cluster::topology::BrokerId;
 
 /// How long past its legitimate wait a part may go unanswered before the
 /// sink checks on its broker. A healthy broker answers in milliseconds; a
