@@ -130,16 +130,33 @@ impl fmt::Debug for BrokerConnection {
 
 impl BrokerConnection {
     /// Connects (and completes the TLS handshake) within `opts.connect_timeout`.
+    /// A failure is counted in `BROKER_CONNECT_FAILURES` by broker and kind
+    /// (not for the readiness probe, which reports what it found itself).
     pub async fn connect(
         addr: BrokerAddress,
         opts: &BrokerConnectOptions,
     ) -> Result<BrokerConnection, BrokerError> {
-        let (read, write) = tokio::time::timeout(opts.connect_timeout, open(&addr, opts))
+        let opened = tokio::time::timeout(opts.connect_timeout, open(&addr, opts))
             .await
             .map_err(|_| BrokerError::ConnectTimeout {
                 broker: addr.clone(),
                 timeout: opts.connect_timeout,
-            })??;
+            })
+            .and_then(|opened| opened);
+        let (read, write) = match opened {
+            Ok(halves) => halves,
+            Err(e) => {
+                if !opts.probe {
+                    metrics::counter!(
+                        names::BROKER_CONNECT_FAILURES,
+                        "broker" => addr.metric_label(),
+                        "kind" => e.kind(),
+                    )
+                    .increment(1);
+                }
+                return Err(e);
+            }
+        };
         if !opts.probe {
             metrics::counter!(names::BROKER_CONNECTIONS_OPENED, "broker" => addr.metric_label())
                 .increment(1);

@@ -25,7 +25,9 @@ use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use metrics::{Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
+use metrics::{
+    Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, SharedString, Unit,
+};
 
 use crate::BrokerAddress;
 
@@ -206,13 +208,14 @@ impl std::io::Write for LogWriter {
     }
 }
 
-/// A metrics recorder that keeps counter totals; install with
-/// `metrics::set_default_local_recorder`.
+/// A metrics recorder that keeps counter totals and how many samples each
+/// histogram recorded; install with `metrics::set_default_local_recorder`.
 #[derive(Clone, Default)]
 pub struct Counters(Arc<Mutex<HashMap<String, u64>>>);
 
 impl Counters {
-    /// The total of counter `name` with exactly `labels`.
+    /// The total of counter `name` with exactly `labels`, or the number of
+    /// samples histogram `name` recorded with them.
     pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
         let key = render(
             name,
@@ -255,6 +258,12 @@ impl CounterFn for CounterEntry {
     }
 }
 
+impl HistogramFn for CounterEntry {
+    fn record(&self, _: f64) {
+        self.increment(1);
+    }
+}
+
 impl metrics::Recorder for Counters {
     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
@@ -274,7 +283,13 @@ impl metrics::Recorder for Counters {
         Gauge::noop()
     }
 
-    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::noop()
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let labels = key
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()));
+        Histogram::from_arc(Arc::new(CounterEntry {
+            totals: self.clone(),
+            key: render(key.name(), labels),
+        }))
     }
 }

@@ -8,6 +8,7 @@
 //! four bytes announcing 100 MiB cannot make us allocate 100 MiB either.
 
 use bytes::{Buf, BufMut, BytesMut};
+#[cfg(feature = "tokio")]
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::CodecError;
@@ -42,8 +43,34 @@ impl FrameCodec {
         self.max_frame_bytes
     }
 
+    /// Takes the next whole frame (without its prefix) off the front of
+    /// `src`; `None` until all of it is there.
+    pub fn decode_frame(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
+        let Some(size) = self.check_prefix(src)? else {
+            return Ok(None);
+        };
+        if src.len() < 4 + size {
+            src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
+            return Ok(None);
+        }
+        src.advance(4);
+        Ok(Some(src.split_to(size)))
+    }
+
+    /// Appends `frame` to `dst` behind its length prefix.
+    pub fn encode_frame(&mut self, frame: &[u8], dst: &mut BytesMut) -> Result<(), CodecError> {
+        let len = i32::try_from(frame.len()).map_err(|_| CodecError::FrameTooLarge {
+            size: frame.len(),
+            max: i32::MAX as usize,
+        })?;
+        dst.reserve(4 + frame.len());
+        dst.put_i32(len);
+        dst.put_slice(frame);
+        Ok(())
+    }
+
     /// Checks the length prefix at the start of `src`, if it is there, as
-    /// [`Decoder::decode`] does, without taking anything: a caller that holds
+    /// [`FrameCodec::decode_frame`] does, without taking anything: a caller that holds
     /// a frame back can still refuse one that is too large before reading it.
     pub fn check_prefix(&self, src: &[u8]) -> Result<Option<usize>, CodecError> {
         let Some(prefix) = src.get(..4) else {
@@ -67,39 +94,26 @@ impl Default for FrameCodec {
     }
 }
 
+#[cfg(feature = "tokio")]
 impl Decoder for FrameCodec {
     type Item = BytesMut;
     type Error = CodecError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
-        let Some(size) = self.check_prefix(src)? else {
-            return Ok(None);
-        };
-        if src.len() < 4 + size {
-            src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
-            return Ok(None);
-        }
-        src.advance(4);
-        Ok(Some(src.split_to(size)))
+        self.decode_frame(src)
     }
 }
 
+#[cfg(feature = "tokio")]
 impl Encoder<&[u8]> for FrameCodec {
     type Error = CodecError;
 
     fn encode(&mut self, frame: &[u8], dst: &mut BytesMut) -> Result<(), CodecError> {
-        let len = i32::try_from(frame.len()).map_err(|_| CodecError::FrameTooLarge {
-            size: frame.len(),
-            max: i32::MAX as usize,
-        })?;
-        dst.reserve(4 + frame.len());
-        dst.put_i32(len);
-        dst.put_slice(frame);
-        Ok(())
+        self.encode_frame(frame, dst)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tokio"))]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;

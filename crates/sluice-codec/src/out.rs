@@ -9,15 +9,19 @@
 //! large shared [`Bytes`] as they are, in order, for one vectored write.
 
 use std::collections::VecDeque;
+#[cfg(feature = "tokio")]
 use std::io::IoSlice;
 
-use bytes::{Buf, Bytes, BytesMut};
+#[cfg(feature = "tokio")]
+use bytes::Buf;
+use bytes::{Bytes, BytesMut};
 
 /// Shared bytes shorter than this are copied: a copy this small costs less
 /// than one more slice in the vectored write.
 pub(crate) const SHARE_MIN_BYTES: usize = 1024;
 
 /// The most slices one vectored write is given (Linux's `IOV_MAX` is 1024).
+#[cfg(feature = "tokio")]
 const MAX_SLICES: usize = 64;
 
 /// Encoded frames waiting to be written, in order.
@@ -99,6 +103,7 @@ impl OutFrames {
     }
 
     /// Writes everything queued with vectored writes, then flushes.
+    #[cfg(feature = "tokio")]
     pub async fn write_to<W: tokio::io::AsyncWrite + Unpin>(
         &mut self,
         out: &mut W,
@@ -109,6 +114,7 @@ impl OutFrames {
 
     /// Writes the first `len` bytes queued (all of them if fewer) with
     /// vectored writes, then flushes; the rest stays queued.
+    #[cfg(feature = "tokio")]
     pub async fn write_prefix_to<W: tokio::io::AsyncWrite + Unpin>(
         &mut self,
         out: &mut W,
@@ -148,6 +154,7 @@ impl OutFrames {
     }
 
     /// Drops `n` written bytes from the front.
+    #[cfg(feature = "tokio")]
     fn advance(&mut self, mut n: usize) {
         self.len = self.len.saturating_sub(n);
         while n > 0 {
@@ -164,7 +171,7 @@ impl OutFrames {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tokio"))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;

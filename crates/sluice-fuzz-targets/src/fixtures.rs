@@ -8,15 +8,15 @@
 //! any group key, maps to one of the brokers by a hash, except one key in
 //! seven, which has no leader or coordinator (to reach the unroutable paths).
 
+use sluice_cluster::{
+    Address, ClusterView, CoordinatorKeyType, Coordinators, PartitionLeaders, Routing,
+    ShotoverNode, TopicRef,
+};
 use sluice_codec::kafka_protocol::messages::metadata_response::{
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use sluice_codec::kafka_protocol::messages::{BrokerId, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_sink_cluster::{
-    Address, ClusterView, CoordinatorKeyType, Coordinators, PartitionLeaders, Routing,
-    ShotoverNode, TopicRef,
-};
 
 /// The real brokers: (id, host, port, rack).
 pub(crate) const REAL_BROKERS: [(i32, &str, i32, &str); 3] = [

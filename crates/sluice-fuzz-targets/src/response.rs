@@ -20,6 +20,9 @@
 //! through these.
 
 use bytes::BytesMut;
+use sluice_cluster::{
+    PartResult, Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer,
+};
 use sluice_codec::kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, BrokerId, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
     RequestKind, ResponseKind, alter_configs_request, describe_configs_request,
@@ -28,9 +31,6 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::versions::DECODED;
 use sluice_codec::{OutFrames, Request, Response};
-use sluice_sink_cluster::{
-    PartResult, Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer,
-};
 
 use crate::fixtures::{cluster_view, sluice_nodes};
 use crate::wire::drain;

@@ -13,9 +13,9 @@
 //! `error_response` (the whole request failed) is encoded too.
 
 use bytes::{Bytes, BytesMut};
+use sluice_cluster::{PartResult, error_response, merge_responses, split_request};
 use sluice_codec::kafka_protocol::messages::{RequestKind, ResponseKind};
 use sluice_codec::{Request, Response};
-use sluice_sink_cluster::{PartResult, error_response, merge_responses, split_request};
 
 use crate::fixtures::FakeRouting;
 

@@ -8,13 +8,21 @@
 //! (`metrics::counter!(names::REQUESTS, "api" => ...)`); [`install_prometheus`]
 //! installs the Prometheus recorder and serves its endpoint: `/metrics`,
 //! `/health` and `/ready`.
+//!
+//! - [`catalog`]: each metric's type and `# HELP` text.
+//! - `process`: the standard `process_*` metrics, read at each scrape.
+//! - `endpoint`: the HTTP endpoint.
 
 #![deny(missing_docs)]
 
+pub mod catalog;
 mod endpoint;
+mod process;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use metrics_exporter_prometheus::Matcher;
 
 pub use endpoint::{Check, Probes};
 pub use metrics;
@@ -135,6 +143,33 @@ pub mod names {
     pub const SINK_BROKERS_REACHABLE: &str = "sluice_sink_brokers_reachable";
     /// Gauge, always 1: which build is running. Labels: `version`, `commit`.
     pub const BUILD_INFO: &str = "sluice_build_info";
+    /// Histogram (buckets [`LATENCY_BUCKETS_SECONDS`](crate::LATENCY_BUCKETS_SECONDS)):
+    /// seconds from when Sluice takes a client's request (read whole and
+    /// admitted by the memory budgets) to when its answer has been written
+    /// to the client. Labels: `api`.
+    pub const CLIENT_REQUEST_DURATION: &str = "sluice_client_request_duration_seconds";
+    /// Histogram (buckets [`LATENCY_BUCKETS_SECONDS`](crate::LATENCY_BUCKETS_SECONDS)):
+    /// seconds from when Sluice writes a request (or a part of a split one)
+    /// to a broker connection to when the broker's answer to it has been
+    /// read. Labels: `api`, `broker`.
+    pub const BROKER_REQUEST_DURATION: &str = "sluice_broker_request_duration_seconds";
+    /// Counter: broker connections that could not be opened: refused or
+    /// unreachable (`kind="connect"`), no answer within the connect timeout
+    /// (`"connect_timeout"`), or the TLS handshake failed
+    /// (`"tls_handshake"`). Labels: `broker`, `kind`.
+    pub const BROKER_CONNECT_FAILURES: &str = "sluice_broker_connect_failures_total";
+    /// Counter (standard name): user and system CPU time the process has
+    /// used, in seconds. Read at each scrape.
+    pub const PROCESS_CPU_SECONDS: &str = "process_cpu_seconds_total";
+    /// Gauge (standard name): the process's resident memory in bytes
+    /// (`VmRSS`). Read at each scrape.
+    pub const PROCESS_RESIDENT_MEMORY: &str = "process_resident_memory_bytes";
+    /// Gauge (standard name): file descriptors the process holds open
+    /// (sockets included). Read at each scrape.
+    pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+    /// Gauge (standard name): the most file descriptors the process may
+    /// open (its soft `RLIMIT_NOFILE`). Read at each scrape.
+    pub const PROCESS_MAX_FDS: &str = "process_max_fds";
 
     /// Every name above, for the tests that hold the metrics reference and
     /// the dashboard to what Sluice exports.
@@ -173,8 +208,25 @@ pub mod names {
         SINK_READY,
         SINK_BROKERS_REACHABLE,
         BUILD_INFO,
+        CLIENT_REQUEST_DURATION,
+        BROKER_REQUEST_DURATION,
+        BROKER_CONNECT_FAILURES,
+        PROCESS_CPU_SECONDS,
+        PROCESS_RESIDENT_MEMORY,
+        PROCESS_OPEN_FDS,
+        PROCESS_MAX_FDS,
     ];
 }
+
+/// The bucket bounds, in seconds, of the request latency histograms
+/// ([`names::CLIENT_REQUEST_DURATION`], [`names::BROKER_REQUEST_DURATION`]):
+/// from half a millisecond (a local broker's metadata answer) to 10 s; a
+/// request held longer (a JoinGroup waiting for its group) counts in `+Inf`.
+/// Buckets rather than quantiles, so that a fleet's percentiles can be
+/// computed across nodes (`histogram_quantile` over `sum by (le)`).
+pub const LATENCY_BUCKETS_SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 /// Sets [`names::BUILD_INFO`] for this binary's `version` and `commit`.
 pub fn record_build_info(version: &'static str, commit: &'static str) {
@@ -197,9 +249,19 @@ pub struct MetricsError {
 pub fn install_prometheus(addr: SocketAddr, probes: Arc<dyn Probes>) -> Result<(), MetricsError> {
     let error = |reason: String| MetricsError { addr, reason };
     let listener = endpoint::bind(addr).map_err(|e| error(e.to_string()))?;
-    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+    let mut builder = metrics_exporter_prometheus::PrometheusBuilder::new();
+    for name in [
+        names::CLIENT_REQUEST_DURATION,
+        names::BROKER_REQUEST_DURATION,
+    ] {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full(name.to_owned()), LATENCY_BUCKETS_SECONDS)
+            .map_err(|e| error(e.to_string()))?;
+    }
+    let handle = builder
         .install_recorder()
         .map_err(|e| error(e.to_string()))?;
+    catalog::describe_all();
     endpoint::spawn(listener, handle, probes);
     Ok(())
 }

@@ -12,14 +12,10 @@ use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
 use sluice_error::{ErrorClass, ErrorSide};
 
-use crate::auth::SaslStep;
-use crate::auth::messages::MessageError;
 use crate::connections::Target;
-use crate::split::SplitError;
-
-/// SASL_AUTHENTICATION_FAILED: wrong credentials.
-const SASL_AUTHENTICATION_FAILED: i16 =
-    sluice_codec::kafka_protocol::ResponseError::SaslAuthenticationFailed.code();
+use sluice_cluster::client_auth::{ClientAuthError, GateError, SaslStep};
+use sluice_cluster::error_codes::UNSUPPORTED_SASL_MECHANISM;
+use sluice_cluster::split::SplitError;
 
 /// Why the cluster sink closes a client connection.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -30,37 +26,9 @@ pub(crate) enum CloseError {
         /// The API.
         api: ApiKey,
     },
-    /// The client broke the SASL exchange's rules.
-    #[error("client request refused: {0}")]
-    Sasl(#[from] SaslMisuse),
-    /// The client's first SASL message cannot be used.
-    #[error("authentication refused by sluice: {0}")]
-    Claim(#[from] ClaimError),
-    /// The client asked for a mechanism Sluice does not carry.
-    #[error("the client asked for SASL mechanism {requested:?}, which sluice does not offer")]
-    MechanismNotOffered {
-        /// The mechanism asked for.
-        requested: String,
-    },
-    /// The broker refused the mechanism Sluice carries.
-    #[error("the broker refused SASL mechanism {mechanism} with error {code}")]
-    MechanismRefused {
-        /// The mechanism.
-        mechanism: String,
-        /// The broker's error code.
-        code: i16,
-    },
-    /// The broker refused the client's authentication.
-    #[error(
-        "authentication failed: the broker answered SaslAuthenticate with error {code}{}",
-        message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
-    )]
-    AuthenticationFailed {
-        /// The broker's error code.
-        code: i16,
-        /// The broker's message.
-        message: Option<String>,
-    },
+    /// The client's authentication closes it.
+    #[error(transparent)]
+    Auth(#[from] ClientAuthError),
     /// A broker failed while the client authenticated through it.
     #[error("the broker failed during authentication: {0}")]
     BrokerDuringAuthentication(BrokerError),
@@ -98,45 +66,6 @@ pub(crate) enum CloseError {
         /// Why.
         source: Arc<AuthError>,
     },
-    /// The client's session ended (KIP-368) and it sent something other
-    /// than a re-authentication.
-    #[error(
-        "the sasl session of user {user} has expired (connections.max.reauth.ms) and the client sent {api:?} instead of re-authenticating"
-    )]
-    SessionExpired {
-        /// The user.
-        user: Arc<str>,
-        /// What the client sent.
-        api: ApiKey,
-    },
-    /// A re-authentication asked for another mechanism than the session's.
-    #[error("sasl mechanism {to} requested for re-authentication of mechanism {from}")]
-    ReauthMechanismChanged {
-        /// The session's mechanism.
-        from: &'static str,
-        /// The one asked for.
-        to: &'static str,
-    },
-    /// The broker refused the client's re-authentication (e.g. its password
-    /// changed or the user was deleted).
-    #[error(
-        "re-authentication failed: the broker answered SaslAuthenticate with error {code}{}",
-        message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
-    )]
-    ReauthenticationFailed {
-        /// The broker's error code.
-        code: i16,
-        /// The broker's message.
-        message: Option<String>,
-    },
-    /// A re-authentication succeeded as another user.
-    #[error("cannot change principals during re-authentication from User:{from} to User:{to}")]
-    PrincipalChanged {
-        /// The session's user.
-        from: Arc<str>,
-        /// The user of the re-authentication.
-        to: Arc<str>,
-    },
     /// No broker could check the client's re-authentication.
     #[error("no broker could check the re-authentication of user {user}: {source}")]
     ReauthUnchecked {
@@ -156,59 +85,10 @@ pub(crate) enum CloseError {
     NoSluiceNodeUp,
 }
 
-/// How the client broke the SASL exchange's rules.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum SaslMisuse {
-    /// Another API between a re-authentication's SaslHandshake and the end
-    /// of its exchange.
-    #[error("{0:?} during sasl re-authentication")]
-    DuringReauthentication(ApiKey),
-    /// A second SaslHandshake during the exchange.
-    #[error("a second SaslHandshake during authentication")]
-    SecondHandshake,
-    /// SaslHandshake v0 (SASL without Kafka framing).
-    #[error("SaslHandshake v0 (SASL without Kafka framing) is not supported")]
-    HandshakeV0,
-    /// A request whose body is of another API than its key says.
-    #[error("a {0:?} request of another kind")]
-    WrongBody(ApiKey),
-    /// SaslAuthenticate before a successful SaslHandshake.
-    #[error("SaslAuthenticate before a successful SaslHandshake")]
-    AuthenticateBeforeHandshake,
-    /// SaslAuthenticate after the exchange completed.
-    #[error("a SaslAuthenticate after the exchange completed")]
-    AuthenticateAfterExchange,
-    /// Another API before authentication, where it is required.
-    #[error("{0:?} before authentication: this listener requires SASL authentication")]
-    Unauthenticated(ApiKey),
-    /// Another API in the middle of the exchange.
-    #[error("{0:?} before authentication completed")]
-    DuringExchange(ApiKey),
-}
-
-/// Why the client's first SASL message cannot be used.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum ClaimError {
-    /// It does not parse.
-    #[error("{0}")]
-    Message(#[from] MessageError),
-    /// SCRAM with `tokenauth`: the client authenticates with a delegation
-    /// token of its own, which Sluice cannot replay.
-    #[error("delegation token authentication (tokenauth) is not supported through sluice")]
-    TokenAuth,
-}
-
 /// An invariant of the sink that did not hold: a bug, reported with what
 /// it was about.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum Invariant {
-    /// A SASL answer that does not match the authentication state.
-    #[error("a SASL answer that does not match the authentication state")]
-    UnexpectedSaslAnswer,
-    /// A SaslAuthenticate answer below v1 reached the state machine: it
-    /// carries no session lifetime (Sluice sends every round at v1 or later).
-    #[error("a SaslAuthenticate answer at v{0}, which carries no session lifetime")]
-    UnversionedSaslAnswer(i16),
     /// A SCRAM client authenticated though the sink has no token task.
     #[error("a SCRAM client authenticated without a token task")]
     ScramWithoutTokenTask,
@@ -266,26 +146,13 @@ pub(crate) enum Invariant {
 impl ErrorClass for CloseError {
     fn side(&self) -> ErrorSide {
         match self {
-            CloseError::NotForClients { .. }
-            | CloseError::Sasl(_)
-            | CloseError::Claim(_)
-            | CloseError::MechanismNotOffered { .. }
-            | CloseError::SessionExpired { .. }
-            | CloseError::ReauthMechanismChanged { .. }
-            | CloseError::PrincipalChanged { .. } => ErrorSide::Client,
-            CloseError::AuthenticationFailed { code, .. }
-            | CloseError::ReauthenticationFailed { code, .. }
-                if *code == SASL_AUTHENTICATION_FAILED =>
-            {
-                ErrorSide::Client
-            }
+            CloseError::NotForClients { .. } => ErrorSide::Client,
+            CloseError::Auth(e) => e.side(),
             CloseError::ReauthUnchecked { source, .. } => source.side(),
             CloseError::CredentialsRejected { source, .. } => source.side(),
-            CloseError::AuthenticationFailed { .. }
-            | CloseError::ReauthenticationFailed { .. }
-            | CloseError::MechanismRefused { .. }
-            | CloseError::UnreadableSaslAnswer { .. }
-            | CloseError::SaslAnswerTimeout { .. } => ErrorSide::Broker,
+            CloseError::UnreadableSaslAnswer { .. } | CloseError::SaslAnswerTimeout { .. } => {
+                ErrorSide::Broker
+            }
             CloseError::BrokerDuringAuthentication(e) => e.side(),
             CloseError::NoToken { source, .. } => source.side(),
             CloseError::Invariant(_) | CloseError::Merge(_) | CloseError::NoSluiceNodeUp => {
@@ -297,6 +164,7 @@ impl ErrorClass for CloseError {
     fn retriable(&self) -> bool {
         match self {
             CloseError::SaslAnswerTimeout { .. } | CloseError::NoSluiceNodeUp => true,
+            CloseError::Auth(e) => e.retriable(),
             CloseError::BrokerDuringAuthentication(e) => e.retriable(),
             CloseError::NoToken { source, .. } | CloseError::ReauthUnchecked { source, .. } => {
                 source.retriable()
@@ -307,7 +175,7 @@ impl ErrorClass for CloseError {
 
     /// A session that ended is closed by brokers in normal operation.
     fn routine_close(&self) -> bool {
-        matches!(self, CloseError::SessionExpired { .. })
+        matches!(self, CloseError::Auth(e) if e.routine_close())
     }
 }
 
@@ -320,7 +188,7 @@ impl CloseError {
             return None;
         };
         match &**source {
-            AuthError::MechanismNotEnabled { .. } => Some(crate::auth::UNSUPPORTED_SASL_MECHANISM),
+            AuthError::MechanismNotEnabled { .. } => Some(UNSUPPORTED_SASL_MECHANISM),
             AuthError::ErrorCode { code, .. } => Some(*code),
             _ => None,
         }
@@ -339,8 +207,11 @@ impl From<Invariant> for ChainError {
     }
 }
 
-impl From<SaslMisuse> for ChainError {
-    fn from(e: SaslMisuse) -> Self {
-        ChainError::sink(CloseError::Sasl(e))
+/// The client's request refused by the authentication gate, as the error
+/// the client is closed with.
+pub(crate) fn gate_error(e: GateError) -> ChainError {
+    match e {
+        GateError::Refused(e) => ChainError::sink(CloseError::Auth(e)),
+        GateError::Codec(e) => ChainError::Codec(e),
     }
 }

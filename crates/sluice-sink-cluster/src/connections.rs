@@ -13,7 +13,7 @@
 //!
 //! # Authentication
 //!
-//! Until the client's authentication is decided (see [`crate::auth`]) only
+//! Until the client's authentication is decided (see [`sluice_cluster::client_auth`]) only
 //! the *auth connection* exists: the client's ApiVersions, SaslHandshake and
 //! SaslAuthenticate go there, to a first contact point, untouched, and
 //! nothing of Sluice's own (a broker's SASL listener accepts one ApiVersions
@@ -50,13 +50,13 @@ use tracing::{debug, info, warn};
 
 use sluice_metrics::names;
 
-use crate::auth::PlainCredentials;
-pub(crate) use crate::auth::login::{ConnError, Login};
 use crate::close::Invariant;
+pub(crate) use crate::kafka_connection::login::{ConnError, Login};
 use crate::kafka_connection::open::{connect, open, open_with};
 use crate::kafka_connection::{Auth, ConnectionState, Draining, KafkaConnection, Link};
 use crate::sink::Shared;
-use crate::topology::{BrokerId, MetadataApplied};
+use sluice_cluster::client_auth::PlainCredentials;
+use sluice_cluster::topology::{BrokerId, MetadataApplied};
 
 /// Which connection a request went out on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -76,6 +76,7 @@
 //! timeout, ...), which closes the connection. Dropping a [`BrokerConnection`]
 //! never cuts it either: what is queued is written and what is owed is read.
 
+pub(crate) mod login;
 pub(crate) mod open;
 #[cfg(test)]
 mod tests;

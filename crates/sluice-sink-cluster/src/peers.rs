@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::topology::{ShotoverNode, SluiceNodes};
+use sluice_cluster::topology::{ShotoverNode, SluiceNodes};
 
 /// Starts the health checks; they run until `cancel` fires.
 pub(crate) fn spawn(
@@ -84,7 +84,7 @@ async fn probe(peer: &ShotoverNode, timeout: Duration) -> Result<(), String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::topology::{Address, BrokerId};
+    use sluice_cluster::topology::{Address, BrokerId};
     use sluice_codec::kafka_protocol::protocol::StrBytes;
 
     fn node(id: i32, port: u16) -> ShotoverNode {

@@ -16,12 +16,12 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 use tokio::time::Instant;
 
-use crate::auth::SaslStep;
 use crate::connections::Target;
-use crate::consume::FetchCombine;
-use crate::route::OnFailure;
-use crate::split::dispatch::MergePlan;
-use crate::topology::{CoordinatorKeyType, TopicRef};
+use sluice_cluster::client_auth::SaslStep;
+use sluice_cluster::consume::{FetchCombine, FetchPart};
+use sluice_cluster::route::OnFailure;
+use sluice_cluster::split::dispatch::MergePlan;
+use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};
 
 /// One client request's answer-to-be.
 #[derive(Debug)]
@@ -52,14 +52,41 @@ impl PendingResponse {
 
     /// Waits (cancel-safe) until every part has a result, or, for a split
     /// fetch, until it may be answered early or one more part has answered
-    /// (see [`crate::consume`]).
+    /// (see [`sluice_cluster::consume`]).
     pub(crate) async fn wait_parts(&mut self) {
         if let Combine::Fetch(fetch) = &self.combine {
-            return fetch.wait(&mut self.parts).await;
+            return wait_fetch(fetch, &mut self.parts).await;
         }
         for part in &mut self.parts {
             part.wait().await;
         }
+    }
+}
+
+/// Waits (cancel-safe) until a split fetch's entry has waited enough (see
+/// [`FetchCombine::next_look`]), or every part has answered, or one more
+/// part has.
+async fn wait_fetch(fetch: &FetchCombine, parts: &mut [Part]) {
+    if parts.iter().all(|p| !p.is_waiting()) {
+        return;
+    }
+    if !fetch.has_deadline() {
+        for part in fetch.own_parts(parts) {
+            part.wait().await;
+        }
+        return;
+    }
+    let Some(wake) = fetch.next_look(parts, Instant::now().into_std()) else {
+        return;
+    };
+    let waiting: Vec<_> = parts
+        .iter_mut()
+        .filter(|p| p.is_waiting())
+        .map(|p| Box::pin(p.wait()))
+        .collect();
+    tokio::select! {
+        _ = futures::future::select_all(waiting) => {}
+        () = tokio::time::sleep_until(Instant::from_std(wake)) => {}
     }
 }
 
@@ -73,13 +100,37 @@ pub(crate) struct Part {
     pub(crate) broker: Option<BrokerAddress>,
     /// Its receiver, or its result once it arrived.
     pub(crate) state: PartState,
-    /// When it has waited longer than the broker may legitimately hold it
-    /// (plus a margin): from then on the sink checks whether the broker is
-    /// still in the cluster (see `sink/stalled.rs`). `None`: never checked.
-    pub(crate) stalls_at: Option<Instant>,
-    /// Whether a stall check has already found its broker quiet once: a
-    /// second such check marks the broker suspect (see `sink/stalled.rs`).
+    /// When the sink checks whether its broker is still in the cluster, and
+    /// from when its silence makes the broker suspect (see
+    /// `sink/stalled.rs`). `None`: never checked.
+    pub(crate) stall: Option<StallClock>,
+}
+
+/// When a part owed by a broker is checked on (see `sink/stalled.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StallClock {
+    /// The next check: a margin past when the broker may have answered by
+    /// design, not counting a Produce's wait for its replicas; then again
+    /// after each check that finds the broker still listed.
+    pub(crate) check_at: Instant,
+    /// From when a check that finds the broker quiet again makes it suspect
+    /// (a WARN): a margin past the part's whole legitimate wait, a
+    /// Produce's `timeout_ms` included, since a healthy but loaded cluster
+    /// may take that long to replicate.
+    pub(crate) suspect_from: Instant,
+    /// Whether a check has already found the broker quiet once.
     pub(crate) checked: bool,
+}
+
+impl StallClock {
+    /// First checked at `check_at`; suspect from `suspect_from` on.
+    pub(crate) fn new(check_at: Instant, suspect_from: Instant) -> Self {
+        Self {
+            check_at,
+            suspect_from: suspect_from.max(check_at),
+            checked: false,
+        }
+    }
 }
 
 /// Where a part stands.
@@ -121,21 +172,20 @@ impl Part {
             target,
             broker: Some(broker.clone()),
             state: PartState::Waiting(Sent { receiver, broker }),
-            stalls_at: None,
-            checked: false,
+            stall: None,
         }
     }
 
-    /// The same part, checked for a stalled broker from `at` on.
-    pub(crate) fn stalling_at(mut self, at: Instant) -> Self {
-        self.stalls_at = Some(at);
+    /// The same part, checked for a stalled broker as `clock` says.
+    pub(crate) fn stalling_at(mut self, clock: StallClock) -> Self {
+        self.stall = Some(clock);
         self
     }
 
     /// When this part, still waiting, is due for a stall check.
     pub(crate) fn stall_check_at(&self) -> Option<Instant> {
         match self.state {
-            PartState::Waiting(_) => self.stalls_at,
+            PartState::Waiting(_) => self.stall.map(|s| s.check_at),
             PartState::Done(_) | PartState::Taken => None,
         }
     }
@@ -169,8 +219,7 @@ impl Part {
             target,
             broker: error.broker().cloned(),
             state: PartState::Done(Err(error)),
-            stalls_at: None,
-            checked: false,
+            stall: None,
         }
     }
 
@@ -214,6 +263,28 @@ impl Part {
             _ => None,
         }
     }
+
+    /// Whether the part's answer has not arrived.
+    pub(crate) fn is_waiting(&self) -> bool {
+        matches!(self.state, PartState::Waiting(_))
+    }
+}
+
+impl FetchPart for Part {
+    fn is_waiting(&self) -> bool {
+        Part::is_waiting(self)
+    }
+
+    fn has_failed(&self) -> bool {
+        self.error().is_some()
+    }
+
+    fn answer_mut(&mut self) -> Option<&mut Response> {
+        match &mut self.state {
+            PartState::Done(Ok(response)) => Some(response),
+            _ => None,
+        }
+    }
 }
 
 /// How a client request's parts become its answer.
@@ -229,10 +300,10 @@ pub(crate) enum Combine {
     /// Parts of a split request, merged by the split module.
     Split(SplitCombine),
     /// Parts of a multi-key request split by coordinator (see
-    /// [`crate::route::keyed`]).
+    /// [`sluice_cluster::route::keyed`]).
     Keyed(Box<KeyedCombine>),
     /// Parts of a fetch answered as soon as its data is ready (see
-    /// [`crate::consume`]).
+    /// [`sluice_cluster::consume`]).
     Fetch(Box<FetchCombine>),
 }
 
@@ -346,7 +417,8 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
         let at = Instant::now();
-        let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(at);
+        let clock = StallClock::new(at, at);
+        let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(clock);
         part.settle_if_answered();
         assert_eq!(
             part.stall_check_at(),

@@ -3,13 +3,13 @@
 //!
 //! [`KafkaSinkClusterBuilder`] owns what all client connections of a source
 //! share ([`Shared`]): the config, the Sluice nodes and their health checks,
-//! the [`ClusterView`](crate::topology::ClusterView) Sluice routes by, the
+//! the [`ClusterView`](sluice_cluster::topology::ClusterView) Sluice routes by, the
 //! connect options (TLS), and each broker's ApiVersions. Each client
 //! connection gets a [`KafkaSinkCluster`]: its own broker connections
 //! ([`crate::connections`]) and its queue of owed responses
 //! ([`crate::pending`]).
 //!
-//! `send` routes a request ([`crate::route`] decides, `send.rs` does it):
+//! `send` routes a request ([`sluice_cluster::route`] decides, `send.rs` does it):
 //! internal requests that fill the view (a Metadata refresh when a partition
 //! has no known leader, FindCoordinator when a coordinator is unknown) are
 //! sent and awaited there, before the client's request goes out. `recv` waits
@@ -23,7 +23,7 @@
 //! a closed client connection with a logged reason (when the API has no place
 //! for an error, e.g. Metadata before v13 after its retry failed too).
 //!
-//! Authentication ([`crate::auth`]): until the client is authenticated (or
+//! Authentication ([`sluice_cluster::client_auth`]): until the client is authenticated (or
 //! has shown it uses no authentication) only ApiVersions, SaslHandshake and
 //! SaslAuthenticate leave Sluice, on the client's auth connection to a first
 //! contact point. Every SASL answer is settled before the next request is
@@ -75,10 +75,12 @@ pub use error::SinkClusterError;
 use fetch::LazyFetchState;
 pub use leave::Leave;
 
-use crate::auth::ClientAuth;
+use crate::close::CloseError;
 use crate::connections::Connections;
 use crate::pending::PendingResponse;
-use crate::topology::{BrokerId, ClusterView, SharedClusterView, SluiceNodes};
+use crate::shared_view::SharedClusterView;
+use sluice_cluster::client_auth::ClientAuth;
+use sluice_cluster::topology::{BrokerId, ClusterView, SluiceNodes};
 
 /// How long an internal request may wait for its answer when the config sets
 /// no read timeout.
@@ -129,7 +131,7 @@ pub(crate) struct Shared {
     /// The brokers require SASL: from the configuration
     /// (`require_authentication`, `authorize_scram_over_mtls`), or learned
     /// from the first SaslHandshake a broker accepted. Clients connected
-    /// from then on must authenticate (see `crate::auth`).
+    /// from then on must authenticate (see `sluice_cluster::client_auth`).
     sasl_required: AtomicBool,
 }
 
@@ -262,7 +264,9 @@ impl Shared {
         let (latest, rest) = heard.split_first()?;
         let others: Vec<Arc<ApiVersionsResponse>> =
             rest.iter().map(|(v, _)| Arc::clone(v)).collect();
-        Some(crate::route::meta::client_api_versions(&latest.0, &others))
+        Some(sluice_cluster::route::meta::client_api_versions(
+            &latest.0, &others,
+        ))
     }
 
     /// The cached ApiVersions of every known broker but the one at `except`.
@@ -498,14 +502,14 @@ pub struct KafkaSinkCluster {
     connections: Connections,
     /// Boxed, so that the queue of an idle connection is a few pointers.
     pending: VecDeque<Box<PendingResponse>>,
-    auth: ClientAuth,
+    auth: ClientAuth<CloseError>,
     /// SASL requests whose answers are not settled yet.
     sasl_in_flight: usize,
     /// The parts (by index) of the oldest pending entry already sent again
     /// after failing unsent; each is sent again at most once.
     head_resent: Vec<usize>,
     /// Fetch parts still out after their fetch was answered, and their
-    /// answers, for the client's next fetch (see [`crate::consume`]);
+    /// answers, for the client's next fetch (see [`sluice_cluster::consume`]);
     /// made on the first fetch.
     fetch: LazyFetchState,
     /// The room the client's memory budgets have, as the source last told
@@ -608,4 +612,10 @@ impl Sink for KafkaSinkCluster {
     fn authenticated(&self) -> bool {
         !self.auth.required() || self.auth.decided()
     }
+}
+
+/// The time the core's decisions are taken at: tokio's clock (paused in the
+/// timer tests) as a `std` instant, which is what the core takes.
+pub(crate) fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }

@@ -482,6 +482,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.budget.frame_taken();
         self.note_buffered();
         let frame_bytes = frame.len() + 4;
+        let taken_at = Instant::now();
         let (request, fetch) = Request::parse_with_fetch_limit(frame, self.budget.fetch_limit())
             .map_err(|e| Close::Error(ConnectionError::Frame(e)))?;
         let response_bytes = match fetch {
@@ -493,14 +494,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             None => RESPONSE_ESTIMATE_BYTES,
         };
-        self.counters.request(request.api_key());
-        self.last_activity = Instant::now();
+        let api = request.api_key();
+        self.counters.request(api);
+        self.last_activity = taken_at;
         let owed_before = self.chain.pending();
         let sent = self
             .drain
             .bounded(self.chain.send(request, &self.ctx))
             .await;
         let owes = self.chain.pending() > owed_before;
+        if owes {
+            self.counters.owed(api, taken_at);
+        }
         self.budget
             .forwarded(frame_bytes, owes.then_some(response_bytes));
         self.sync_kept();
@@ -559,6 +564,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if self.io.read_buf.is_empty() {
             self.io.read_buf = BytesMut::new();
             self.io.out.shrink(0);
+            self.counters.release_idle();
             self.io.quiet = true;
         }
     }
@@ -621,6 +627,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             match self.drain.bounded(self.io.write_out(timeout)).await {
                 Some(Ok(())) => {
                     self.counters.bytes_out.increment(len as u64);
+                    self.counters.written(Instant::now());
                     self.budget.written(len);
                 }
                 Some(Err(WriteFailure::Io(e))) => return Err(Close::WriteFailed(e)),

@@ -106,6 +106,22 @@ impl SluiceProcess {
         self.dir.path().join("sluice.log")
     }
 
+    /// Path of the config file it was started with (to change it before a
+    /// SIGHUP).
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.path().join("config.yaml")
+    }
+
+    /// Path of the topology file it was started with.
+    pub fn topology_file(&self) -> PathBuf {
+        self.dir.path().join("topology.yaml")
+    }
+
+    /// Address of the observability endpoint (`host:port`).
+    pub fn metrics_addr(&self) -> &str {
+        &self.metrics_addr
+    }
+
     /// Sends SIGTERM without waiting.
     pub fn send_sigterm(&self) {
         let child = self.child.as_ref().expect("sluice already stopped");
@@ -134,7 +150,7 @@ impl SluiceProcess {
         self.wait_exit(timeout)
     }
 
-    /// Sends SIGHUP: Sluice reads its TLS files again.
+    /// Sends SIGHUP: Sluice reads its log level and TLS files again.
     pub fn send_sighup(&self) {
         let child = self.child.as_ref().expect("sluice already stopped");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).expect("send SIGHUP");

@@ -9,10 +9,12 @@
 //! or SIGTERM stops accepting, leaves (the node is no longer shown to
 //! clients, who move to the other Sluice nodes, for up to
 //! `--leave-timeout-secs`), drains and exits 0; a second exits at once.
-//! SIGHUP reloads every TLS file, as does a change of one (polled).
+//! SIGHUP reloads the log level and every TLS file (a change of a TLS file
+//! is also polled for); the rest of both files needs a restart.
 //!
 //! - [`cli`]: flags and the `validate-config` subcommand.
-//! - [`logging`]: the tracing subscriber.
+//! - [`logging`]: the tracing subscriber, its filter replaceable.
+//! - [`hangup`]: what SIGHUP reloads.
 //! - [`wiring`]: configuration to chains to bound listeners.
 //! - [`signals`]: the shutdown and reload signals.
 //! - [`ops`]: what `/health` and `/ready` report; the TLS reloader.
@@ -23,6 +25,7 @@
 #[path = "../build/commit.rs"]
 mod build_commit;
 mod cli;
+mod hangup;
 mod logging;
 mod ops;
 mod report;
@@ -100,22 +103,23 @@ fn main() -> ExitCode {
 
 /// Starts logging and the runtime, then serves until shutdown.
 fn run(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
-    logging::init(&loaded.config.main_log_level, cli.log_format)?;
+    let log = logging::init(&loaded.config.main_log_level, cli.log_format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")?;
-    runtime.block_on(serve(cli, loaded))
+    runtime.block_on(serve(cli, loaded, log))
 }
 
-async fn serve(cli: &Cli, loaded: &Loaded) -> anyhow::Result<()> {
+async fn serve(cli: &Cli, loaded: &Loaded, log: logging::LogFilter) -> anyhow::Result<()> {
     let wired = wiring::build_chains(loaded)?;
     // The first signal: stop accepting and leave. Then, after the leave,
     // `shutdown`: drain (see `stopping`).
     let stop = CancellationToken::new();
     let shutdown = CancellationToken::new();
     let reloads = ops::Reloads::default();
-    signals::spawn(stop.clone(), Arc::clone(&reloads))?;
+    let hangup = hangup::Hangup::new(loaded, log, Arc::clone(&reloads));
+    signals::spawn(stop.clone(), Arc::new(hangup))?;
     let metrics_addr = loaded
         .config
         .observability_addr()

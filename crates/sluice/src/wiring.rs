@@ -36,6 +36,8 @@ pub(crate) struct Loaded {
     pub config_path: PathBuf,
     /// The config.
     pub config: Config,
+    /// `--local-shotover-broker-id`, already applied to `topology`.
+    pub local_broker_id: Option<i32>,
 }
 
 impl Loaded {
@@ -47,18 +49,14 @@ impl Loaded {
         config_path: &Path,
         local_broker_id: Option<i32>,
     ) -> Result<Self, ConfigError> {
-        let config = Config::load(config_path)?;
-        logging::parse_filter(&config.main_log_level)
-            .map_err(|e| FieldError::new("main_log_level", e).in_file(config_path))?;
-        let mut topology = Topology::load(topology_path)?;
-        if let Some(id) = local_broker_id {
-            topology.set_local_shotover_broker_id(id, topology_path)?;
-        }
+        let config = load_config(config_path)?;
+        let topology = load_topology(topology_path, local_broker_id)?;
         Ok(Self {
             topology_path: topology_path.to_path_buf(),
             topology,
             config_path: config_path.to_path_buf(),
             config,
+            local_broker_id,
         })
     }
 
@@ -68,6 +66,29 @@ impl Loaded {
             SourceConfig::Kafka(k) => k,
         })
     }
+}
+
+/// Reads and validates the topology file, then makes this process the node
+/// `local_broker_id` (`--local-shotover-broker-id`) when given: at startup,
+/// and again on SIGHUP, so that both see the same topology.
+pub(crate) fn load_topology(
+    path: &Path,
+    local_broker_id: Option<i32>,
+) -> Result<Topology, ConfigError> {
+    let mut topology = Topology::load(path)?;
+    if let Some(id) = local_broker_id {
+        topology.set_local_shotover_broker_id(id, path)?;
+    }
+    Ok(topology)
+}
+
+/// Reads and validates the config file: at startup, and again on SIGHUP
+/// (see [`crate::hangup`]), so that both refuse the same files.
+pub(crate) fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    let config = Config::load(path)?;
+    logging::parse_filter(&config.main_log_level)
+        .map_err(|e| FieldError::new("main_log_level", e).in_file(path))?;
+    Ok(config)
 }
 
 /// What `validate-config` checks beyond [`Loaded::load`]: every chain builds

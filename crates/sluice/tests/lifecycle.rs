@@ -24,6 +24,9 @@
 //!   producer at 1,000 records/s: no record fails, every acknowledged one
 //!   is consumed, no client is disconnected, and Sluice ends its
 //!   connections to the broker once it has left the cluster.
+//! - The same behind two Sluice nodes, with a transactional producer too:
+//!   the partitions the hung broker did not lead stay on the Sluice node
+//!   that showed them, on both nodes (`lifecycle/two_nodes.rs`).
 //! - Every broker killed: `/ready` turns 503 naming the sink and why while
 //!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
@@ -55,6 +58,7 @@ use sluice_testkit::{unique, wait};
 
 mod lifecycle {
     pub(crate) mod support;
+    mod two_nodes;
 }
 
 use lifecycle::support::*;
@@ -564,11 +568,6 @@ fn fetch_in_flight_on_a_killed_broker_gets_a_retriable_error_and_the_client_stay
     produce_until_accepted(&mut client, &topic, &[partition], "after");
 }
 
-/// How long the SIGSTOP test keeps the broker frozen: longer than the
-/// controller's fencing (`broker.session.timeout.ms`, 9 s) and as long as
-/// the producer's request timeout (30 s), which a direct client waits out.
-const FROZEN_FOR: Duration = Duration::from_secs(30);
-
 /// SIGSTOP one broker for 30 s while an idempotent VerifiableProducer
 /// (acks=all, min.insync.replicas=2) and a VerifiableConsumer run through
 /// Sluice, then SIGCONT. The broker's sockets stay open and nothing on them
@@ -679,53 +678,13 @@ fn leader_frozen_under_an_idempotent_producer_fails_no_record() {
         .producer(60_000, 1_000, None)
         .start(&cluster, &front.listen, &topic);
     delivery::wait_acked(&mut producer, 5_000, Duration::from_secs(60));
-
     let stopped = cluster.stop_node(VICTIM);
-    let stopped_at = Instant::now();
-    wait::until(
-        FROZEN_FOR + Duration::from_secs(5),
-        "the broker's frozen time to pass",
-        || {
-            producer.assert_running();
-            consumer.assert_running();
-            if stopped_at.elapsed() >= FROZEN_FOR {
-                Ok(())
-            } else {
-                Err(format!("frozen for {:?}", stopped_at.elapsed()))
-            }
-        },
-    );
-    stopped.resume();
-
-    let out = producer.wait_exit(Duration::from_secs(180));
-    out.assert_success("VerifiableProducer");
-    let produced = Produced::from_events(&delivery::events(&out.stdout));
-    let producer_disconnects = disconnects(&out.stderr);
-    let out_of_order = out.stderr.matches("OUT_OF_ORDER_SEQUENCE_NUMBER").count();
-    let consumed = wait_consumed(&mut consumer, &topic, &produced.acked);
-    let out = consumer.terminate(Duration::from_secs(60));
-    let consumer_disconnects = disconnects(&out.stderr);
+    let run = FrozenRun::finish(stopped, Instant::now(), producer, consumer, &topic);
     eprintln!(
-        "{} records acked, {} failed; {out_of_order} OUT_OF_ORDER_SEQUENCE_NUMBER answers; \
-         Sluice synthesized {} error answers",
-        produced.acked.len(),
-        produced.errors.len(),
+        "Sluice synthesized {} error answers",
         sluice.metric(SYNTHESIZED, &[])
     );
-
-    assert!(
-        produced.errors.is_empty(),
-        "no record failed ({} failed): {:?}",
-        produced.errors.len(),
-        &produced.errors[..produced.errors.len().min(3)]
-    );
-    assert_eq!(produced.acked.len(), 60_000, "every record acknowledged");
-    assert!(consumed.holes.is_empty(), "gaps: {:?}", consumed.holes);
-    assert_eq!(
-        (producer_disconnects, consumer_disconnects),
-        (Vec::new(), Vec::new()),
-        "clients of Sluice never see a broker disconnect"
-    );
+    run.assert_clean(60_000);
     assert_eq!(
         sluice.metric(CLOSED_ON_ERROR, &[]),
         0.0,

@@ -17,9 +17,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_metrics::names;
-use sluice_testkit::cluster::{Cluster, TRIO};
-use sluice_testkit::sluice::SluiceProcess;
+use sluice_codec::kafka_protocol::messages::ApiVersionsRequest;
+use sluice_codec::{ApiKey, RequestKind};
+use sluice_metrics::{catalog, names};
+use sluice_testkit::cluster::{Cluster, SINGLE, TRIO};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::sluice::{SluiceProcess, sum_metric};
 use sluice_testkit::{clients, free_port, fronted, repo_root, unique, wait};
 
 fn sluice_bin() -> &'static Path {
@@ -190,7 +193,10 @@ fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
     let path = repo_root().join("docs/metrics.md");
     let text = std::fs::read_to_string(&path).expect("docs/metrics.md");
     let mut metrics = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("| `sluice_")) {
+    let rows = text
+        .lines()
+        .filter(|l| l.starts_with("| `sluice_") || l.starts_with("| `process_"));
+    for line in rows {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let name = cells[1].trim_matches('`').to_owned();
         let kind = cells[2].split_whitespace().next().unwrap_or("").to_owned();
@@ -207,19 +213,14 @@ fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
     metrics
 }
 
-/// The metric names in a PromQL expression (`sluice_...`).
+/// The metric names in a PromQL expression (`sluice_...`, `process_...`):
+/// its identifiers with either prefix (a label value is quoted, so
+/// `scope="process"` is not one).
 fn metrics_in(expr: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut rest = expr;
-    while let Some(at) = rest.find("sluice_") {
-        let tail = &rest[at..];
-        let end = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(tail.len());
-        found.push(tail[..end].to_owned());
-        rest = &tail[end..];
-    }
-    found
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '"'))
+        .filter(|word| word.starts_with("sluice_") || word.starts_with("process_"))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The labels an expression aggregates `by (...)`.
@@ -269,10 +270,16 @@ fn the_reference_documents_every_metric_and_the_dashboard_reads_only_real_ones()
     for name in names::ALL {
         assert!(docs.contains_key(*name), "{name} is not in docs/metrics.md");
     }
-    for name in docs.keys() {
+    for (name, (kind, _)) in &docs {
         assert!(
             names::ALL.contains(&name.as_str()),
             "docs/metrics.md documents {name}, which Sluice does not export"
+        );
+        let exported = catalog::lookup(name).map(|m| m.kind.as_str());
+        assert_eq!(
+            exported,
+            Some(kind.as_str()),
+            "docs/metrics.md says {name} is a {kind}"
         );
     }
     let exprs = dashboard_exprs();
@@ -291,9 +298,15 @@ fn the_reference_documents_every_metric_and_the_dashboard_reads_only_real_ones()
                 panic!("panel {panel:?} reads {series}, which Sluice does not export")
             });
             labels.extend(documented_labels.iter().cloned());
-            if kind == "histogram" {
-                // Rendered as a summary: its quantiles are a label.
-                labels.insert("quantile".to_owned());
+            // A histogram's buckets and a summary's quantiles are labels.
+            match kind.as_str() {
+                "histogram" => {
+                    labels.insert("le".to_owned());
+                }
+                "summary" => {
+                    labels.insert("quantile".to_owned());
+                }
+                _ => {}
             }
             shown.insert(name.to_owned());
         }
@@ -312,6 +325,15 @@ fn the_reference_documents_every_metric_and_the_dashboard_reads_only_real_ones()
         names::TLS_RELOADS,
         names::TLS_CERTIFICATE_EXPIRY,
         names::BROKER_RECEIVE_ERRORS,
+        names::BUILD_INFO,
+        names::CLIENT_REQUEST_DURATION,
+        names::BROKER_REQUEST_DURATION,
+        names::BROKER_CONNECT_FAILURES,
+        names::PROCESS_CPU_SECONDS,
+        names::PROCESS_RESIDENT_MEMORY,
+        names::PROCESS_OPEN_FDS,
+        names::PROCESS_MAX_FDS,
+        names::FETCHES_READ_AHEAD,
     ] {
         assert!(shown.contains(required), "the dashboard shows {required}");
     }
@@ -327,6 +349,23 @@ fn exported_types(scrape: &str) -> BTreeMap<String, String> {
             Some((name.to_owned(), kind.trim().to_owned()))
         })
         .collect()
+}
+
+/// Every `# TYPE` line of a scrape follows a `# HELP` line of its metric,
+/// with its catalog text.
+fn assert_every_metric_has_help(scrape: &str) {
+    let lines: Vec<&str> = scrape.lines().collect();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(typed) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let name = typed.split(' ').next().unwrap_or("");
+        let help = at
+            .checked_sub(1)
+            .and_then(|before| lines[before].strip_prefix(&format!("# HELP {name} ")));
+        let expected = catalog::lookup(name).map(|m| m.help);
+        assert_eq!(help, expected, "the # HELP line of {name}");
+    }
 }
 
 #[test]
@@ -380,23 +419,20 @@ fn what_sluice_exports_after_traffic_is_documented_with_its_type() {
         },
     );
 
-    let types = exported_types(&sluice.metrics());
+    let scrape = sluice.metrics();
+    let types = exported_types(&scrape);
     let docs = documented();
     assert!(
         types.len() >= 20,
         "a scrape after traffic shows most metrics: {types:?}"
     );
+    assert_every_metric_has_help(&scrape);
     for (name, kind) in &types {
         let (documented_kind, _) = docs
             .get(name)
             .unwrap_or_else(|| panic!("/metrics exports {name}, which docs/metrics.md lacks"));
-        let matches = match documented_kind.as_str() {
-            // The exporter renders histograms as summaries (quantiles).
-            "histogram" => kind == "summary" || kind == "histogram",
-            other => other == kind,
-        };
-        assert!(
-            matches,
+        assert_eq!(
+            kind, documented_kind,
             "{name} is a {kind}, documented as a {documented_kind}"
         );
         assert!(
@@ -404,4 +440,169 @@ fn what_sluice_exports_after_traffic_is_documented_with_its_type() {
             "{name} is not in sluice_metrics::names"
         );
     }
+}
+
+/// The label values of `label` over every sample of `name`.
+fn label_values(scrape: &str, name: &str, label: &str) -> BTreeSet<String> {
+    let prefix = format!("{name}{{");
+    let key = format!("{label}=\"");
+    scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|labels| {
+            let value = labels.split(&key).nth(1)?;
+            Some(value.split('"').next()?.to_owned())
+        })
+        .collect()
+}
+
+/// Kafka's API names, as the `api` label spells them.
+fn api_names() -> BTreeSet<String> {
+    (0..200i16)
+        .filter_map(|key| ApiKey::try_from(key).ok())
+        .map(|api| format!("{api:?}"))
+        .collect()
+}
+
+/// The metrics operators size and debug with, against the real 1-node
+/// cluster (`single`): client and broker latency histograms (with buckets,
+/// by api, and by broker, every label from a bounded set), connect failures
+/// by broker, the build, and the process's CPU, memory and file
+/// descriptors, each with its `# HELP` line.
+#[test]
+fn latency_connect_failures_build_and_process_metrics_after_traffic() {
+    let cluster = Cluster::get(SINGLE);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let dead_listen = format!("127.0.0.1:{}", free_port());
+    let dead = format!("127.0.0.1:{}", free_port());
+    let contact_points = fronted::contact_points(&cluster, "PLAINTEXT");
+    let topology = format!(
+        "sources:\n{}{}",
+        source(
+            "cluster",
+            &listen,
+            &cluster_sink("cluster-sink", &listen, &contact_points)
+        ),
+        source(
+            "dead",
+            &dead_listen,
+            &format!(
+                "        - KafkaSinkSingle:\n            name: \"dead-sink\"\n            destination_address: \"{dead}\"\n            connect_timeout_ms: 3000\n"
+            )
+        ),
+    );
+    let sluice = SluiceProcess::start(sluice_bin(), &topology, &[&listen, &dead_listen]);
+    let topic = unique("latency");
+    cluster.create_topic(&topic, 1, 1);
+    let records: Vec<String> = (0..20).map(|i| format!("r{i}")).collect();
+    let got = clients::java_round_trip(&cluster, &listen, &topic, &records, None);
+    assert_eq!(got.len(), 20, "{got:?}");
+    // Nothing listens at `dead`: the single sink's connect fails, and the
+    // client's connection is closed.
+    let mut client = RawClient::connect(&dead_listen);
+    client.send(
+        ApiKey::ApiVersions,
+        3,
+        RequestKind::ApiVersions(ApiVersionsRequest::default()),
+    );
+    assert!(
+        client.closed_by_peer_within(Duration::from_secs(20)),
+        "sluice closes a client whose broker cannot be reached"
+    );
+
+    let client_took = names::CLIENT_REQUEST_DURATION;
+    let broker_took = names::BROKER_REQUEST_DURATION;
+    let count = |name: &str| format!("{name}_count");
+    // Every answer written is timed once: the histogram's count per api is
+    // the responses counter (waited for: the last writes may be in flight).
+    let scrape = wait::until(
+        Duration::from_secs(30),
+        "every answer timed and the connect failure counted",
+        || {
+            let scrape = sluice.metrics();
+            let failures = sum_metric(
+                &scrape,
+                names::BROKER_CONNECT_FAILURES,
+                &[&format!("broker=\"{dead}\""), "kind=\"connect\""],
+            );
+            let untimed: Vec<String> = label_values(&scrape, names::RESPONSES, "api")
+                .into_iter()
+                .filter(|api| {
+                    let label = format!("api=\"{api}\"");
+                    sum_metric(&scrape, names::RESPONSES, &[&label])
+                        != sum_metric(&scrape, &count(client_took), &[&label])
+                })
+                .collect();
+            if failures >= 1.0 && untimed.is_empty() {
+                Ok(scrape)
+            } else {
+                Err(format!("{failures} connect failures; untimed: {untimed:?}"))
+            }
+        },
+    );
+    let types = exported_types(&scrape);
+    for name in [client_took, broker_took] {
+        assert_eq!(types.get(name).map(String::as_str), Some("histogram"));
+    }
+    for api in [
+        "ApiVersions",
+        "Metadata",
+        "Produce",
+        "Fetch",
+        "FindCoordinator",
+    ] {
+        let label = format!("api=\"{api}\"");
+        let timed = sum_metric(&scrape, &count(client_took), &[&label]);
+        assert!(timed >= 1.0, "{api} answers timed: {timed}");
+        let all = sum_metric(
+            &scrape,
+            &format!("{client_took}_bucket"),
+            &[&label, "le=\"+Inf\""],
+        );
+        assert_eq!(all, timed, "{api}: the +Inf bucket holds every answer");
+    }
+    let at_broker: Vec<&str> = scrape
+        .lines()
+        .filter(|l| l.starts_with(&count(broker_took)))
+        .collect();
+    // Sluice answers ApiVersions itself, from what brokers support.
+    for api in ["Metadata", "Produce", "Fetch", "FindCoordinator"] {
+        let labels = [&format!("api=\"{api}\"") as &str, "broker=\"1\""];
+        let timed = sum_metric(&scrape, &count(broker_took), &labels);
+        assert!(timed >= 1.0, "{api} timed at broker 1: {at_broker:#?}");
+    }
+    let sum = sum_metric(&scrape, &format!("{client_took}_sum"), &["api=\"Produce\""]);
+    assert!(sum > 0.0, "Produce answers took time: {sum}");
+
+    // Bounded labels: Kafka's API names; the broker's id or its contact point.
+    let known = api_names();
+    for name in [client_took, broker_took] {
+        let apis = label_values(&scrape, &format!("{name}_count"), "api");
+        assert!(apis.is_subset(&known), "{name}: {apis:?}");
+    }
+    let brokers = label_values(&scrape, &count(broker_took), "broker");
+    let allowed: BTreeSet<String> = ["1".to_owned(), cluster.bootstrap("PLAINTEXT")].into();
+    assert!(
+        brokers.is_subset(&allowed),
+        "{brokers:?} within {allowed:?}"
+    );
+
+    let commits = label_values(&scrape, names::BUILD_INFO, "commit");
+    assert_eq!(commits.len(), 1, "{commits:?}");
+    assert!(commits.iter().all(|c| !c.is_empty()), "{commits:?}");
+    assert_eq!(sum_metric(&scrape, names::BUILD_INFO, &[]), 1.0);
+
+    let value = |name: &str| sum_metric(&scrape, name, &[]);
+    assert!(value(names::PROCESS_CPU_SECONDS) > 0.0);
+    let rss = value(names::PROCESS_RESIDENT_MEMORY);
+    let from_proc = sluice.rss_bytes().expect("the process runs") as f64;
+    assert!(
+        rss > 1_048_576.0 && rss < from_proc * 2.0 && rss > from_proc / 2.0,
+        "resident {rss} bytes, /proc says {from_proc}"
+    );
+    // Two listeners and the observability endpoint at least.
+    let open = value(names::PROCESS_OPEN_FDS);
+    assert!(open >= 3.0, "{open} open fds");
+    assert!(value(names::PROCESS_MAX_FDS) >= open);
+    assert_every_metric_has_help(&scrape);
 }

@@ -15,8 +15,16 @@
 // It prints one JSON line, {seeks, records, after_seek, errors, error_count,
 // seed}, and exits 1 when a record was wrong or nothing was read.
 //
-//   SeekCheck --bootstrap HOST:PORT --topic T [--seconds 30] [--settle-seconds 3]
-//             [--seed N] [-X key=value ...]
+// With `--mode pause` it pauses instead of seeking, the Java twin of
+// tests/clients/python/pause_check.py: every few hundred milliseconds a random
+// set of the partitions not paused is paused, each for 0.2 to 12 seconds
+// (longer than Sluice keeps a stashed answer, 10 s), and resumed when its
+// time is up. A paused partition drops out of the consumer's fetches; on
+// resume it must go on exactly where it stopped. It prints {pauses, resumes,
+// records, after_resume, errors, error_count, seed}.
+//
+//   SeekCheck --bootstrap HOST:PORT --topic T [--mode seek|pause] [--seconds 30]
+//             [--settle-seconds 3] [--seed N] [-X key=value ...]
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -111,7 +119,98 @@ public class SeekCheck {
         props.put("auto.offset.reset", "none");
         props.put("key.deserializer", StringDeserializer.class.getName());
         props.put("value.deserializer", StringDeserializer.class.getName());
-        System.exit(run(topic, seconds, settle, seed, props));
+        String mode = args.getOrDefault("--mode", "seek");
+        System.exit(mode.equals("pause")
+            ? pauses(topic, seconds, settle, seed, props)
+            : run(topic, seconds, settle, seed, props));
+    }
+
+    /// Assigns every partition of `topic` from offset 0; returns them.
+    List<TopicPartition> assignAll(KafkaConsumer<String, String> consumer, String topic) {
+        List<TopicPartition> all = new ArrayList<>();
+        for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofSeconds(30))) {
+            all.add(new TopicPartition(topic, info.partition()));
+        }
+        Map<TopicPartition, Long> ends = consumer.endOffsets(all, Duration.ofSeconds(30));
+        for (TopicPartition tp : all) {
+            expected.put(tp.partition(), 0L);
+            knownEnd.put(tp.partition(), ends.get(tp));
+        }
+        consumer.assign(all);
+        consumer.seekToBeginning(all);
+        return all;
+    }
+
+    /// The report's errors, at most 20, as a JSON list.
+    String errorList() {
+        if (records == 0) {
+            errors.add("no record read");
+        }
+        List<String> shown = new ArrayList<>();
+        for (String e : errors.subList(0, Math.min(20, errors.size()))) {
+            shown.add(quote(e));
+        }
+        return "[" + String.join(", ", shown) + "]";
+    }
+
+    static int pauses(String topic, double seconds, double settle, long seed, Properties props) {
+        Random rng = new Random(seed);
+        SeekCheck check = new SeekCheck();
+        long pauses = 0;
+        long resumes = 0;
+        long afterResume = 0;
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+            List<TopicPartition> all = check.assignAll(consumer, topic);
+            Map<TopicPartition, Long> paused = new HashMap<>();
+            java.util.Set<Integer> resumed = new java.util.HashSet<>();
+            long start = System.nanoTime();
+            long end = start + (long) (seconds * 1e9);
+            long stopPausing = end - (long) (settle * 1e9);
+            long nextPause = start + (long) ((0.3 + rng.nextDouble() * 1.2) * 1e9);
+            while (System.nanoTime() < end) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    check.record(r.partition(), r.offset(), r.value());
+                    if (resumed.remove(r.partition())) {
+                        afterResume++;
+                    }
+                }
+                long now = System.nanoTime();
+                List<TopicPartition> due = new ArrayList<>();
+                for (Map.Entry<TopicPartition, Long> e : paused.entrySet()) {
+                    if (e.getValue() <= now || now >= stopPausing) {
+                        due.add(e.getKey());
+                    }
+                }
+                if (!due.isEmpty()) {
+                    consumer.resume(due);
+                    for (TopicPartition tp : due) {
+                        paused.remove(tp);
+                        resumed.add(tp.partition());
+                    }
+                    resumes += due.size();
+                }
+                List<TopicPartition> free = new ArrayList<>(all);
+                free.removeAll(paused.keySet());
+                if (now >= nextPause && now < stopPausing && !free.isEmpty()) {
+                    java.util.Collections.shuffle(free, rng);
+                    List<TopicPartition> chosen = free.subList(0, 1 + rng.nextInt(free.size()));
+                    consumer.pause(chosen);
+                    for (TopicPartition tp : chosen) {
+                        paused.put(tp, now + (long) ((0.2 + rng.nextDouble() * 11.8) * 1e9));
+                    }
+                    pauses += chosen.size();
+                    nextPause = now + (long) ((0.3 + rng.nextDouble() * 1.2) * 1e9);
+                }
+            }
+        } catch (RuntimeException e) {
+            check.errors.add("consumer failed: " + e);
+        }
+        String errors = check.errorList();
+        System.out.println("{\"pauses\": " + pauses + ", \"resumes\": " + resumes
+            + ", \"records\": " + check.records + ", \"after_resume\": " + afterResume
+            + ", \"errors\": " + errors + ", \"error_count\": " + check.errors.size()
+            + ", \"seed\": " + seed + "}");
+        return check.errors.isEmpty() ? 0 : 1;
     }
 
     static int run(String topic, double seconds, double settle, long seed, Properties props) {
@@ -119,17 +218,7 @@ public class SeekCheck {
         SeekCheck check = new SeekCheck();
         long seeks = 0;
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
-            List<TopicPartition> all = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofSeconds(30))) {
-                all.add(new TopicPartition(topic, info.partition()));
-            }
-            Map<TopicPartition, Long> ends = consumer.endOffsets(all, Duration.ofSeconds(30));
-            for (TopicPartition tp : all) {
-                check.expected.put(tp.partition(), 0L);
-                check.knownEnd.put(tp.partition(), ends.get(tp));
-            }
-            consumer.assign(all);
-            consumer.seekToBeginning(all);
+            check.assignAll(consumer, topic);
             long start = System.nanoTime();
             long end = start + (long) (seconds * 1e9);
             long stopSeeking = end - (long) (settle * 1e9);
@@ -152,16 +241,10 @@ public class SeekCheck {
         } catch (RuntimeException e) {
             check.errors.add("consumer failed: " + e);
         }
-        if (check.records == 0) {
-            check.errors.add("no record read");
-        }
-        List<String> shown = new ArrayList<>();
-        for (String e : check.errors.subList(0, Math.min(20, check.errors.size()))) {
-            shown.add(quote(e));
-        }
+        String errors = check.errorList();
         System.out.println("{\"seeks\": " + seeks + ", \"records\": " + check.records
-            + ", \"after_seek\": " + check.afterSeek + ", \"errors\": [" + String.join(", ", shown)
-            + "], \"error_count\": " + check.errors.size() + ", \"seed\": " + seed + "}");
+            + ", \"after_seek\": " + check.afterSeek + ", \"errors\": " + errors
+            + ", \"error_count\": " + check.errors.size() + ", \"seed\": " + seed + "}");
         return check.errors.isEmpty() ? 0 : 1;
     }
 }

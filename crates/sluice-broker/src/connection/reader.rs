@@ -6,6 +6,11 @@
 //! completes the request. Whatever ends the connection, the reader reports
 //! it once (log and metric) and fails every request still owed a response.
 //!
+//! Each answer delivered is timed from when the writer registered its
+//! request, just before writing it ([`names::BROKER_REQUEST_DURATION`],
+//! by api and broker; not for the readiness probe's connections), through
+//! histogram handles looked up once per api on the connection.
+//!
 //! The read buffer is sized by what is owed: while a response is owed it
 //! keeps [`READ_CHUNK`] free for the next read, or, once a frame's length
 //! is known, room for exactly that frame (one allocation, no copies as it
@@ -19,8 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use metrics::Histogram;
 use sluice_codec::header::response_correlation_id;
-use sluice_codec::{CodecError, FrameCodec, Response};
+use sluice_codec::{ApiKey, CodecError, FrameCodec, Response};
 use sluice_metrics::names;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -55,6 +61,43 @@ pub(super) struct Reader {
     /// Set once the owner dropped the connection and the writer wrote what
     /// was queued: the reader ends once nothing is owed.
     released: bool,
+    latency: Latency,
+}
+
+/// The connection's latency histograms, one per api, looked up on first
+/// use. Looked up again once the connection learns its broker's id (a
+/// connection to a first contact point), as its `broker` label changes.
+#[derive(Default)]
+struct Latency {
+    by_api: Vec<(ApiKey, Histogram)>,
+    /// Whether `by_api` is labelled with the broker's id.
+    with_id: bool,
+}
+
+impl Latency {
+    fn record(&mut self, shared: &Shared, api: ApiKey, took: Duration) {
+        if shared.probe {
+            return;
+        }
+        let broker = shared.broker();
+        if broker.id.is_some() != self.with_id {
+            self.by_api.clear();
+            self.with_id = broker.id.is_some();
+        }
+        let slot = match self.by_api.iter().position(|(key, _)| *key == api) {
+            Some(slot) => slot,
+            None => {
+                let handle = metrics::histogram!(
+                    names::BROKER_REQUEST_DURATION,
+                    "api" => format!("{api:?}"),
+                    "broker" => broker.metric_label(),
+                );
+                self.by_api.push((api, handle));
+                self.by_api.len() - 1
+            }
+        };
+        self.by_api[slot].1.record(took);
+    }
 }
 
 impl Reader {
@@ -74,6 +117,7 @@ impl Reader {
             in_flight: VecDeque::new(),
             read_timeout,
             released: false,
+            latency: Latency::default(),
         }
     }
 
@@ -288,6 +332,8 @@ impl Reader {
         }
         match Response::parse(frame, entry.api_key, entry.api_version) {
             Ok(mut response) => {
+                let took = entry.sent_at.elapsed();
+                self.latency.record(&self.shared, entry.api_key, took);
                 response.set_correlation_id(entry.client_correlation_id);
                 entry.reply.complete(Ok(response));
                 self.shared.answered();

@@ -446,6 +446,73 @@ async fn a_refused_connection_is_a_retriable_connect_error() {
     );
 }
 
+/// A failed connect is counted by broker and kind; the readiness probe's
+/// are not (it reports what it found itself).
+#[tokio::test]
+async fn a_failed_connect_is_counted_by_broker_and_kind() {
+    let counters = Counters::default();
+    let _metrics = metrics::set_default_local_recorder(&counters);
+    let addr = FakeBroker::start().await.address(); // dropped: nothing listens
+    let failures = sluice_metrics::names::BROKER_CONNECT_FAILURES;
+    for _ in 0..2 {
+        BrokerConnection::connect(addr.clone().with_id(4), &options())
+            .await
+            .unwrap_err();
+    }
+    assert_eq!(
+        counters.get(failures, &[("broker", "4"), ("kind", "connect")]),
+        2
+    );
+    // A contact point, its id not known yet, is labelled host:port.
+    BrokerConnection::connect(addr.clone(), &options())
+        .await
+        .unwrap_err();
+    let label = addr.metric_label();
+    assert_eq!(
+        counters.get(failures, &[("broker", &label), ("kind", "connect")]),
+        1
+    );
+    let mut probe = options();
+    probe.probe = true;
+    BrokerConnection::connect(addr.clone().with_id(4), &probe)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        counters.get(failures, &[("broker", "4"), ("kind", "connect")]),
+        2,
+        "the probe's failures are not counted"
+    );
+}
+
+/// Every answer is timed by api and broker; a connection to a contact
+/// point is labelled with the broker's id once it learns it.
+#[tokio::test]
+async fn answers_are_timed_by_api_and_broker() {
+    let counters = Counters::default();
+    let _metrics = metrics::set_default_local_recorder(&counters);
+    let broker = FakeBroker::start().await;
+    let (conn, mut fake) = connected(&broker, &options()).await;
+    let answer = async |conn: &BrokerConnection, fake: &mut FakeConn, id: i32| {
+        let rx = conn.send(api_versions(id)).await.unwrap().unwrap();
+        let sent = fake.read_request().await;
+        fake.respond(&sent, &tagged_response(id)).await;
+        outcome(rx).await.unwrap();
+    };
+    answer(&conn, &mut fake, 1).await;
+    answer(&conn, &mut fake, 2).await;
+    let took = sluice_metrics::names::BROKER_REQUEST_DURATION;
+    let label = broker.address().metric_label();
+    let api = [("api", "ApiVersions"), ("broker", label.as_str())];
+    assert_eq!(counters.get(took, &api), 2);
+    assert!(conn.set_broker_id(7));
+    answer(&conn, &mut fake, 3).await;
+    assert_eq!(counters.get(took, &api), 2);
+    assert_eq!(
+        counters.get(took, &[("api", "ApiVersions"), ("broker", "7")]),
+        1
+    );
+}
+
 #[tokio::test]
 async fn a_failure_with_requests_pending_is_logged_once_as_a_warning_and_counted() {
     let logs = Logs::global();

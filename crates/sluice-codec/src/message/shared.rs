@@ -99,7 +99,7 @@ fn partitions_mut(response: &mut FetchResponse) -> impl Iterator<Item = &mut Par
         .flat_map(|t| t.partitions.iter_mut())
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tokio"))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use bytes::BytesMut;

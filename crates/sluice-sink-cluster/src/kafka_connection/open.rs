@@ -14,8 +14,8 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::KafkaConnection;
-use crate::auth::login::{ConnError, Login};
 use crate::close::Invariant;
+use crate::kafka_connection::login::{ConnError, Login};
 use crate::sink::Shared;
 
 /// The ApiVersions version Sluice asks brokers with.

@@ -8,7 +8,7 @@
 //! completion before it reads the next request. The wait is bounded by the
 //! request timeout.
 //!
-//! A re-authentication (KIP-368, rules in [`crate::auth::reauth`]) goes the
+//! A re-authentication (KIP-368, rules in [`sluice_cluster::client_auth::reauth`]) goes the
 //! same way: its SaslAuthenticate rounds are sent on a fresh connection
 //! opened for it ([`Connections::open_reauth`](crate::connections::Connections::open_reauth))
 //! and settled before the next request; a broker that fails meanwhile
@@ -24,13 +24,13 @@ use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, Request, Response};
 use tracing::{debug, info, warn};
 
-use super::KafkaSinkCluster;
 use super::send::{Dest, ready};
-use crate::auth::login::Login;
-use crate::auth::{Admit, Mechanism, Outcome, SaslStep};
-use crate::close::{CloseError, Invariant};
+use super::{KafkaSinkCluster, now};
+use crate::close::{CloseError, Invariant, gate_error};
+use crate::kafka_connection::login::Login;
 use crate::pending::{Combine, PartState, PendingResponse, Post};
-use crate::route::{self, Meta, OnFailure};
+use sluice_cluster::client_auth::{Admit, Mechanism, Outcome, SaslStep};
+use sluice_cluster::route::{self, Meta, OnFailure};
 
 impl KafkaSinkCluster {
     /// Passes `request` through the gate, then routes it.
@@ -39,9 +39,13 @@ impl KafkaSinkCluster {
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let client_version = request.api_version();
-        let admit = self.auth.admit(&mut request).inspect_err(|e| {
-            warn!(api = ?request.api_key(), "closing the client: {e}");
-        })?;
+        let admit = self
+            .auth
+            .admit(&mut request, now())
+            .map_err(gate_error)
+            .inspect_err(|e| {
+                warn!(api = ?request.api_key(), "closing the client: {e}");
+            })?;
         // The gate may have raised a SaslAuthenticate round's version; the
         // client's answer goes out at the version it asked for.
         let entry = self.admitted(request, admit).await?;
@@ -138,7 +142,8 @@ impl KafkaSinkCluster {
         };
         warn!("closing the client after answering its re-authentication: {reason}");
         self.connections.end_reauth();
-        self.auth.reauth_unchecked(reason)
+        let refused = reason.reauth_answer_code();
+        self.auth.reauth_unchecked(reason, refused)
     }
 
     /// Waits for every SASL answer in flight and settles it, in order.
@@ -207,7 +212,7 @@ impl KafkaSinkCluster {
     /// client) and applies what it decided.
     pub(super) fn settle_answer(&mut self, step: SaslStep, response: &mut Response) {
         self.sasl_in_flight = self.sasl_in_flight.saturating_sub(1);
-        let outcome = match self.auth.on_answer(step, response) {
+        let outcome = match self.auth.on_answer(step, response, now()) {
             Ok(outcome) => outcome,
             Err(e) => {
                 self.auth.fail(CloseError::UnreadableSaslAnswer {
@@ -244,8 +249,10 @@ impl KafkaSinkCluster {
         self.vouch(&identity);
         let username = identity.username().to_owned();
         let kind = match &identity {
-            crate::auth::Identity::Plain(_) => "PLAIN".to_owned(),
-            crate::auth::Identity::Scram { mechanism, .. } => mechanism.name().to_owned(),
+            sluice_cluster::client_auth::Identity::Plain(_) => "PLAIN".to_owned(),
+            sluice_cluster::client_auth::Identity::Scram { mechanism, .. } => {
+                mechanism.name().to_owned()
+            }
         };
         match Login::for_identity(identity, self.shared.tokens.as_ref()) {
             Some(login) => {
@@ -262,7 +269,7 @@ impl KafkaSinkCluster {
     /// PLAIN credentials (perhaps a new password) are replayed from now on.
     fn reauthenticated(
         &mut self,
-        identity: &crate::auth::Identity,
+        identity: &sluice_cluster::client_auth::Identity,
         session_lifetime: Option<std::time::Duration>,
     ) {
         self.connections.end_reauth();
@@ -282,11 +289,15 @@ impl KafkaSinkCluster {
     /// A broker just accepted a SCRAM client's credentials: its user's token
     /// may be renewed until the client's session ends (see
     /// [`sluice_auth::token`]).
-    fn vouch(&self, identity: &crate::auth::Identity) {
-        if let (crate::auth::Identity::Scram { username, .. }, Some(tokens)) =
+    fn vouch(&self, identity: &sluice_cluster::client_auth::Identity) {
+        if let (sluice_cluster::client_auth::Identity::Scram { username, .. }, Some(tokens)) =
             (identity, &self.shared.tokens)
         {
-            tokens.vouch(username, self.auth.session_expiry());
+            let until = self
+                .auth
+                .session_expiry()
+                .map(tokio::time::Instant::from_std);
+            tokens.vouch(username, until);
         }
     }
 }

@@ -11,7 +11,7 @@ use sluice_codec::ApiKey;
 use sluice_error::{ErrorClass, ErrorSide};
 use sluice_tls::TlsError;
 
-use crate::topology::TopologyError;
+use sluice_cluster::topology::TopologyError;
 
 /// A `KafkaSinkCluster` configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]

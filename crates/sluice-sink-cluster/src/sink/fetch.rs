@@ -1,12 +1,13 @@
-//! The sink's half of the consume path (see [`crate::consume`]): a Fetch
+//! The sink's half of the consume path (see [`sluice_cluster::consume`]): a Fetch
 //! goes out as the client's own bytes when one broker serves it all and
 //! nothing is parked or stashed; else it is planned against the
-//! connection's [`FetchState`](crate::consume::FetchState), answered as soon
+//! connection's [`FetchState`](sluice_cluster::consume::FetchState), answered as soon
 //! as its data is ready, and what is still out when it is answered is parked
 //! for the next fetch. A connection's fetch state is made on its first
 //! fetch ([`LazyFetchState`]): a client that never consumes does not carry it.
 
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 
 use futures::FutureExt;
 use sluice_chain::ChainError;
@@ -16,32 +17,32 @@ use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::KafkaSinkCluster;
 use super::finish::count_synthesized;
 use super::send::Dest;
+use super::{KafkaSinkCluster, now};
 use crate::close::Invariant;
 use crate::connections::Target;
-use crate::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, PartitionKey, Planned, Prepared,
-    ReadAhead, SentIn, SessionReply, learn,
-};
 use crate::pending::{Combine, Part, PendingResponse};
-use crate::route::produce_fetch::fetch_has_rack_id;
-use crate::split::Unroutable;
-use crate::split::dispatch::SplitRequest;
-use crate::split::error_codes::{
+use sluice_cluster::consume::{
+    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, PartitionKey, Planned, Prepared,
+    ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_name,
+};
+use sluice_cluster::error_codes::{
     NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
-use crate::topology::BrokerId;
+use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
+use sluice_cluster::split::Unroutable;
+use sluice_cluster::split::dispatch::SplitRequest;
+use sluice_cluster::topology::BrokerId;
 
 /// A client connection's [`FetchState`], made on its first use.
 #[derive(Debug, Default)]
-pub(super) struct LazyFetchState(Option<Box<FetchState>>);
+pub(super) struct LazyFetchState(Option<Box<FetchState<Part>>>);
 
 impl LazyFetchState {
     /// The state, made now if this is its first use.
-    fn get(&mut self) -> &mut FetchState {
-        self.0.get_or_insert_with(Box::default)
+    fn get(&mut self) -> Counted<'_> {
+        Counted(self.0.get_or_insert_with(Box::default))
     }
 
     /// Whether nothing is parked or stashed (see [`FetchState::is_idle`]).
@@ -55,11 +56,54 @@ impl LazyFetchState {
     }
 
     /// The parked parts, taken out (none before the first fetch).
-    fn take_parked(&mut self) -> Vec<Parked> {
+    fn take_parked(&mut self) -> Vec<Parked<Part>> {
         self.0
             .as_mut()
             .map(|state| state.take_parked())
             .unwrap_or_default()
+    }
+}
+
+/// The fetch state, borrowed: what its fetch sessions did meanwhile is
+/// counted when the borrow ends.
+struct Counted<'a>(&'a mut FetchState<Part>);
+
+impl Deref for Counted<'_> {
+    type Target = FetchState<Part>;
+
+    fn deref(&self) -> &FetchState<Part> {
+        self.0
+    }
+}
+
+impl DerefMut for Counted<'_> {
+    fn deref_mut(&mut self) -> &mut FetchState<Part> {
+        self.0
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        for event in self.0.take_session_events() {
+            count_session_event(event);
+        }
+    }
+}
+
+/// Counts what happened to a fetch session.
+fn count_session_event(event: SessionEvent) {
+    match event {
+        SessionEvent::Opened(side) => {
+            metrics::counter!(names::FETCH_SESSIONS_OPENED, "side" => side.name()).increment(1);
+        }
+        SessionEvent::Incremental(side) => {
+            metrics::counter!(names::FETCH_INCREMENTAL, "side" => side.name()).increment(1);
+        }
+        SessionEvent::Error(side, code) => {
+            let error = session_error_name(code);
+            metrics::counter!(names::FETCH_SESSION_ERRORS, "side" => side.name(), "error" => error)
+                .increment(1);
+        }
     }
 }
 
@@ -193,7 +237,7 @@ impl KafkaSinkCluster {
             version,
             (client_id.clone(), session),
             &routed,
-            received,
+            received.into_std(),
         );
         if !unknown.is_empty() {
             combine.answer_unroutable(|key| {
@@ -211,7 +255,7 @@ impl KafkaSinkCluster {
             let (part, sent_in) = self.send_fetch_part(broker, request, header).await?;
             claim.sent_in(sent_in);
             parts.push(part);
-            combine.commit(claim);
+            combine.commit(claim, now());
         }
         Ok(Some(PendingResponse {
             correlation_id,
@@ -249,7 +293,7 @@ impl KafkaSinkCluster {
 
     /// A fetch part for `broker`, in Sluice's session with it, with the
     /// client's header fields; the session moves on once it is sent
-    /// ([`UpstreamSessions::commit`](crate::consume::UpstreamSessions::commit)).
+    /// ([`UpstreamSessions::commit`](sluice_cluster::consume::UpstreamSessions::commit)).
     fn part_request(
         &mut self,
         broker: BrokerId,
@@ -302,10 +346,10 @@ impl KafkaSinkCluster {
                 return Ok(false);
             };
             fetch.learn(&mut head.parts, &mut self.fetch.get().upstream);
-            if fetch.enough(&mut head.parts, now) {
+            if fetch.enough(&mut head.parts, now.into_std()) {
                 return Ok(false);
             }
-            let refetches = fetch.refetches(&mut head.parts, now);
+            let refetches = fetch.refetches(&mut head.parts, now.into_std());
             if refetches.is_empty() {
                 return Ok(head.parts.iter().any(Part::is_waiting));
             }
@@ -325,7 +369,7 @@ impl KafkaSinkCluster {
             if let Some(head) = self.pending.front_mut()
                 && let Combine::Fetch(fetch) = &mut head.combine
             {
-                fetch.commit(claim);
+                fetch.commit(claim, super::now());
                 head.parts.push(part);
             }
         }
@@ -388,7 +432,7 @@ impl KafkaSinkCluster {
                 .with_max_wait_ms(0)
                 .with_min_bytes(0)
                 .with_session_id(id)
-                .with_session_epoch(crate::split::fetch::FINAL_EPOCH);
+                .with_session_epoch(sluice_cluster::split::fetch::FINAL_EPOCH);
             let request =
                 Request::from_body(ApiKey::Fetch, version, 0, None, RequestKind::Fetch(close));
             if self.try_send_part(broker, request).is_some() {
@@ -407,11 +451,11 @@ impl KafkaSinkCluster {
             let Parked { part, mut meta } = parked;
             match self.fetch_outcome(part, &mut meta) {
                 Outcome::Answer(answer, frame_bytes) => {
-                    self.fetch.get().absorb(&meta, answer, frame_bytes);
+                    self.fetch.get().absorb(&meta, answer, frame_bytes, now());
                 }
                 // Nobody asked for a part sent ahead.
                 Outcome::Failed(_) if meta.ahead => {}
-                Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code),
+                Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code, now()),
                 Outcome::Parked => {}
             }
         }
@@ -470,7 +514,7 @@ impl KafkaSinkCluster {
         if outcomes.iter().any(|o| matches!(o, Outcome::Parked)) {
             metrics::counter!(names::FETCHES_ANSWERED_EARLY).increment(1);
         }
-        let (body, ahead) = self.fetch.get().assemble(combine, outcomes);
+        let (body, ahead) = self.fetch.get().assemble(combine, outcomes, now());
         self.send_ahead(ahead);
         let mut response = Response::from_body(
             ApiKey::Fetch,

@@ -36,16 +36,17 @@ use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::failures::Verdict;
-use crate::api::{Family, describe};
 use crate::close::{CloseError, Invariant};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
-use crate::rewrite::{RewriteError, Rewriter};
-use crate::route::keyed::KeyedResult;
-use crate::route::{self, OnFailure, Stale, produce_fetch};
-use crate::split::PartResult;
-use crate::split::dispatch::merge_responses;
-use crate::topology::{BrokerId, Staleness, staleness};
+use sluice_cluster::api::{Family, describe};
+use sluice_cluster::error_codes;
+use sluice_cluster::rewrite::{RewriteError, Rewriter};
+use sluice_cluster::route::keyed::KeyedResult;
+use sluice_cluster::route::{self, OnFailure, Stale, produce_fetch};
+use sluice_cluster::split::PartResult;
+use sluice_cluster::split::dispatch::merge_responses;
+use sluice_cluster::topology::{BrokerId, Staleness, staleness};
 
 impl KafkaSinkCluster {
     /// Sends again, once each, the parts of the oldest entry that failed
@@ -201,7 +202,7 @@ impl KafkaSinkCluster {
                 self.finish_fetch(api_version, correlation_id, *fetch, parts)?
             }
         };
-        let mut response = crate::auth::in_client_version(response, api_version)?;
+        let mut response = sluice_cluster::client_auth::in_client_version(response, api_version)?;
         response.set_correlation_id(correlation_id);
         Ok(response)
     }
@@ -274,7 +275,7 @@ impl KafkaSinkCluster {
         }
         let code = match descriptor.on_failure {
             OnFailure::SplitError(code) => code,
-            _ => route::REQUEST_TIMED_OUT,
+            _ => error_codes::REQUEST_TIMED_OUT,
         };
         let mut results = Vec::with_capacity(parts.len());
         let brokers: Vec<BrokerId> = parts.iter().map(part_broker).collect();
@@ -323,7 +324,12 @@ impl KafkaSinkCluster {
         } = keyed;
         let mut results = Vec::with_capacity(parts.len() + 1);
         for (mut part, keys) in parts.into_iter().zip(part_keys) {
-            let failed = |e: String| (e, KeyedResult::Failed(keys.clone(), route::NOT_COORDINATOR));
+            let failed = |e: String| {
+                (
+                    e,
+                    KeyedResult::Failed(keys.clone(), error_codes::NOT_COORDINATOR),
+                )
+            };
             let outcome = match part.take_result() {
                 Some(Ok(response)) => match response.into_body() {
                     Ok(body) => Ok(KeyedResult::Answer(body)),
@@ -347,7 +353,7 @@ impl KafkaSinkCluster {
         if !unroutable.is_empty() {
             results.push(KeyedResult::Failed(
                 unroutable,
-                route::COORDINATOR_NOT_AVAILABLE,
+                error_codes::COORDINATOR_NOT_AVAILABLE,
             ));
         }
         let merged = route::keyed::merge(&request, results, &order)
@@ -542,7 +548,7 @@ impl KafkaSinkCluster {
                     return self.rewrite(response, None, broker);
                 }
                 let nodes = self.shared.nodes.snapshot();
-                crate::rewrite::rewrite_configs_answer(response, original, &nodes)
+                sluice_cluster::rewrite::rewrite_configs_answer(response, original, &nodes)
                     .map(drop)
                     .map_err(|e| rewrite_error(Some(broker), api, e))
             }

@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::KafkaSinkCluster;
-use crate::route::produce_fetch::{self, OFFSET_OUT_OF_RANGE};
-use crate::topology::BrokerId;
+use sluice_cluster::error_codes::OFFSET_OUT_OF_RANGE;
+use sluice_cluster::route::produce_fetch;
+use sluice_cluster::topology::BrokerId;
 
 impl KafkaSinkCluster {
     /// Fences the partitions a follower answered with an error and softens
@@ -41,7 +42,7 @@ impl KafkaSinkCluster {
             return Ok(());
         }
         {
-            let now = Instant::now();
+            let now = Instant::now().into_std();
             let mut view = self.shared.view.write();
             for e in &errors {
                 view.fence_follower_fetch(&e.topic, e.partition, now);

@@ -23,9 +23,9 @@ use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster};
 use crate::connections::ConnError;
-use crate::route::meta::{find_coordinator_requests, metadata_request};
-use crate::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
-use crate::topology::{CoordinatorKeyType, TopicRef};
+use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
+use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
+use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};
 
 impl KafkaSinkCluster {
     /// Sends an internal request, built from the chosen broker's versions, to

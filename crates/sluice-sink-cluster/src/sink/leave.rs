@@ -40,15 +40,14 @@ use std::time::Duration;
 use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
 use sluice_metrics::names;
-use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::KafkaSinkCluster;
 use super::send::ready;
 use crate::pending::PendingResponse;
-use crate::route::{self, Family};
-use crate::split::error_codes::NOT_LEADER_OR_FOLLOWER;
-use crate::topology::SluiceNodes;
+use sluice_cluster::error_codes::{self, NOT_LEADER_OR_FOLLOWER};
+use sluice_cluster::route::{self, Family};
+use sluice_cluster::topology::SluiceNodes;
 
 /// Makes a cluster sink's node leave what clients are shown (see the module
 /// documentation). Cheap to clone; every clone acts on the same sink.
@@ -66,7 +65,7 @@ impl Leave {
     /// this one's clients (when none is, the node keeps showing itself and
     /// there is nothing to wait for).
     pub fn leave(&self) -> bool {
-        let hidden = self.nodes.set_leaving();
+        let hidden = self.nodes.set_leaving(super::now());
         if hidden {
             info!(
                 broker_id = self.nodes.local_id().0,
@@ -99,7 +98,7 @@ pub(super) fn errors_after(peers_every: Option<Duration>) -> Duration {
 impl KafkaSinkCluster {
     /// Whether requests for leaders and coordinators get leave errors now.
     fn answers_leaving(&self) -> bool {
-        let since = self.shared.nodes.leaving_for(Instant::now());
+        let since = self.shared.nodes.leaving_for(super::now());
         since.is_some_and(|since| since >= self.shared.leave_errors_after)
             && self.shared.nodes.is_hidden()
     }
@@ -121,14 +120,14 @@ impl KafkaSinkCluster {
             // Through its fetch session first (`send_fetch`).
             Family::ByLeader if api == ApiKey::Fetch => return Ok(None),
             Family::ByLeader => NOT_LEADER_OR_FOLLOWER,
-            Family::ByCoordinator => route::NOT_COORDINATOR,
+            Family::ByCoordinator => error_codes::NOT_COORDINATOR,
             Family::Coordinator(key_type) => {
                 // InitProducerId without a transactional id needs no coordinator.
                 let key = route::groups::coordinator_key(request.body()?);
                 if key.is_none_or(|(t, _)| t != key_type) {
                     return Ok(None);
                 }
-                route::NOT_COORDINATOR
+                error_codes::NOT_COORDINATOR
             }
             _ => return Ok(None),
         };
@@ -165,7 +164,7 @@ fn leaving_error(request: &Request, answer: ResponseKind, code: i16) -> PendingR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::fixtures;
+    use sluice_cluster::topology::fixtures;
 
     #[test]
     fn errors_start_once_every_peer_has_probed() {
@@ -193,7 +192,7 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(
-            nodes.leaving_for(Instant::now()),
+            nodes.leaving_for(crate::sink::now()),
             Some(Duration::from_secs(1))
         );
     }

@@ -1,5 +1,5 @@
 //! The request half of the sink: route each client request by its family
-//! (see [`crate::route`]), fill the view first where it lacks what routing
+//! (see [`sluice_cluster::route`]), fill the view first where it lacks what routing
 //! needs, send the parts and queue what the client is owed.
 //!
 //! The hot path: a Produce or Fetch whose partitions all have one leader goes
@@ -20,11 +20,14 @@ use super::{InternalRequestError, KafkaSinkCluster, Shared};
 use crate::close::{CloseError, Invariant};
 use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
-use crate::route::{self, Family, Meta, OnFailure};
-use crate::split::dispatch::{SplitRequest, split_request};
-use crate::split::{RackRouting, Unroutable};
-use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 use sluice_chain::ChainError;
+use sluice_cluster::error_codes;
+use sluice_cluster::rewrite::Rewriter;
+use sluice_cluster::route::produce_fetch::ShownHere;
+use sluice_cluster::route::{self, Family, Meta, OnFailure};
+use sluice_cluster::split::dispatch::{SplitRequest, split_request};
+use sluice_cluster::split::{RackRouting, Unroutable};
+use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
 /// Where a whole request goes.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +63,7 @@ impl KafkaSinkCluster {
         // Kafka closes a client that uses a version it does not support, or
         // an api it does not offer (only ApiVersions is answered, with the
         // versions it does). An api clients may not send is answered below.
-        let descriptor = crate::api::describe(api);
+        let descriptor = sluice_cluster::api::describe(api);
         let supported = match route::offered_versions(api) {
             Some(range) => (range.min..=range.max).contains(&version),
             None => !descriptor.is_client_facing(),
@@ -92,7 +95,7 @@ impl KafkaSinkCluster {
             }
             Family::Coordinator(key_type) => self.send_coordinator(request, key_type).await,
             Family::Admin(admin) => self.send_admin(request, admin).await,
-            // Only a client that does not authenticate gets here (see crate::auth).
+            // Only a client that does not authenticate gets here (see sluice_cluster::client_auth).
             Family::Sasl => {
                 self.send_whole(request, Dest::Any, Post::None, OnFailure::Close)
                     .await
@@ -158,7 +161,7 @@ impl KafkaSinkCluster {
     /// already open that needs no replacing (its token or SASL session not
     /// at risk: see [`crate::connections::Connections::ready`]), only if
     /// its queue has room now. For work that may as well be skipped (a
-    /// fetch read ahead: `crate::consume::ahead`).
+    /// fetch read ahead: `sluice_cluster::consume::ahead`).
     pub(super) fn try_send_part(&self, id: BrokerId, request: Request) -> Option<Part> {
         let target = Target::Broker(id);
         let conn = self.connections.ready(target)?;
@@ -252,7 +255,7 @@ impl KafkaSinkCluster {
                 Post::FindCoordinator { key_type, key }
             }
         };
-        let on_failure = crate::api::describe(request.api_key()).on_failure;
+        let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
         self.send_whole(request, dest, post, on_failure).await
     }
 
@@ -295,7 +298,7 @@ impl KafkaSinkCluster {
         } else {
             Vec::new()
         };
-        let on_failure = crate::api::describe(request.api_key()).on_failure;
+        let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
         self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
             .await
     }
@@ -311,7 +314,7 @@ impl KafkaSinkCluster {
         &mut self,
         mut request: Request,
         plan: route::admin::configs::Plan,
-        nodes: &[crate::topology::ShotoverNode],
+        nodes: &[sluice_cluster::topology::ShotoverNode],
     ) -> Result<Option<PendingResponse>, ChainError> {
         let mut real = None;
         if let Some(node) = plan.node {
@@ -320,14 +323,17 @@ impl KafkaSinkCluster {
             }
             real = route::admin::configs::real_broker(&self.shared.view.read(), nodes, node);
             if real.is_none() {
-                return Ok(Some(synthesized(&mut request, route::REQUEST_TIMED_OUT)?));
+                return Ok(Some(synthesized(
+                    &mut request,
+                    error_codes::REQUEST_TIMED_OUT,
+                )?));
             }
         }
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
         let body = request.body()?;
         let Some(forwarded) = route::admin::configs::forwarded(body, &plan, real) else {
-            let answer = crate::rewrite::refused_answer(body, &plan)
+            let answer = sluice_cluster::rewrite::refused_answer(body, &plan)
                 .ok_or(Invariant::NoAnswerForRefused(api))?;
             return Ok(Some(ready(&request, answer)));
         };
@@ -352,7 +358,7 @@ impl KafkaSinkCluster {
                 post: Post::Admin {
                     stale_topics: Vec::new(),
                 },
-                on_failure: OnFailure::Synthesize(route::REQUEST_TIMED_OUT),
+                on_failure: OnFailure::Synthesize(error_codes::REQUEST_TIMED_OUT),
                 original: request,
                 retried: false,
             })),
@@ -374,7 +380,7 @@ impl KafkaSinkCluster {
         let key = route::groups::coordinator_key(request.body()?);
         let Some((key_type, key)) = key.filter(|(t, _)| *t == key_type) else {
             // InitProducerId without a transactional id: any broker.
-            let on_failure = OnFailure::RetryElsewhere(route::COORDINATOR_NOT_AVAILABLE);
+            let on_failure = OnFailure::RetryElsewhere(error_codes::COORDINATOR_NOT_AVAILABLE);
             return self
                 .send_whole(request, Dest::Any, Post::None, on_failure)
                 .await;
@@ -388,11 +394,11 @@ impl KafkaSinkCluster {
             coordinator = self.shared.view.read().coordinator(key_type, &key);
         }
         let Some(coordinator) = coordinator else {
-            let code = route::COORDINATOR_NOT_AVAILABLE;
+            let code = error_codes::COORDINATOR_NOT_AVAILABLE;
             return Ok(Some(synthesized(&mut request, code)?));
         };
         let post = Post::Coordinator { key_type, key };
-        let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
+        let on_failure = OnFailure::Synthesize(error_codes::NOT_COORDINATOR);
         self.send_whole(request, Dest::Broker(coordinator), post, on_failure)
             .await
     }
@@ -422,7 +428,7 @@ impl KafkaSinkCluster {
                 key_type,
                 key: keys.first().cloned().unwrap_or_default(),
             };
-            let on_failure = OnFailure::Synthesize(route::NOT_COORDINATOR);
+            let on_failure = OnFailure::Synthesize(error_codes::NOT_COORDINATOR);
             let dest = Dest::Broker(*coordinator);
             return self.send_whole(request, dest, post, on_failure).await;
         }
@@ -579,14 +585,38 @@ impl KafkaSinkCluster {
         version: i16,
     ) -> Result<SplitRequest, ChainError> {
         let view = self.shared.view.read();
-        let now = tokio::time::Instant::now();
+        let now = super::now();
         let routing = RackRouting {
             view: &view,
             rack: self.shared.nodes.local_rack(),
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        split_request(body, version, &routing).ok_or_else(|| Invariant::NotSplittable.into())
+        // A Produce goes only where it is shown (`route::produce_fetch`). A
+        // leaving node forwards everything, and so does one with no node up,
+        // which cannot happen (the local node is up while it is not leaving).
+        // So is acks=0, which has no answer to carry the error (a refused
+        // partition's records would be dropped unseen) and no order to keep.
+        let nodes = match body {
+            RequestKind::Produce(p)
+                if p.acks != 0 && self.shared.nodes.leaving_for(now).is_none() =>
+            {
+                self.shared.nodes.snapshot()
+            }
+            _ => Vec::new(),
+        };
+        let split = match Rewriter::new(&view, &nodes) {
+            Ok(shown) => {
+                let here = ShownHere {
+                    routing: &routing,
+                    shown: &shown,
+                    local: self.shared.nodes.local_id(),
+                };
+                split_request(body, version, &here)
+            }
+            Err(_) => split_request(body, version, &routing),
+        };
+        split.ok_or_else(|| Invariant::NotSplittable.into())
     }
 }
 

@@ -27,9 +27,15 @@
 //! the like, refreshes its metadata and retries where the partitions moved,
 //! on the same Sluice connection. Idempotent producers make that retry
 //! safe. A broker still listed is asked about again every
-//! [`RECHECK_EVERY`]; one still quiet then is marked suspect (requests any
-//! broker can serve go elsewhere, and one WARN per broker says it does not
-//! answer). A false alarm thus costs one Metadata request and nothing else.
+//! [`RECHECK_EVERY`]; one still quiet then, once the part's whole
+//! legitimate wait is over, is marked suspect (requests any broker can
+//! serve go elsewhere, and one WARN per broker says it does not answer). A
+//! Produce with `acks=all` may legitimately wait up to its `timeout_ms` for
+//! its replicas, which a loaded cluster can take seconds to give: it is
+//! checked on after [`STALL_AFTER`] like any part (a hung leader is fenced
+//! long before its timeout, and the check finds it gone), but its broker is
+//! suspect only once its `timeout_ms` has passed too. A false alarm thus
+//! costs Metadata requests while the part waits, and no WARN.
 //!
 //! The departed broker's connection is ended at the same moment, as a
 //! direct client's is when its request times out. Left open, it would
@@ -64,7 +70,8 @@ use tracing::{debug, warn};
 use super::KafkaSinkCluster;
 use super::failures::Verdict;
 use crate::connections::Target;
-use crate::topology::BrokerId;
+use crate::pending::StallClock;
+use sluice_cluster::topology::BrokerId;
 
 /// How long past its legitimate wait a part may go unanswered before the
 /// sink checks on its broker. A healthy broker answers in milliseconds; a
@@ -85,13 +92,20 @@ pub(crate) fn own_wait(request: &Request) -> Duration {
     }
 }
 
-/// The stall time of `request`, about to be sent on `conn`: [`STALL_AFTER`]
-/// past the time the broker may have answered it by design, which counts
-/// the waits of the requests queued ahead of it on the same connection
-/// ([`BrokerConnection::answer_due`]): a Heartbeat behind a JoinGroup, a
-/// Fetch behind a fetch part still out, a client's pipelined requests.
-pub(crate) fn stalls_at(request: &Request, conn: &BrokerConnection) -> Instant {
-    conn.answer_due(own_wait(request)) + STALL_AFTER
+/// The stall clock of `request`, about to be sent on `conn`: checked
+/// [`STALL_AFTER`] past the time the broker may have answered it by design,
+/// which counts the waits of the requests queued ahead of it on the same
+/// connection ([`BrokerConnection::answer_due`]): a Heartbeat behind a
+/// JoinGroup, a Fetch behind a fetch part still out, a client's pipelined
+/// requests. Its broker may be suspect only once the request's whole wait
+/// ([`Request::broker_wait`], a Produce's `timeout_ms` included) is over.
+pub(crate) fn stalls_at(request: &Request, conn: &BrokerConnection) -> StallClock {
+    let own = own_wait(request);
+    let check_at = conn.answer_due(own) + STALL_AFTER;
+    StallClock::new(
+        check_at,
+        check_at + request.broker_wait().saturating_sub(own),
+    )
 }
 
 impl KafkaSinkCluster {
@@ -122,7 +136,10 @@ impl KafkaSinkCluster {
             if part.stall_check_at().is_none_or(|at| at > now) {
                 continue;
             }
-            part.stalls_at = Some(now + RECHECK_EVERY);
+            let Some(clock) = part.stall.as_mut() else {
+                continue;
+            };
+            clock.check_at = now + RECHECK_EVERY;
             // A broker working through a long queue answers as it goes:
             // only one that has answered nothing lately is stalled.
             let quiet = connections
@@ -131,7 +148,9 @@ impl KafkaSinkCluster {
             if quiet && let Some(broker) = &part.broker {
                 let key = (broker.id.unwrap_or(-1), broker.to_string());
                 let first = quiet_brokers.insert(key);
-                if std::mem::replace(&mut part.checked, true) && first {
+                let again = std::mem::replace(&mut clock.checked, true);
+                let suspect = again && now >= clock.suspect_from;
+                if suspect && !suspects.iter().any(|(b, _)| b == broker) {
                     suspects.push((broker.clone(), api));
                 } else if first {
                     debug!(broker = %broker, api = ?api, "a broker has not answered a request within its wait; checking whether it left the cluster");

@@ -33,6 +33,7 @@ use super::KafkaSinkClusterBuilder;
 
 mod auth;
 mod leave;
+mod shown;
 mod stalled;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -447,7 +448,7 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
     let mut sink = builder.build_cluster(&ctx());
     let ctx = ctx();
     exchange(&mut sink, &ctx, metadata(1), "metadata").await;
-    let target = crate::connections::Target::Broker(crate::topology::BrokerId(1));
+    let target = crate::connections::Target::Broker(sluice_cluster::topology::BrokerId(1));
     let conn = sink
         .connections
         .get(target)

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
 
 use super::harness::WAIT;
 
@@ -17,6 +19,17 @@ struct TestRecorder {
     counters: Mutex<HashMap<Key, Arc<AtomicU64>>>,
     /// f64 bits, as `metrics` stores gauges in an `AtomicU64`.
     gauges: Mutex<HashMap<Key, Arc<AtomicU64>>>,
+    histograms: Mutex<HashMap<Key, Arc<Samples>>>,
+}
+
+/// Every value a histogram recorded.
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
 }
 
 impl Recorder for TestRecorder {
@@ -34,8 +47,9 @@ impl Recorder for TestRecorder {
         Gauge::from_arc(Arc::clone(gauges.entry(key.clone()).or_default()))
     }
 
-    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::noop()
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let mut histograms = self.histograms.lock().unwrap();
+        Histogram::from_arc(Arc::clone(histograms.entry(key.clone()).or_default()))
     }
 }
 
@@ -69,6 +83,16 @@ pub(crate) fn value(name: &str, labels: &[(&str, &str)]) -> f64 {
         .map(|(_, v)| f64::from_bits(v.load(Ordering::SeqCst)))
         .sum();
     counters as f64 + gauges
+}
+
+/// Every value histogram `name` recorded with a label set that includes
+/// `labels`.
+pub(crate) fn samples(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+    let recorder = RECORDER.get().expect("metrics::install was not called");
+    (recorder.histograms.lock().unwrap().iter())
+        .filter(|(key, _)| matches(key, name, labels))
+        .flat_map(|(_, samples)| samples.0.lock().unwrap().clone())
+        .collect()
 }
 
 /// Waits until the metric equals `expected` (metrics are recorded by the

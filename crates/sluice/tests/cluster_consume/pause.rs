@@ -1,5 +1,6 @@
 //! **Explicit `pause()`/`resume()`.** A librdkafka consumer
-//! (`pause_check.py`) assigned six partitions over the three brokers pauses
+//! (`pause_check.py`) and a Java one (`SeekCheck.java --mode pause`), each
+//! assigned six partitions over the three brokers, pause
 //! a random set of them every few hundred milliseconds, each for 0.2 to 12
 //! seconds, while a trickle of records keeps parts parked (5 s max wait).
 //! A paused partition drops out of the consumer's fetches: what Sluice read
@@ -17,7 +18,7 @@ use sluice_testkit::delivery::{self, ProducerRun, ToolProcess};
 use sluice_testkit::fronted::{self, create_spread_topic};
 use sluice_testkit::unique;
 
-use super::{assert_no_closed_client, librdkafka_parking, sluice_bin};
+use super::{assert_no_closed_client, java_parking, librdkafka_parking, sluice_bin};
 
 #[test]
 fn pausing_and_resuming_partitions_reads_every_record_once_in_order() {
@@ -34,33 +35,57 @@ fn pausing_and_resuming_partitions_reads_every_record_once_in_order() {
     );
     let mut trickle = ProducerRun::idempotent(1_000_000, 20).start(&cluster, &listen, &topic);
     delivery::wait_acked(&mut trickle, 20, Duration::from_secs(60));
-    let wait = librdkafka_parking();
-    let args = [
+    let base = [
         "--bootstrap",
         listen.as_str(),
         "--topic",
         &topic,
         "--seconds",
         "30",
-        "-X",
-        &wait,
     ];
-    let mut checker = ToolProcess::spawn(clients::librdkafka("pause_check.py", &args), "pause");
-    let out = checker.wait_exit(Duration::from_secs(90));
+    let rdkafka_wait = librdkafka_parking();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["-X", &rdkafka_wait]);
+    let mut librdkafka = ToolProcess::spawn(clients::librdkafka("pause_check.py", &args), "pause");
+    let java_wait = java_parking();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&[
+        "--mode",
+        "pause",
+        "-X",
+        &java_wait,
+        "-X",
+        "max.poll.records=50",
+    ]);
+    let java = clients::run(
+        clients::java_program(&cluster, "SeekCheck.java", &args),
+        None,
+        Duration::from_secs(150),
+        "SeekCheck.java --mode pause",
+    );
+    let librdkafka = librdkafka.wait_exit(Duration::from_secs(90));
     trickle.assert_running();
     trickle.terminate(Duration::from_secs(60));
+    assert_pauses_clean("the librdkafka consumer (pause_check.py)", &librdkafka);
+    assert_pauses_clean("the Java consumer (SeekCheck.java --mode pause)", &java);
+    assert_no_closed_client(&sluice);
+}
+
+/// `out` (a pause checker's run) read every record once, in order, per
+/// partition, and paused, resumed and read enough to mean it.
+fn assert_pauses_clean(who: &str, out: &clients::ClientOutput) {
     let report: Value = out
         .stdout
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("pause_check.py printed no report\n{}", out.text()));
-    eprintln!("pause_check.py: {report}");
+        .unwrap_or_else(|| panic!("{who} printed no report\n{}", out.text()));
+    eprintln!("{who}: {report}");
     assert!(
         out.code == Some(0) && report["error_count"].as_u64() == Some(0),
-        "every record once, in order, per partition, across pauses and resumes; report: \
-         {report}\n--- stderr ---\n{}",
+        "{who}: every record once, in order, per partition, across pauses and resumes; \
+         report: {report}\n--- stderr ---\n{}",
         out.stderr
     );
     let count = |key: &str| report[key].as_u64().unwrap_or(0);
@@ -69,7 +94,6 @@ fn pausing_and_resuming_partitions_reads_every_record_once_in_order() {
             && count("resumes") >= 10
             && count("after_resume") >= 5
             && count("records") >= 600,
-        "paused, resumed and read enough: {report}"
+        "{who}: paused, resumed and read enough: {report}"
     );
-    assert_no_closed_client(&sluice);
 }

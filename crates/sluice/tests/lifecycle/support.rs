@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sluice_testkit::cluster::Cluster;
 use sluice_testkit::delivery::{self, Acked, Consumed, Produced, ProducerRun, ToolProcess};
-use sluice_testkit::nodes::KilledNode;
+use sluice_testkit::nodes::{KilledNode, StoppedNode};
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{free_port, unique, wait};
 use sluice_testkit::{fronted, scram};
@@ -260,4 +260,91 @@ pub(crate) fn wait_acks_on(
             }
         },
     );
+}
+
+/// How long the SIGSTOP tests keep a broker frozen: longer than the
+/// controller's fencing (`broker.session.timeout.ms`, 9 s) and as long as
+/// the producer's request timeout (30 s), which a direct client waits out.
+pub(crate) const FROZEN_FOR: Duration = Duration::from_secs(30);
+
+/// What an idempotent VerifiableProducer and a VerifiableConsumer saw of a
+/// broker frozen for [`FROZEN_FOR`] ([`FrozenRun::finish`]).
+pub(crate) struct FrozenRun {
+    pub(crate) produced: Produced,
+    pub(crate) consumed: Consumed,
+    pub(crate) disconnects: (Vec<String>, Vec<String>),
+}
+
+impl FrozenRun {
+    /// Keeps `stopped` frozen until [`FROZEN_FOR`] has passed since
+    /// `stopped_at` (both clients must keep running), resumes it, and
+    /// collects what the producer (`expected` records) and the consumer of
+    /// `topic` saw.
+    pub(crate) fn finish(
+        stopped: StoppedNode,
+        stopped_at: Instant,
+        mut producer: ToolProcess,
+        mut consumer: ToolProcess,
+        topic: &str,
+    ) -> Self {
+        wait::until(
+            FROZEN_FOR + Duration::from_secs(5),
+            "the broker's frozen time to pass",
+            || {
+                producer.assert_running();
+                consumer.assert_running();
+                if stopped_at.elapsed() >= FROZEN_FOR {
+                    Ok(())
+                } else {
+                    Err(format!("frozen for {:?}", stopped_at.elapsed()))
+                }
+            },
+        );
+        stopped.resume();
+        let out = producer.wait_exit(Duration::from_secs(180));
+        out.assert_success("VerifiableProducer");
+        let produced = Produced::from_events(&delivery::events(&out.stdout));
+        let producer_disconnects = delivery::disconnects(&out.stderr);
+        let out_of_order = out.stderr.matches("OUT_OF_ORDER_SEQUENCE_NUMBER").count();
+        let consumed = wait_consumed(&mut consumer, topic, &produced.acked);
+        let out = consumer.terminate(Duration::from_secs(60));
+        let consumer_disconnects = delivery::disconnects(&out.stderr);
+        eprintln!(
+            "{} records acked, {} failed; {out_of_order} OUT_OF_ORDER_SEQUENCE_NUMBER answers",
+            produced.acked.len(),
+            produced.errors.len(),
+        );
+        Self {
+            produced,
+            consumed,
+            disconnects: (producer_disconnects, consumer_disconnects),
+        }
+    }
+
+    /// No record failed, all `expected` were acknowledged and read, and no
+    /// client saw a broker disconnect.
+    pub(crate) fn assert_clean(&self, expected: usize) {
+        let errors = &self.produced.errors;
+        assert!(
+            errors.is_empty(),
+            "no record failed ({} failed): {:?}",
+            errors.len(),
+            &errors[..errors.len().min(3)]
+        );
+        assert_eq!(
+            self.produced.acked.len(),
+            expected,
+            "every record acknowledged"
+        );
+        assert!(
+            self.consumed.holes.is_empty(),
+            "gaps: {:?}",
+            self.consumed.holes
+        );
+        assert_eq!(
+            self.disconnects,
+            (Vec::new(), Vec::new()),
+            "clients of Sluice never see a broker disconnect"
+        );
+    }
 }

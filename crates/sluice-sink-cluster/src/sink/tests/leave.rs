@@ -4,9 +4,10 @@
 
 use super::*;
 
-/// A sink of node 0 of two (node 1 on port 9193), without health checks:
-/// node 1 is always up, and leave errors start at once.
-fn two_node_client(broker: SocketAddr) -> Client {
+/// A sink of node `local` of two (node 0 on port 9192, node 1 on 9193),
+/// without health checks: the other node is always up, and leave errors
+/// start at once. The fake broker's partitions are both shown on node 1.
+pub(super) fn two_node_client(broker: SocketAddr, local: i32) -> Client {
     let yaml = format!(
         r#"sources:
   - Kafka:
@@ -23,7 +24,7 @@ fn two_node_client(broker: SocketAddr) -> Client {
                 address_for_peers: "127.0.0.1:9193"
                 rack: "rack0"
                 broker_id: 1
-            local_shotover_broker_id: 0
+            local_shotover_broker_id: {local}
             first_contact_points: ["{broker}"]
             connect_timeout_ms: 2000
             read_timeout: 5
@@ -57,15 +58,16 @@ fn heartbeat(id: i32) -> Request {
 #[tokio::test]
 async fn a_leaving_node_sends_its_clients_to_the_others() {
     let broker = FakeBroker::start().await;
-    let (builder, mut sink, ctx) = two_node_client(broker.addr);
+    // Node 1, which shows the partitions it is sent a Produce for.
+    let (builder, mut sink, ctx) = two_node_client(broker.addr, 1);
     let before = exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     assert_eq!(shown(before), [(0, 9192), (1, 9193)]);
     let answer = exchange(&mut *sink, &ctx, produce(2, -1), "produce").await;
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)], "served");
 
-    assert!(builder.leave_handle().leave(), "node 1 takes the clients");
+    assert!(builder.leave_handle().leave(), "node 0 takes the clients");
     let after = exchange(&mut *sink, &ctx, metadata(3), "metadata while leaving").await;
-    assert_eq!(shown(after), [(1, 9193)], "only the other node is shown");
+    assert_eq!(shown(after), [(0, 9192)], "only the other node is shown");
 
     // The broker would answer 0: these never reach it.
     broker.fail_produce.store(true, Ordering::SeqCst);

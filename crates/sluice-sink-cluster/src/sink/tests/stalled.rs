@@ -59,20 +59,20 @@ async fn a_request_queued_behind_long_waits_stalls_only_after_them() {
     let t0 = Instant::now();
     let join = join();
     assert_eq!(
-        stalls_at(&join, &conn),
+        stalls_at(&join, &conn).check_at,
         t0 + Duration::from_secs(60) + STALL_AFTER,
         "nothing ahead of it"
     );
     conn.send(join).await.unwrap().expect("owed an answer");
     tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(
-        stalls_at(&metadata(3), &conn),
+        stalls_at(&metadata(3), &conn).check_at,
         t0 + Duration::from_secs(60) + STALL_AFTER,
         "a request with no wait of its own, behind the JoinGroup"
     );
     let _metadata = conn.send(metadata(3)).await.unwrap();
     assert_eq!(
-        stalls_at(&long_fetch(4), &conn),
+        stalls_at(&long_fetch(4), &conn).check_at,
         t0 + Duration::from_secs(65) + STALL_AFTER,
         "a fetch behind both may wait its own max_wait after them"
     );
@@ -87,5 +87,33 @@ async fn a_connection_that_owes_nothing_starts_at_once() {
     // Queued, but never sent: a produce with acks=0 owes nothing.
     let _ = stalls_at(&long_fetch(1), &conn);
     let t0 = Instant::now();
-    assert_eq!(stalls_at(&metadata(2), &conn), t0 + STALL_AFTER);
+    assert_eq!(stalls_at(&metadata(2), &conn).check_at, t0 + STALL_AFTER);
+}
+
+/// A Produce's broker is checked on after [`STALL_AFTER`] (a hung leader is
+/// fenced long before the Produce's `timeout_ms`, and the check finds it
+/// gone), but suspect (a WARN) only once that timeout has passed too: a
+/// loaded cluster may take seconds to replicate. Any other part's broker
+/// is suspect from its first check on.
+#[tokio::test]
+async fn a_produce_makes_its_broker_suspect_only_after_its_timeout() {
+    let (conn, _socket) = silent_broker().await;
+    tokio::time::pause();
+    let t0 = Instant::now();
+    // produce() asks the broker to wait up to 1 s for its replicas.
+    let clock = stalls_at(&produce(1, -1), &conn);
+    assert_eq!(clock.check_at, t0 + STALL_AFTER);
+    assert_eq!(
+        clock.suspect_from,
+        t0 + STALL_AFTER + Duration::from_secs(1)
+    );
+    let _ = conn.send(produce(1, -1)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let t1 = Instant::now();
+    let clock = stalls_at(&metadata(2), &conn);
+    assert_eq!(
+        (clock.check_at, clock.suspect_from),
+        (t1 + STALL_AFTER, t1 + STALL_AFTER),
+        "a Metadata request has no wait of its own"
+    );
 }

@@ -1,0 +1,110 @@
+//! The API table against the rules it replaced and the code it feeds.
+
+use sluice_codec::ApiKey;
+
+use super::*;
+use crate::error_codes::{COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR};
+
+/// Every API the codec knows.
+fn every_api() -> Vec<ApiKey> {
+    (0..i16::MAX)
+        .filter_map(|k| ApiKey::try_from(k).ok())
+        .collect()
+}
+
+#[test]
+fn the_split_families_are_exactly_the_apis_split_apis_types() {
+    for api in every_api() {
+        let d = describe(api);
+        let split = matches!(
+            d.family,
+            Family::ByLeader | Family::ByCoordinator | Family::FanOut
+        );
+        let typed = crate::split::dispatch::unavailable_error(api);
+        assert_eq!(split, typed.is_some(), "{api:?}: {d:?}");
+        if let Some(code) = typed {
+            assert_eq!(d.on_failure, OnFailure::SplitError(code), "{api:?}");
+        }
+    }
+}
+
+#[test]
+fn failure_policies_follow_the_design_table() {
+    use ApiKey as K;
+    let expect = [
+        (K::JoinGroup, OnFailure::Synthesize(NOT_COORDINATOR)),
+        (K::EndTxn, OnFailure::Synthesize(NOT_COORDINATOR)),
+        (
+            K::FindCoordinator,
+            OnFailure::RetryElsewhere(COORDINATOR_NOT_AVAILABLE),
+        ),
+        (K::Metadata, OnFailure::RetryElsewhere(REQUEST_TIMED_OUT)),
+        (K::CreateTopics, OnFailure::Synthesize(REQUEST_TIMED_OUT)),
+        (
+            K::DescribeConfigs,
+            OnFailure::RetryElsewhere(REQUEST_TIMED_OUT),
+        ),
+        (K::SaslAuthenticate, OnFailure::Close),
+        (K::Vote, OnFailure::Close),
+    ];
+    for (api, policy) in expect {
+        assert_eq!(describe(api).on_failure, policy, "{api:?}");
+    }
+}
+
+#[test]
+fn answers_naming_brokers_are_rewritten() {
+    use ApiKey as K;
+    for api in every_api() {
+        let d = describe(api);
+        let names_brokers = matches!(
+            api,
+            K::Metadata | K::FindCoordinator | K::DescribeCluster | K::DescribeTopicPartitions
+        );
+        assert_eq!(d.rewritten, names_brokers, "{api:?}");
+        assert_eq!(
+            d.filtered_after_fan_out,
+            d.family == Family::FanOut,
+            "{api:?}"
+        );
+    }
+    assert!(describe(K::Produce).may_carry_leader_hints(10));
+    assert!(!describe(K::Produce).may_carry_leader_hints(9));
+    assert!(describe(K::Fetch).may_carry_leader_hints(11));
+    assert!(!describe(K::Fetch).may_carry_leader_hints(10));
+}
+
+#[test]
+fn admin_writes_are_never_retried_and_topic_writes_make_topics_stale() {
+    use ApiKey as K;
+    let family = |api| describe(api).family;
+    assert_eq!(family(K::CreateTopics), Family::Admin(TOPIC_WRITE));
+    assert_eq!(
+        family(K::AlterPartitionReassignments),
+        Family::Admin(TOPIC_WRITE)
+    );
+    assert_eq!(family(K::IncrementalAlterConfigs), Family::Admin(WRITE));
+    assert_eq!(family(K::DescribeAcls), Family::Admin(READ));
+    assert_eq!(
+        family(K::PushTelemetry),
+        Family::Admin(READ),
+        "KIP-714 is client-facing"
+    );
+    assert_eq!(family(K::DescribeQuorum), Family::NotForClients);
+}
+
+#[test]
+fn offset_fetch_is_split_from_v8_and_the_share_group_apis_are_not_offered() {
+    assert_eq!(
+        describe(ApiKey::OffsetFetch).split_since,
+        OFFSET_FETCH_GROUPS_VERSION
+    );
+    assert_eq!(describe(ApiKey::DescribeGroups).split_since, 0);
+    for api in [ApiKey::ShareFetch, ApiKey::AlterShareGroupOffsets] {
+        assert_eq!(offered_versions(api), None, "{api:?}");
+    }
+    assert_eq!(
+        offered_versions(ApiKey::DescribeAcls),
+        Some(ApiKey::DescribeAcls.valid_versions())
+    );
+}

@@ -1,0 +1,51 @@
+//! The no-IO core of the cluster sink: everything Sluice decides about a
+//! Kafka cluster it hides, as data in and data out.
+//!
+//! The core opens no socket, awaits nothing, takes no lock and reads no
+//! clock: the driver (`sluice-sink-cluster`) passes the time in as `now`,
+//! does the IO the core's answers call for, and logs and counts them. That
+//! keeps every decision here testable as plain functions over real Kafka
+//! messages, and fuzzable.
+//!
+//! Modules, bottom-up. A module uses only those listed before it, except
+//! two edges still to cut: `api` reads `split` (the per-part failure codes
+//! and the OffsetFetch split version), and `route` and `rewrite` use each
+//! other (the ApiVersions intersection and the config-resource plan).
+//!
+//! - `error_codes`: the Kafka error codes Sluice reads or writes, by name.
+//! - `api`: one descriptor per Kafka API, the table everything that
+//!   depends on an API's key reads.
+//! - `topology`: the cluster as Sluice sees it (brokers, partition leaders,
+//!   coordinators) and the Sluice nodes that clients see instead.
+//! - `split`: requests that span brokers split per broker, and their
+//!   responses merged back in order.
+//! - `route`: the routing decisions: which broker serves each API, what to
+//!   do with the answer, what to answer when a broker fails.
+//! - `rewrite`: Metadata, FindCoordinator, DescribeCluster, DescribeGroups
+//!   and ApiVersions rewritten so that only Sluice nodes appear.
+//! - `consume`: a fetch split over brokers answered as soon as its data
+//!   is ready; parts still out serve the next fetch.
+//! - `client_auth`: the client authentication state machine (the pre-auth
+//!   gate, offered SASL mechanisms, PLAIN replay, SCRAM over mTLS,
+//!   re-authentication).
+
+#![deny(missing_docs)]
+
+pub mod error_codes;
+
+pub mod api;
+pub mod topology;
+
+pub mod split;
+
+pub mod rewrite;
+pub mod route;
+
+pub mod client_auth;
+pub mod consume;
+
+pub use client_auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
+pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};
+pub use split::dispatch::{error_response, merge_responses, split_request};
+pub use split::{Coordinators, PartResult, PartitionLeaders, Routing};
+pub use topology::{Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef};

@@ -1,0 +1,163 @@
+//! Routing decisions: which broker (or brokers) must serve each request, what
+//! to do with the answer, and what to answer when a broker fails.
+//!
+//! Everything here is a pure function of the request, its version and the
+//! broker responses, so that the decisions can be unit-tested without I/O; the
+//! sink driver ([`crate::sink`]) does the sending and waiting. One module per
+//! API family:
+//!
+//! - [`meta`]: ApiVersions, Metadata, FindCoordinator, DescribeCluster: any
+//!   broker, then rewritten so that only Sluice nodes appear.
+//! - [`produce_fetch`]: the partition-leader APIs (split by leader), Fetch's
+//!   `rack_id`, the cheap leader-hint check and per-partition staleness.
+//! - [`groups`]: group APIs, to the group coordinator of their group id.
+//! - [`transactions`]: transaction APIs, to the transaction coordinator.
+//! - [`keyed`]: ConsumerGroupDescribe and DescribeTransactions, split by
+//!   coordinator when their keys live on several.
+//! - [`admin`]: everything else a client may send, to any broker; which
+//!   topics an admin write makes stale; synthesized admin errors; and the
+//!   answer to inter-broker APIs.
+//!
+//! Fan-out (ListGroups, ListTransactions, DescribeLogDirs) needs no module of
+//! its own: the split module sends the request to every known broker and
+//! merges the answers, once each broker's answer has been cut down to what
+//! the local Sluice node is shown to own (`rewrite::fan_out`), since the
+//! client asks every Sluice node the same question.
+
+pub mod admin;
+pub mod groups;
+pub mod keyed;
+pub mod meta;
+pub mod produce_fetch;
+pub mod transactions;
+
+#[cfg(test)]
+mod tests;
+
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+
+use crate::error_codes::UNSUPPORTED_VERSION;
+use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
+
+// The per-API facts routing decides by live in the API table.
+pub use crate::api::{Admin, Family, Meta, OnFailure, offered_versions};
+
+/// A whole response to `request` where the request's items (or the response's
+/// top level) carry `error_code`; `None` when the response has no place for
+/// an error that a client would act on.
+pub fn error_response(
+    api: ApiKey,
+    request: &RequestKind,
+    version: i16,
+    error_code: i16,
+) -> Option<ResponseKind> {
+    crate::split::dispatch::error_response(request, version, error_code)
+        .or_else(|| groups::error_response(request, version, error_code))
+        .or_else(|| transactions::error_response(request, error_code))
+        .or_else(|| meta::error_response(request, version, error_code))
+        .or_else(|| admin::error_response(api, request, version, error_code))
+}
+
+/// Something a response says is out of date in the view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    /// A partition's leader moved (or it has none).
+    Leader(TopicRef, i32),
+    /// A topic is unknown (deleted, recreated, not yet known).
+    Topic(TopicRef),
+    /// A coordinator moved.
+    Coordinator(CoordinatorKeyType, String),
+    /// The controller moved.
+    Controller,
+    /// The whole view is untrustworthy (REBOOTSTRAP_REQUIRED).
+    Cluster,
+}
+
+/// What a partition-level `error_code` says is stale about `topic`/`partition`.
+pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) -> Option<Stale> {
+    match staleness(error_code)? {
+        Staleness::Leader => Some(Stale::Leader(topic.clone(), partition)),
+        Staleness::Topic => Some(Stale::Topic(topic.clone())),
+        Staleness::Controller => Some(Stale::Controller),
+        Staleness::Cluster => Some(Stale::Cluster),
+        Staleness::Coordinator => None,
+    }
+}
+
+/// What a top-level `error_code` of an admin or meta response says is stale.
+pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
+    match staleness(error_code)? {
+        Staleness::Controller => Some(Stale::Controller),
+        Staleness::Cluster => Some(Stale::Cluster),
+        _ => None,
+    }
+}
+
+/// Forgets what `stale` names from the view. Returns how many entries were
+/// forgotten (for logs).
+pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
+    let mut forgotten = 0;
+    for s in stale {
+        let changed = match s {
+            Stale::Leader(topic, partition) => view.forget_leader(topic, *partition),
+            Stale::Topic(topic) => view.forget_topic(topic),
+            Stale::Coordinator(key_type, key) => view.forget_coordinator(*key_type, key),
+            Stale::Controller => {
+                let had = view.controller().is_some();
+                view.forget_controller();
+                had
+            }
+            Stale::Cluster => {
+                tracing::warn!(
+                    "a broker answered REBOOTSTRAP_REQUIRED; topics are refreshed as clients touch them"
+                );
+                false
+            }
+        };
+        forgotten += usize::from(changed);
+    }
+    forgotten
+}
+
+/// The versions of the internal requests Sluice sends to a broker, from the
+/// broker's ApiVersions (none when it did not answer): Metadata v12 (topic ids,
+/// lookup by id) and FindCoordinator v4+ (batched keys) where supported,
+/// capped at what Sluice decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InternalVersions {
+    /// The Metadata version.
+    pub metadata: i16,
+    /// The FindCoordinator version.
+    pub find_coordinator: i16,
+}
+
+/// The Metadata version preferred for refreshes.
+pub const PREFERRED_METADATA_VERSION: i16 = 12;
+/// The first FindCoordinator version that batches keys.
+pub const BATCHED_FIND_COORDINATOR_VERSION: i16 = 4;
+
+impl InternalVersions {
+    /// Chooses from a broker's ApiVersions response (`None`: assume a modern
+    /// broker, as the Kafka 4 baseline guarantees).
+    pub fn choose(
+        broker: Option<&sluice_codec::kafka_protocol::messages::ApiVersionsResponse>,
+    ) -> Self {
+        let pick = |api: ApiKey, preferred: i16| -> i16 {
+            let ours = sluice_codec::versions::decoded(api).map_or(preferred, |r| r.max);
+            let want = preferred.min(ours);
+            let Some(broker) = broker.filter(|b| b.error_code == 0) else {
+                return want;
+            };
+            match broker.api_keys.iter().find(|k| k.api_key == api as i16) {
+                Some(range) if range.max_version >= range.min_version => {
+                    want.min(range.max_version).max(range.min_version)
+                }
+                _ => want,
+            }
+        };
+        Self {
+            metadata: pick(ApiKey::Metadata, PREFERRED_METADATA_VERSION),
+            find_coordinator: pick(ApiKey::FindCoordinator, 6),
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Group APIs: each goes to the coordinator of its group id.
+//!
+//! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetDelete,
+//! TxnOffsetCommit (the *group* coordinator: offsets live with the group),
+//! ConsumerGroupHeartbeat and ConsumerGroupDescribe go whole to one
+//! coordinator. OffsetFetch, DescribeGroups and DeleteGroups may name groups
+//! of several coordinators and are split by the split module.
+//!
+//! ConsumerGroupDescribe may name several groups too: when they live on one
+//! coordinator it goes there whole, else it is split (see [`super::keyed`]).
+//!
+//! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
+//! places the API has for errors ([`error_response`]), looks the coordinator
+//! up again and retries.
+
+use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use sluice_codec::kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use sluice_codec::kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use sluice_codec::kafka_protocol::messages::{
+    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, GroupId, HeartbeatResponse,
+    JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse, RequestKind,
+    ResponseKind, SyncGroupResponse, TxnOffsetCommitResponse,
+};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::Stale;
+use crate::topology::{CoordinatorKeyType, Staleness, staleness};
+
+/// How long a SyncGroup may wait for the group's leader when the client's
+/// JoinGroup was not seen on this connection: the Java consumer's default
+/// `max.poll.interval.ms`, which it sends as its rebalance timeout.
+pub const DEFAULT_REBALANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The group a group API is about; `None` for other APIs (and for a
+/// ConsumerGroupDescribe naming no group).
+pub fn group_key(request: &RequestKind) -> Option<String> {
+    let id = match request {
+        RequestKind::JoinGroup(r) => &r.group_id,
+        RequestKind::SyncGroup(r) => &r.group_id,
+        RequestKind::Heartbeat(r) => &r.group_id,
+        RequestKind::LeaveGroup(r) => &r.group_id,
+        RequestKind::OffsetCommit(r) => &r.group_id,
+        RequestKind::OffsetDelete(r) => &r.group_id,
+        RequestKind::TxnOffsetCommit(r) => &r.group_id,
+        RequestKind::ConsumerGroupHeartbeat(r) => &r.group_id,
+        RequestKind::ConsumerGroupDescribe(r) => r.group_ids.first()?,
+        // v0-7 name one group; v8+ are split by the split module.
+        RequestKind::OffsetFetch(r) if r.groups.is_empty() => &r.group_id,
+        _ => return None,
+    };
+    Some(id.0.to_string())
+}
+
+/// The coordinator a coordinator-routed request must reach: its key type and
+/// key. `None` when the request names no key and any broker serves it
+/// (InitProducerId without a transactional id).
+pub fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, String)> {
+    if let Some(group) = group_key(request) {
+        return Some((CoordinatorKeyType::Group, group));
+    }
+    super::transactions::transaction_key(request).map(|k| (CoordinatorKeyType::Transaction, k))
+}
+
+/// A response to a group API where the group (or each of its partitions or
+/// groups) carries `code`; `None` for other APIs.
+pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+    let none = || Some(StrBytes::default());
+    Some(match request {
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
+            JoinGroupResponse::default()
+                .with_error_code(code)
+                .with_generation_id(-1)
+                .with_member_id(r.member_id.clone())
+                // Nullable only from v7; an empty string reads the same.
+                .with_protocol_name(if version < 7 { none() } else { None }),
+        ),
+        RequestKind::SyncGroup(_) => {
+            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::Heartbeat(_) => {
+            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
+        }
+        RequestKind::LeaveGroup(_) => {
+            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::OffsetCommit(r) => {
+            let topics = r.topics.iter().map(|t| {
+                let partitions = t.partitions.iter().map(|p| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                });
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions.collect())
+            });
+            ResponseKind::OffsetCommit(
+                OffsetCommitResponse::default().with_topics(topics.collect()),
+            )
+        }
+        RequestKind::TxnOffsetCommit(r) => {
+            let topics = r.topics.iter().map(|t| {
+                let partitions = t.partitions.iter().map(|p| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                });
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions.collect())
+            });
+            ResponseKind::TxnOffsetCommit(
+                TxnOffsetCommitResponse::default().with_topics(topics.collect()),
+            )
+        }
+        RequestKind::OffsetDelete(_) => {
+            ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code))
+        }
+        RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_member_epoch(-1),
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            let groups = r.group_ids.iter().map(|g| {
+                DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(code)
+            });
+            ResponseKind::ConsumerGroupDescribe(
+                ConsumerGroupDescribeResponse::default().with_groups(groups.collect()),
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// Every error code in an answer of a coordinator-routed API, for the
+/// staleness check (a coordinator that moved answers NOT_COORDINATOR).
+pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
+    match response {
+        ResponseKind::JoinGroup(r) => vec![r.error_code],
+        ResponseKind::SyncGroup(r) => vec![r.error_code],
+        ResponseKind::Heartbeat(r) => vec![r.error_code],
+        ResponseKind::LeaveGroup(r) => vec![r.error_code],
+        ResponseKind::OffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        ResponseKind::OffsetDelete(r) => vec![r.error_code],
+        ResponseKind::ConsumerGroupHeartbeat(r) => vec![r.error_code],
+        ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::OffsetFetch(r) => {
+            let mut codes = vec![r.error_code];
+            codes.extend(
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            codes
+        }
+        other => super::transactions::response_error_codes(other),
+    }
+}
+
+/// The groups whose coordinator moved, from an answer of a group API split by
+/// coordinator (OffsetFetch v8+, DescribeGroups, DeleteGroups).
+pub fn stale_groups(response: &ResponseKind) -> Vec<Stale> {
+    let groups: Vec<(&GroupId, i16)> = match response {
+        ResponseKind::OffsetFetch(r) => r
+            .groups
+            .iter()
+            .map(|g| (&g.group_id, g.error_code))
+            .collect(),
+        ResponseKind::DescribeGroups(r) => r
+            .groups
+            .iter()
+            .map(|g| (&g.group_id, g.error_code))
+            .collect(),
+        ResponseKind::DeleteGroups(r) => r
+            .results
+            .iter()
+            .map(|g| (&g.group_id, g.error_code))
+            .collect(),
+        _ => Vec::new(),
+    };
+    groups
+        .into_iter()
+        .filter(|(_, code)| staleness(*code) == Some(Staleness::Coordinator))
+        .map(|(group, _)| Stale::Coordinator(CoordinatorKeyType::Group, group.0.to_string()))
+        .collect()
+}

@@ -1,0 +1,169 @@
+//! ConsumerGroupDescribe and DescribeTransactions: requests naming several
+//! keys that may live on different coordinators, split by coordinator here.
+//!
+//! A Java admin client batches these by the node FindCoordinator named. Behind
+//! Sluice one node stands in for many real coordinators, so one batch can
+//! hold keys of several brokers; sent whole, the keys of the other brokers
+//! would answer NOT_COORDINATOR forever. So the request is cut into one part
+//! per coordinator (keys in request order), and the answers are concatenated
+//! in request order with the largest throttle time. Keys without a known
+//! coordinator, and the keys of a failed part, get `code` (NOT_COORDINATOR
+//! or COORDINATOR_NOT_AVAILABLE), which makes the client look them up again.
+
+use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use sluice_codec::kafka_protocol::messages::describe_transactions_response::TransactionState;
+use sluice_codec::kafka_protocol::messages::{
+    ConsumerGroupDescribeResponse, DescribeTransactionsResponse, GroupId, ProducerId, RequestKind,
+    ResponseKind, TransactionalId,
+};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+
+use super::Stale;
+use crate::topology::{CoordinatorKeyType, Staleness, staleness};
+
+/// The keys of a multi-key coordinator request, or `None` for other APIs.
+pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
+    match request {
+        RequestKind::ConsumerGroupDescribe(r) => Some((
+            CoordinatorKeyType::Group,
+            r.group_ids.iter().map(|g| g.0.to_string()).collect(),
+        )),
+        RequestKind::DescribeTransactions(r) => Some((
+            CoordinatorKeyType::Transaction,
+            r.transactional_ids
+                .iter()
+                .map(|t| t.0.to_string())
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// A copy of `request` asking only about `keys`.
+pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
+    let str = |k: &String| StrBytes::from_string(k.clone());
+    match request {
+        RequestKind::ConsumerGroupDescribe(r) => RequestKind::ConsumerGroupDescribe(
+            r.clone()
+                .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
+        ),
+        RequestKind::DescribeTransactions(r) => RequestKind::DescribeTransactions(
+            r.clone()
+                .with_transactional_ids(keys.iter().map(|k| TransactionalId(str(k))).collect()),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// One part's outcome: its answer, or the keys it asked about and the
+/// error code to give them.
+// Short-lived, a handful per admin request: no point boxing the answer.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum KeyedResult {
+    /// The coordinator answered.
+    Answer(ResponseKind),
+    /// No answer for these keys.
+    Failed(Vec<String>, i16),
+}
+
+/// Merges the parts' outcomes into one answer, entries in the order of
+/// `order` (the request's keys). `None` when `request` is not a multi-key
+/// API.
+pub fn merge(
+    request: &RequestKind,
+    results: Vec<KeyedResult>,
+    order: &[String],
+) -> Option<ResponseKind> {
+    let rank = |key: &str| order.iter().position(|k| k == key).unwrap_or(usize::MAX);
+    match request {
+        RequestKind::ConsumerGroupDescribe(_) => {
+            let mut throttle = 0;
+            let mut groups = Vec::new();
+            for result in results {
+                match result {
+                    KeyedResult::Answer(ResponseKind::ConsumerGroupDescribe(r)) => {
+                        throttle = throttle.max(r.throttle_time_ms);
+                        groups.extend(r.groups);
+                    }
+                    KeyedResult::Answer(_) => {}
+                    KeyedResult::Failed(keys, code) => {
+                        groups.extend(keys.iter().map(|k| {
+                            DescribedGroup::default()
+                                .with_group_id(GroupId(StrBytes::from_string(k.clone())))
+                                .with_error_code(code)
+                        }));
+                    }
+                }
+            }
+            groups.sort_by_key(|g| rank(g.group_id.0.as_str()));
+            Some(ResponseKind::ConsumerGroupDescribe(
+                ConsumerGroupDescribeResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_groups(groups),
+            ))
+        }
+        RequestKind::DescribeTransactions(_) => {
+            let mut throttle = 0;
+            let mut states = Vec::new();
+            for result in results {
+                match result {
+                    KeyedResult::Answer(ResponseKind::DescribeTransactions(r)) => {
+                        throttle = throttle.max(r.throttle_time_ms);
+                        states.extend(r.transaction_states);
+                    }
+                    KeyedResult::Answer(_) => {}
+                    KeyedResult::Failed(keys, code) => {
+                        states.extend(keys.iter().map(|k| {
+                            TransactionState::default()
+                                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                                    k.clone(),
+                                )))
+                                .with_error_code(code)
+                                .with_producer_id(ProducerId(-1))
+                                .with_producer_epoch(-1)
+                        }));
+                    }
+                }
+            }
+            states.sort_by_key(|s| rank(s.transactional_id.0.as_str()));
+            Some(ResponseKind::DescribeTransactions(
+                DescribeTransactionsResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_transaction_states(states),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The keys whose coordinator moved, from a merged answer.
+pub fn stale(response: &ResponseKind) -> Vec<Stale> {
+    let entries: Vec<(CoordinatorKeyType, &str, i16)> = match response {
+        ResponseKind::ConsumerGroupDescribe(r) => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    CoordinatorKeyType::Group,
+                    g.group_id.0.as_str(),
+                    g.error_code,
+                )
+            })
+            .collect(),
+        ResponseKind::DescribeTransactions(r) => r
+            .transaction_states
+            .iter()
+            .map(|t| {
+                let id = t.transactional_id.0.as_str();
+                (CoordinatorKeyType::Transaction, id, t.error_code)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    entries
+        .into_iter()
+        .filter(|(_, _, code)| staleness(*code) == Some(Staleness::Coordinator))
+        .map(|(kind, key, _)| Stale::Coordinator(kind, key.to_owned()))
+        .collect()
+}
