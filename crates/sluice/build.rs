@@ -1,27 +1,22 @@
 //! Records the commit the binary is built from, for `sluice --version` and
 //! the `sluice_build_info` metric: an operator running a binary must be able
 //! to tell which code it is. Outside a git checkout (a source tarball) the
-//! commit is `unknown`.
+//! commit is `unknown`, unless `SLUICE_BUILD_COMMIT` names it (see
+//! `build/commit.rs`).
+
+#[path = "build/commit.rs"]
+mod commit;
 
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    Some(text.trim().to_owned()).filter(|t| !t.is_empty())
+    commit::git_output(Command::new("git"), args)
 }
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]);
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
-    let commit = match commit {
-        Some(c) if dirty => format!("{c}-modified"),
-        Some(c) => c,
-        None => "unknown".to_owned(),
-    };
+    println!("cargo:rerun-if-env-changed=SLUICE_BUILD_COMMIT");
+    let given = std::env::var("SLUICE_BUILD_COMMIT").ok();
+    let commit = commit::describe(given, &git);
     println!("cargo:rustc-env=SLUICE_COMMIT={commit}");
     // Rebuild when HEAD moves (a commit, a checkout) or the index changes.
     // Only files that exist: cargo reruns a script for a missing one every
@@ -40,4 +35,5 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/commit.rs");
 }

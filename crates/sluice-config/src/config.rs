@@ -117,6 +117,8 @@ mod tests {
             "info,sluice=loud",
             "info,,debug",
             "sluice",
+            "6",
+            "info,sluice=",
         ] {
             let e = parse(&format!("main_log_level: \"{bad}\"\n")).unwrap_err();
             assert_eq!(e.field(), Some("main_log_level"), "{bad}: {e}");
@@ -127,6 +129,8 @@ mod tests {
             "WARN",
             "info,sluice=debug",
             "off,sluice_sink_cluster=trace",
+            "3,sluice=4",
+            "sluice[client]=debug,info",
         ] {
             parse(&format!("main_log_level: \"{good}\"\n")).unwrap();
         }

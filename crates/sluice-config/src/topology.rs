@@ -113,6 +113,63 @@ impl Topology {
         self.check(Checks::ALL).map_err(|e| e.in_file(path))
     }
 
+    /// Makes this process the node `broker_id` of the topology's cluster
+    /// sink, in place of the file's `local_shotover_broker_id` (the
+    /// `--local-shotover-broker-id` flag): every node of a deployment can
+    /// then run the same file, which lists them all. The topology must have
+    /// exactly one `KafkaSinkCluster`, and `broker_id` must be one of its
+    /// `shotover_nodes`; `path` names the file in errors.
+    pub fn set_local_shotover_broker_id(
+        &mut self,
+        broker_id: i32,
+        path: &Path,
+    ) -> Result<(), ConfigError> {
+        const FLAG: &str = "--local-shotover-broker-id";
+        let mut sinks: Vec<(String, &mut KafkaSinkClusterConfig)> = Vec::new();
+        for (i, SourceConfig::Kafka(kafka)) in self.sources.iter_mut().enumerate() {
+            let at = kafka.chain.len().saturating_sub(1);
+            if let Some(TransformConfig::KafkaSinkCluster(sink)) = kafka.chain.last_mut() {
+                sinks.push((
+                    format!("sources[{i}].Kafka.chain[{at}].KafkaSinkCluster"),
+                    sink,
+                ));
+            }
+        }
+        let (field, sink) = match sinks.len() {
+            1 => sinks.remove(0),
+            0 => {
+                return Err(FieldError::new(
+                    "sources",
+                    format!(
+                        "{FLAG} {broker_id} needs a chain ending in KafkaSinkCluster; there is none"
+                    ),
+                )
+                .in_file(path));
+            }
+            _ => {
+                let found: Vec<&str> = sinks.iter().map(|(f, _)| f.as_str()).collect();
+                return Err(FieldError::new(
+                    "sources",
+                    format!(
+                        "{FLAG} {broker_id} needs exactly one KafkaSinkCluster, found {}: \
+                         give each its local_shotover_broker_id in the file instead",
+                        found.join(", ")
+                    ),
+                )
+                .in_file(path));
+            }
+        };
+        if !sink.shotover_nodes.iter().any(|n| n.broker_id == broker_id) {
+            return Err(FieldError::new(
+                format!("{field}.shotover_nodes"),
+                format!("{FLAG} {broker_id} is not the broker_id of any entry"),
+            )
+            .in_file(path));
+        }
+        sink.local_shotover_broker_id = broker_id;
+        Ok(())
+    }
+
     /// `memory_budget_bytes`, or its default.
     pub fn memory_budget_bytes_or_default(&self) -> usize {
         self.memory_budget_bytes

@@ -55,8 +55,16 @@ pub(crate) fn advertised_address(field: &str, value: &str) -> Result<HostPort, F
     Ok(hp)
 }
 
-/// The log levels a filter directive may name (`tracing`'s, any case).
+/// The log levels a filter directive may name (`tracing`'s, any case; it
+/// also takes the numbers 0 (off) to 5 (trace)).
 const LOG_LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Whether `level` is a level `tracing` reads as one: a name of
+/// [`LOG_LEVELS`] in any case, or a number from 0 to 5.
+fn is_log_level(level: &str) -> bool {
+    LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level))
+        || matches!(level, "0" | "1" | "2" | "3" | "4" | "5")
+}
 
 /// `value` must be a log filter whose every directive names a level:
 /// `level` or `target=level`, comma-separated, e.g. `info,sluice=debug`.
@@ -76,12 +84,12 @@ pub(crate) fn log_filter(field: &str, value: &str) -> Result<(), FieldError> {
         let level = directive
             .rsplit_once('=')
             .map_or(directive, |(_, level)| level);
-        if !LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level)) {
+        if !is_log_level(level) {
             return Err(FieldError::new(
                 field,
                 format!(
                     "`{directive}` names no log level: write `level` or `target=level`, \
-                     with a level of {}",
+                     with a level of {} (or 0 to 5)",
                     LOG_LEVELS.join(", ")
                 ),
             ));

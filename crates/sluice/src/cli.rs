@@ -44,6 +44,13 @@ pub(crate) struct Cli {
     #[arg(long, global = true, default_value_t = 10)]
     pub leave_timeout_secs: u64,
 
+    /// Which node of the topology's `shotover_nodes` this process is, in
+    /// place of the file's `local_shotover_broker_id`: every node of a
+    /// deployment can then run the same topology file (it must have exactly
+    /// one KafkaSinkCluster).
+    #[arg(long, global = true, value_name = "BROKER_ID")]
+    pub local_shotover_broker_id: Option<i32>,
+
     /// What to do; without a subcommand, run the proxy.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -90,6 +97,7 @@ mod tests {
         assert_eq!(cli.log_format, LogFormat::Human);
         assert_eq!(cli.drain_timeout(), Duration::from_secs(30));
         assert_eq!(cli.leave_timeout(), Duration::from_secs(10));
+        assert_eq!(cli.local_shotover_broker_id, None);
         assert!(cli.command.is_none());
     }
 

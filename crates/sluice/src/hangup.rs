@@ -29,6 +29,9 @@ pub(crate) struct Hangup {
     /// The topology in force, as its `Debug` text: two parses of equal
     /// files print the same, whatever their comments, spacing or key order.
     topology: String,
+    /// The `--local-shotover-broker-id` flag, applied to the file's
+    /// topology before comparing, as at startup.
+    local_broker_id: Option<i32>,
     /// The observability endpoint's address in force.
     observability: Option<String>,
     log: LogFilter,
@@ -43,6 +46,7 @@ impl Hangup {
             config_path: loaded.config_path.clone(),
             topology_path: loaded.topology_path.clone(),
             topology: format!("{:?}", loaded.topology),
+            local_broker_id: loaded.local_broker_id,
             observability: loaded.config.observability_interface.clone(),
             log,
             tls,
@@ -119,7 +123,13 @@ impl Hangup {
     /// Says when the topology file no longer holds the topology in force.
     fn topology(&self) {
         let file = self.topology_path.display();
-        match Topology::load(&self.topology_path) {
+        let loaded = Topology::load(&self.topology_path).and_then(|mut topology| {
+            if let Some(id) = self.local_broker_id {
+                topology.set_local_shotover_broker_id(id, &self.topology_path)?;
+            }
+            Ok(topology)
+        });
+        match loaded {
             Err(e) => {
                 warn!("SIGHUP: {e}; the topology is read at startup only, the one in force stays")
             }

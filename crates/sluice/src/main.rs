@@ -2,7 +2,8 @@
 //!
 //! Startup order matters: both files are loaded and validated before anything
 //! is bound, so a bad file fails fast with `error: <file>: field <path>: ...`
-//! on stderr and exit status 1. Then logging, chains (TLS files are read
+//! on stderr (a JSON log line on stdout with `--log-format json`) and exit
+//! status 1. Then logging, chains (TLS files are read
 //! here), the observability endpoint (`/metrics`, `/health`, `/ready`) and
 //! the sinks' readiness probes, and finally the listeners. The first SIGINT
 //! or SIGTERM stops accepting, leaves (the node is no longer shown to
@@ -18,11 +19,16 @@
 //! - [`signals`]: the shutdown and reload signals.
 //! - [`ops`]: what `/health` and `/ready` report; the TLS reloader.
 //! - [`stopping`]: the stop sequence, leave then drain.
+//! - [`report`]: failures and verdicts outside the log, in the log's format.
 
+#[cfg(test)]
+#[path = "../build/commit.rs"]
+mod build_commit;
 mod cli;
 mod hangup;
 mod logging;
 mod ops;
+mod report;
 mod signals;
 mod stopping;
 mod wiring;
@@ -59,32 +65,36 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let loaded = match Loaded::load(&cli.topology_file, &cli.config_file) {
+    let loaded = match Loaded::load(
+        &cli.topology_file,
+        &cli.config_file,
+        cli.local_shotover_broker_id,
+    ) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("error: {e}");
+            report::failure(cli.log_format, &e.to_string());
             return ExitCode::FAILURE;
         }
     };
     if let Some(Command::ValidateConfig) = cli.command {
         if let Err(e) = wiring::preflight(&loaded) {
-            eprintln!("error: {e:#}");
+            report::failure(cli.log_format, &format!("{e:#}"));
             return ExitCode::FAILURE;
         }
-        println!("configuration OK");
+        report::success(cli.log_format, "configuration OK");
         return ExitCode::SUCCESS;
     }
     match run(&cli, &loaded) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
-            // A JSON log stream already carries the error as a JSON line; a
-            // plain-text line there would break its readers. Without a
-            // logger (it failed to start), stderr is the only place left.
-            let logged_as_json =
-                cli.log_format == cli::LogFormat::Json && tracing::dispatcher::has_been_set();
-            if !logged_as_json {
-                eprintln!("error: {e:#}");
+            // Once the logger is installed, the line above is the report
+            // (in JSON under --log-format json); a human reader also gets
+            // it on stderr. Without a logger (it failed to start), the
+            // line above went nowhere.
+            let logged = tracing::dispatcher::has_been_set();
+            if !logged || cli.log_format == cli::LogFormat::Human {
+                report::failure(cli.log_format, &format!("{e:#}"));
             }
             ExitCode::FAILURE
         }

@@ -36,18 +36,31 @@ pub(crate) struct Loaded {
     pub config_path: PathBuf,
     /// The config.
     pub config: Config,
+    /// The `--local-shotover-broker-id` flag, which replaced the topology's
+    /// `local_shotover_broker_id` (a reload applies it again).
+    pub local_broker_id: Option<i32>,
 }
 
 impl Loaded {
-    /// Reads and validates both files.
-    pub(crate) fn load(topology_path: &Path, config_path: &Path) -> Result<Self, ConfigError> {
+    /// Reads and validates both files; `local_broker_id` (the
+    /// `--local-shotover-broker-id` flag) replaces the topology's
+    /// `local_shotover_broker_id`.
+    pub(crate) fn load(
+        topology_path: &Path,
+        config_path: &Path,
+        local_broker_id: Option<i32>,
+    ) -> Result<Self, ConfigError> {
         let config = load_config(config_path)?;
-        let topology = Topology::load(topology_path)?;
+        let mut topology = Topology::load(topology_path)?;
+        if let Some(id) = local_broker_id {
+            topology.set_local_shotover_broker_id(id, topology_path)?;
+        }
         Ok(Self {
             topology_path: topology_path.to_path_buf(),
             topology,
             config_path: config_path.to_path_buf(),
             config,
+            local_broker_id,
         })
     }
 

@@ -176,6 +176,79 @@ fn a_json_log_stream_stays_json_when_sluice_fails() {
     );
 }
 
+/// Every line on stdout and stderr, each parsed as JSON; fails on a line
+/// that is not.
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    stdout
+        .lines()
+        .chain(stderr.lines())
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("a line that is not JSON ({e}): {line}"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_bad_config_under_json_logs_is_reported_as_a_json_line() {
+    let dir = Scratch::new("json-bad-config");
+    let sink = "            destination_port: 9092\n            connect_timeout_ms: 3000\n";
+    let good_topology = dir.write("good.yaml", &single_source("127.0.0.1:0", sink));
+    let bad_topology = dir.write(
+        "bad.yaml",
+        &single_source(
+            "127.0.0.1:0",
+            &sink.replace("destination_port", "destination_portt"),
+        ),
+    );
+    let good_config = dir.write("config.yaml", "main_log_level: \"info\"\n");
+    let bad_config = dir.write("bad-config.yaml", "main_log_level: \"warning\"\n");
+    let cases = [
+        (
+            &bad_topology,
+            &good_config,
+            "sources[0].Kafka.chain[0].KafkaSinkSingle.destination_portt",
+        ),
+        (&good_topology, &bad_config, "main_log_level"),
+    ];
+    for (topology, config, field) in cases {
+        let file = if topology == &bad_topology {
+            topology
+        } else {
+            config
+        };
+        for validate in [false, true] {
+            let mut cmd = sluice(topology, config);
+            cmd.arg("--log-format").arg("json");
+            if validate {
+                cmd.arg("validate-config");
+            }
+            let out = run(cmd);
+            assert_eq!(out.status.code(), Some(1), "{field}, validate={validate}");
+            let lines = json_lines(&out);
+            assert_eq!(lines.len(), 1, "one line, the error: {lines:?}");
+            let line = &lines[0];
+            assert_eq!(line["level"], "ERROR", "{line}");
+            let message = line["fields"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(field), "names the field: {line}");
+            assert!(
+                message.contains(&file.display().to_string()),
+                "names the file: {line}"
+            );
+        }
+    }
+    // The verdict on good files is a JSON line too.
+    let mut cmd = sluice(&good_topology, &good_config);
+    cmd.arg("--log-format").arg("json").arg("validate-config");
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["level"], "INFO", "{}", lines[0]);
+    assert_eq!(lines[0]["fields"]["message"], "configuration OK");
+}
+
 #[test]
 fn missing_config_file_is_named() {
     let dir = Scratch::new("missing-config");
@@ -454,5 +527,30 @@ fn version_names_the_commit() {
     assert!(
         commit == "unknown" || commit.chars().take(12).all(|c| c.is_ascii_hexdigit()),
         "a commit id or `unknown`: {stdout}"
+    );
+}
+
+#[test]
+fn local_shotover_broker_id_picks_a_listed_node() {
+    let dir = Scratch::new("local-node");
+    let (topology, config) = dir.files(&cluster_source("127.0.0.1:9192"));
+    let check = |id: &str| {
+        let mut cmd = sluice(&topology, &config);
+        cmd.args(["validate-config", "--local-shotover-broker-id", id]);
+        run(cmd)
+    };
+    let out = check("0");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = check("7");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--local-shotover-broker-id 7 is not the broker_id of any entry"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&topology.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("sources[0].Kafka.chain[0].KafkaSinkCluster.shotover_nodes"),
+        "{stderr}"
     );
 }

@@ -1,8 +1,11 @@
 //! The Kubernetes manifests under `deploy/k8s/` describe a deployment that
 //! Sluice accepts, without a cluster: each Deployment's files, taken from
-//! the ConfigMap as the pod would see them mounted, pass the real
-//! `sluice validate-config`; and the ports, Services, racks, probes, memory
-//! limit and grace period agree with what those files say.
+//! the ConfigMap that kustomize generates (`configMapGenerator`) as the pod
+//! would see them mounted, pass the real `sluice validate-config` with the
+//! pod's arguments; and the ports, Services, racks, probes, disruption
+//! budget, memory limit and grace period agree with what those files say.
+//! (`scripts/check-deploy` builds the kustomization and checks it against
+//! Kubernetes' schemas.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,7 +25,8 @@ fn k8s_dir() -> PathBuf {
     sluice_testkit::repo_root().join("deploy/k8s")
 }
 
-/// Every document of every file the kustomization lists.
+/// Every document of every file the kustomization lists, and the
+/// ConfigMaps it generates.
 fn manifests() -> Vec<Value> {
     let dir = k8s_dir();
     let kustomization = read_yaml(&dir.join("kustomization.yaml")).remove(0);
@@ -42,10 +46,38 @@ fn manifests() -> Vec<Value> {
         sorted, on_disk,
         "kustomization.yaml must list every manifest"
     );
-    listed
+    let mut docs: Vec<Value> = listed
         .iter()
         .flat_map(|name| read_yaml(&dir.join(name)))
-        .collect()
+        .collect();
+    docs.extend(
+        seq(&kustomization["configMapGenerator"])
+            .iter()
+            .map(|generator| generated(&dir, generator)),
+    );
+    docs
+}
+
+/// The ConfigMap a `configMapGenerator` entry makes (before kustomize adds
+/// the hash to its name and to the volumes that name it): each
+/// `key=path` of `files` becomes a key holding that file.
+fn generated(dir: &Path, generator: &Value) -> Value {
+    let mut data = serde_yaml_ng::Mapping::new();
+    for file in seq(&generator["files"]) {
+        let spec = str_of(file, "configMapGenerator file");
+        let (key, path) = spec.split_once('=').unwrap_or((spec, spec));
+        let text = std::fs::read_to_string(dir.join(path))
+            .unwrap_or_else(|e| panic!("configMapGenerator file {path}: {e}"));
+        data.insert(key.into(), text.into());
+    }
+    let mut metadata = serde_yaml_ng::Mapping::new();
+    metadata.insert("name".into(), generator["name"].clone());
+    metadata.insert("namespace".into(), generator["namespace"].clone());
+    let mut map = serde_yaml_ng::Mapping::new();
+    map.insert("kind".into(), "ConfigMap".into());
+    map.insert("metadata".into(), Value::Mapping(metadata));
+    map.insert("data".into(), Value::Mapping(data));
+    Value::Mapping(map)
 }
 
 fn read_yaml(path: &Path) -> Vec<Value> {
@@ -73,14 +105,35 @@ fn name(doc: &Value) -> &str {
     str_of(&doc["metadata"]["name"], "metadata.name")
 }
 
-/// The files of one Deployment's pod, as its volume mounts them.
+/// The files of one Deployment's pod, as its volume mounts them, and the
+/// arguments its container passes.
 struct PodFiles {
     topology: String,
     config: String,
-    topology_key: String,
+    args: Vec<String>,
 }
 
-fn pod_files(deployment: &Value, config_map: &Value) -> PodFiles {
+impl PodFiles {
+    /// The value of `flag` in the container's arguments.
+    fn arg(&self, flag: &str) -> Option<&str> {
+        let at = self.args.iter().position(|a| a == flag)?;
+        self.args.get(at + 1).map(String::as_str)
+    }
+
+    /// The topology as this pod's Sluice reads it: the file, then
+    /// `--local-shotover-broker-id`.
+    fn topology(&self, at: &str) -> Topology {
+        let path = Path::new("topology.yaml");
+        let mut topology = Topology::parse(&self.topology, path).unwrap();
+        if let Some(id) = self.arg("--local-shotover-broker-id") {
+            let id = id.parse().unwrap_or_else(|e| panic!("{at}: {id}: {e}"));
+            topology.set_local_shotover_broker_id(id, path).unwrap();
+        }
+        topology
+    }
+}
+
+fn pod_files(deployment: &Value, config_maps: &[&Value]) -> PodFiles {
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &seq(&pod["containers"])[0];
     let mount = seq(&container["volumeMounts"])
@@ -91,25 +144,37 @@ fn pod_files(deployment: &Value, config_map: &Value) -> PodFiles {
         .iter()
         .find(|v| v["name"] == mount["name"])
         .expect("the mounted volume");
-    assert_eq!(volume["configMap"]["name"], config_map["metadata"]["name"]);
-    let key_for = |path: &str| {
-        let item = seq(&volume["configMap"]["items"])
-            .iter()
-            .find(|i| i["path"] == path)
-            .unwrap_or_else(|| panic!("{}: nothing mounted as {path}", name(deployment)));
-        str_of(&item["key"], "configMap item key").to_owned()
+    let config_map = config_maps
+        .iter()
+        .find(|c| c["metadata"]["name"] == volume["configMap"]["name"])
+        .unwrap_or_else(|| panic!("{}: the ConfigMap its volume names", name(deployment)));
+    // Without `items`, every key is a file of its name.
+    let key_for = |path: &str| match volume["configMap"]["items"].as_sequence() {
+        None => path.to_owned(),
+        Some(items) => {
+            let item = items
+                .iter()
+                .find(|i| i["path"] == path)
+                .unwrap_or_else(|| panic!("{}: nothing mounted as {path}", name(deployment)));
+            str_of(&item["key"], "configMap item key").to_owned()
+        }
     };
     let data =
         |key: &str| str_of(&config_map["data"][key], &format!("ConfigMap key {key}")).to_owned();
-    let topology_key = key_for("topology.yaml");
+    let args = container["args"]
+        .as_sequence()
+        .map(|args| args.iter().map(|a| str_of(a, "arg").to_owned()).collect())
+        .unwrap_or_default();
     PodFiles {
-        topology: data(&topology_key),
+        topology: data(&key_for("topology.yaml")),
         config: data(&key_for("config.yaml")),
-        topology_key,
+        args,
     }
 }
 
-/// Runs the real binary's `validate-config` on one pod's files.
+/// Runs the real binary's `validate-config` on one pod's files, with the
+/// pod's arguments (they follow the image's `--topology-file` and
+/// `--config-file`).
 fn validate_config(files: &PodFiles, tag: &str) {
     let dir = std::env::temp_dir().join(format!("sluice-k8s-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -118,11 +183,12 @@ fn validate_config(files: &PodFiles, tag: &str) {
     std::fs::write(&topology, &files.topology).unwrap();
     std::fs::write(&config, &files.config).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("validate-config")
         .arg("--topology-file")
         .arg(&topology)
         .arg("--config-file")
         .arg(&config)
+        .args(&files.args)
+        .arg("validate-config")
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
@@ -130,8 +196,8 @@ fn validate_config(files: &PodFiles, tag: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("configuration OK"),
-        "{}: sluice validate-config failed ({}):\n{}{stdout}",
-        files.topology_key,
+        "{tag}: sluice validate-config {:?} failed ({}):\n{}{stdout}",
+        files.args,
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -214,43 +280,34 @@ fn service_port(service: &Value, port_name: &str, container: &Value) -> (u16, u1
 fn each_deployment_runs_a_topology_sluice_accepts() {
     let docs = manifests();
     let config_maps = of_kind(&docs, "ConfigMap");
-    assert_eq!(config_maps.len(), 1);
+    assert!(!config_maps.is_empty(), "the generated ConfigMap");
     let deployments = of_kind(&docs, "Deployment");
     assert!(deployments.len() >= 2, "several Sluice nodes");
-    let mut mounted = BTreeSet::new();
+    let mut local_ids = BTreeSet::new();
     for deployment in &deployments {
-        let files = pod_files(deployment, config_maps[0]);
+        let files = pod_files(deployment, &config_maps);
         validate_config(&files, name(deployment));
+        let topology = files.topology(name(deployment));
+        let local = cluster_sink(&topology).1.local_node().unwrap().broker_id;
         assert!(
-            mounted.insert(files.topology_key.clone()),
-            "{} is mounted by two Deployments",
-            files.topology_key
+            local_ids.insert(local),
+            "{}: node {local} is also another Deployment's",
+            name(deployment)
         );
     }
-    let topology_keys: BTreeSet<String> = config_maps[0]["data"]
-        .as_mapping()
-        .unwrap()
-        .keys()
-        .map(|k| str_of(k, "key").to_owned())
-        .filter(|k| k.starts_with("topology"))
-        .collect();
-    assert_eq!(
-        mounted, topology_keys,
-        "every topology in the ConfigMap is some node's"
-    );
 }
 
 #[test]
 fn services_and_deployments_agree_with_the_topologies() {
     let docs = manifests();
-    let config_map = of_kind(&docs, "ConfigMap")[0];
+    let config_maps = of_kind(&docs, "ConfigMap");
     let services = of_kind(&docs, "Service");
     let (mut local_ids, mut all_ids) = (BTreeSet::new(), BTreeSet::new());
     let mut first_nodes: Option<String> = None;
     for deployment in of_kind(&docs, "Deployment") {
         let at = name(deployment);
-        let files = pod_files(deployment, config_map);
-        let topology = Topology::parse(&files.topology, Path::new(&files.topology_key)).unwrap();
+        let files = pod_files(deployment, &config_maps);
+        let topology = files.topology(at);
         let config = Config::parse(&files.config, Path::new("config.yaml")).unwrap();
         let (source, sink) = cluster_sink(&topology);
         let nodes = format!("{:?}", sink.shotover_nodes);
@@ -299,7 +356,7 @@ fn services_and_deployments_agree_with_the_topologies() {
             local.rack.as_str(),
             "{at}: the pod runs in its node's rack"
         );
-        check_limits(deployment, &topology);
+        check_limits(deployment, &topology, &files);
     }
     assert_eq!(
         local_ids, all_ids,
@@ -307,8 +364,9 @@ fn services_and_deployments_agree_with_the_topologies() {
     );
 }
 
-/// The memory limit holds the memory budget, and the grace period the drain.
-fn check_limits(deployment: &Value, topology: &Topology) {
+/// The memory limit holds the memory budget, and the grace period the
+/// preStop pause, the leave, the drain and Sluice's own grace.
+fn check_limits(deployment: &Value, topology: &Topology, files: &PodFiles) {
     let at = name(deployment);
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &seq(&pod["containers"])[0];
@@ -321,24 +379,53 @@ fn check_limits(deployment: &Value, topology: &Topology) {
         budget < limit,
         "{at}: memory_budget_bytes {budget} must fit the memory limit {limit}"
     );
-    let args: Vec<&str> = seq(&container["args"])
-        .iter()
-        .map(|a| str_of(a, "arg"))
-        .collect();
-    let drain: u64 = args
-        .iter()
-        .position(|a| *a == "--drain-timeout-secs")
-        .map_or(30, |i| args[i + 1].parse().unwrap());
-    let leave: u64 = args
-        .iter()
-        .position(|a| *a == "--leave-timeout-secs")
-        .map_or(10, |i| args[i + 1].parse().unwrap());
+    let secs = |flag: &str, default: u64| files.arg(flag).map_or(default, |v| v.parse().unwrap());
+    let drain = secs("--drain-timeout-secs", 30);
+    let leave = secs("--leave-timeout-secs", 10);
+    let pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap_or(0);
     check_user(at, pod);
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
     assert!(
-        grace > leave + drain + SHUTDOWN_GRACE_SECS,
-        "{at}: terminationGracePeriodSeconds {grace} must exceed the leave ({leave} s), the drain ({drain} s) and {SHUTDOWN_GRACE_SECS} s"
+        grace > pre_stop + leave + drain + SHUTDOWN_GRACE_SECS,
+        "{at}: terminationGracePeriodSeconds {grace} must exceed the preStop pause ({pre_stop} s), the leave ({leave} s), the drain ({drain} s) and {SHUTDOWN_GRACE_SECS} s"
     );
+    // An evicted pod has no successor behind its Service while it stops:
+    // only the leave moves its clients to the other nodes.
+    assert!(
+        leave > 0,
+        "{at}: the leave is what moves clients off an evicted pod"
+    );
+}
+
+/// One PodDisruptionBudget covers every Sluice pod and lets one go at a time.
+#[test]
+fn a_disruption_budget_covers_every_node() {
+    let docs = manifests();
+    let budgets = of_kind(&docs, "PodDisruptionBudget");
+    assert_eq!(budgets.len(), 1, "one PodDisruptionBudget");
+    let budget = budgets[0];
+    assert_eq!(budget["spec"]["maxUnavailable"], 1, "{budget:?}");
+    let selector = budget["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .unwrap();
+    for deployment in of_kind(&docs, "Deployment") {
+        let labels = deployment["spec"]["template"]["metadata"]["labels"]
+            .as_mapping()
+            .unwrap();
+        assert!(
+            selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+            "{}: its pods are not selected by the PodDisruptionBudget",
+            name(deployment)
+        );
+        assert_eq!(
+            deployment["metadata"]["namespace"],
+            budget["metadata"]["namespace"],
+            "{}",
+            name(deployment)
+        );
+    }
 }
 
 /// `runAsNonRoot` comes with a numeric user: the kubelet cannot check that a
@@ -360,49 +447,4 @@ fn check_user(at: &str, pod: &Value) {
             "{at}: runAsNonRoot needs a numeric, non-zero runAsUser, found {user:?}"
         );
     }
-}
-
-/// The image's `USER` is numeric (`uid:gid`), for the same reason, and
-/// `docker stop`'s suggested timeout covers the systemd unit's leave,
-/// drain and grace, as its `TimeoutStopSec` does.
-#[test]
-fn the_image_runs_as_a_numeric_user_and_stops_in_time() {
-    let root = sluice_testkit::repo_root();
-    let dockerfile = std::fs::read_to_string(root.join("deploy/docker/Dockerfile")).unwrap();
-    let user = dockerfile
-        .lines()
-        .find_map(|l| l.strip_prefix("USER "))
-        .expect("the Dockerfile sets USER");
-    assert!(
-        user.split(':')
-            .all(|id| id.trim().parse::<u32>().is_ok_and(|n| n > 0)),
-        "USER must be numeric and not root, found `{user}`"
-    );
-    let unit = std::fs::read_to_string(root.join("deploy/systemd/sluice.service")).unwrap();
-    // The first `flag` followed by a number (comments name flags too).
-    let secs = |text: &str, flag: &str| -> u64 {
-        text.match_indices(flag)
-            .find_map(|(at, _)| {
-                let digits: String = text[at + flag.len()..]
-                    .trim_start_matches([' ', '='])
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                digits.parse().ok()
-            })
-            .unwrap_or_else(|| panic!("no {flag} with a number"))
-    };
-    let needed = secs(&unit, "--leave-timeout-secs")
-        + secs(&unit, "--drain-timeout-secs")
-        + SHUTDOWN_GRACE_SECS;
-    let systemd = secs(&unit, "TimeoutStopSec");
-    let docker = secs(&dockerfile, "--stop-timeout");
-    assert!(
-        systemd > needed,
-        "TimeoutStopSec {systemd} must exceed {needed}"
-    );
-    assert!(
-        docker > needed,
-        "docker --stop-timeout {docker} must exceed {needed}"
-    );
 }

@@ -545,6 +545,54 @@ fn shotover_cluster_scram_over_mtls_example_parses() {
 }
 
 #[test]
+fn the_local_node_can_be_given_outside_the_file() {
+    let certs = TempFiles::new("cluster-local", &["ca.crt", "l.crt", "l.key"]);
+    let mut t = parse(&cluster_yaml(&certs, 15, 0)).unwrap();
+    let path = Path::new(FILE);
+    t.set_local_shotover_broker_id(1, path).unwrap();
+    let SourceConfig::Kafka(k) = &t.sources[0];
+    let Some(TransformConfig::KafkaSinkCluster(c)) = k.sink() else {
+        panic!("{:?}", k.chain)
+    };
+    assert_eq!(
+        c.local_node().unwrap().address_for_clients,
+        "127.0.0.1:9192"
+    );
+    // Not a listed node: named with the flag, the file and the list.
+    let e = t.set_local_shotover_broker_id(7, path).unwrap_err();
+    assert_err(
+        &e,
+        "sources[0].Kafka.chain[0].KafkaSinkCluster.shotover_nodes",
+        "--local-shotover-broker-id 7 is not the broker_id of any entry",
+    );
+    assert_eq!(e.path(), path);
+    // No cluster sink, or two: refused, naming them.
+    let mut single = parse(&single(
+        "            destination_port: 9092\n            connect_timeout_ms: 3000\n",
+    ))
+    .unwrap();
+    let e = single.set_local_shotover_broker_id(0, path).unwrap_err();
+    assert_err(&e, "sources", "needs a chain ending in KafkaSinkCluster");
+    let yaml = cluster_yaml(&certs, 15, 0);
+    let second = yaml
+        .split_once("sources:\n")
+        .unwrap()
+        .1
+        .replace("name: \"kafka\"", "name: \"other\"")
+        .replace(
+            "listen_addr: \"127.0.0.1:9191\"",
+            "listen_addr: \"127.0.0.1:9193\"",
+        );
+    let mut two = parse(&format!("{yaml}{second}")).unwrap();
+    let e = two.set_local_shotover_broker_id(0, path).unwrap_err();
+    assert_err(
+        &e,
+        "sources",
+        "sources[0].Kafka.chain[0].KafkaSinkCluster, sources[1]",
+    );
+}
+
+#[test]
 fn cluster_rules() {
     let certs = TempFiles::new("cluster-rules", &["ca.crt", "l.crt", "l.key"]);
     let sink = "sources[0].Kafka.chain[0].KafkaSinkCluster";
@@ -726,6 +774,21 @@ fn malformed_chain_elements_are_named() {
         "sources[0].Kafka.chain[0]",
         "one transform per chain element",
     );
+    // shotover-proxy's transforms that Sluice does not implement, in both
+    // forms, are refused by name with what Sluice does implement.
+    for element in ["QueryCounter:\n            name: counter", "NullSink"] {
+        let name = element.split(':').next().unwrap_or(element);
+        let e = err(&chain(element));
+        assert_err(
+            &e,
+            "sources[0].Kafka.chain[0]",
+            &format!("unknown transform `{name}`"),
+        );
+        assert!(
+            e.to_string().contains("Sluice implements DebugPrinter"),
+            "{e}"
+        );
+    }
     assert_err(
         &err("sources:\n  - Kafak:\n      name: k\n"),
         "sources[0].Kafak",
