@@ -117,7 +117,7 @@ fn java_clients_ride_through_minutes_of_token_rotation() {
         &listen,
         &topic,
         &unique("token-soak-group"),
-        &["--consumer.config", &props],
+        &["--command-config", &props],
     );
     delivery::wait_assigned(&mut consumer, PARTITIONS as usize, Duration::from_secs(90));
     let mut run = ProducerRun::idempotent(secs * RATE, RATE);
