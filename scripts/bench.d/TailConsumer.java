@@ -1,4 +1,4 @@
-// A tailing Kafka consumer for scripts/bench (kafka-clients 4.1.1), compiled by
+// A tailing Kafka consumer for scripts/bench (kafka-clients 4.4.0), compiled by
 // the bench into its state dir. Default consumer settings: only
 // bootstrap.servers, group.id, auto.offset.reset=latest and the (required)
 // deserializers are set.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Start, stop and inspect a local Apache Kafka 4.1.1 KRaft cluster for Sluice's
+# Start, stop and inspect a local Apache Kafka KRaft cluster for Sluice's
 # tests (combined broker+controller nodes, run from the Maven jars).
 #
 # Usage:
 #   cluster.sh start      --name NAME --nodes N --base-port B [--state-dir DIR]
-#                         [--reauth-ms MS]
+#                         [--kafka-version X] [--reauth-ms MS]
 #   cluster.sh stop       --name NAME [--state-dir DIR] [--purge]
 #   cluster.sh status     --name NAME [--state-dir DIR]
 #   cluster.sh kill-node  --name NAME --node ID [--state-dir DIR]
@@ -18,9 +18,14 @@
 #   B+10i+4 INTERNAL        (SSL, inter-broker, broker certificate => User:broker)
 #   B+10i+5 RELAY           (only with SLUICE_KAFKA_RELAY_LISTENER=1; see below)
 #
+# --kafka-version X: the Kafka version of the cluster (default
+# $SLUICE_KAFKA_VERSION, else 4.4.0; 3.9.x and 4.x); the other commands use
+# the version the cluster was started with.
+#
 # State: ${SLUICE_STATE_DIR:-<repo>/.sluice}/clusters/NAME (see README.md here).
 # Environment:
 #   SLUICE_STATE_DIR            default state dir
+#   SLUICE_KAFKA_VERSION        default Kafka version of start
 #   SLUICE_DEVTOOLS             a built sluice-devtools binary (else cargo builds it)
 #   SLUICE_KAFKA_START_TIMEOUT  seconds to wait for the cluster (default 120)
 #   SLUICE_KAFKA_HEAP_OPTS      broker heap (default "-Xmx1g -Xms256m")
@@ -37,13 +42,14 @@
 #
 # --reauth-ms MS sets connections.max.reauth.ms (KIP-368) on every node: SASL
 # sessions last MS, clients re-authenticate before then. It cannot be changed
-# on a running cluster (Kafka 4.1 refuses it as a dynamic config, and the
+# on a running cluster (Kafka refuses it as a dynamic config, and the
 # per-listener form is accepted but has no effect).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
-LOG4J_CONFIG="$SCRIPT_DIR/log4j2.properties"
+# shellcheck source=versions.sh
+source "$SCRIPT_DIR/versions.sh"
 LISTENERS=(PLAINTEXT SASL_PLAINTEXT SSL CONTROLLER INTERNAL)
 STOP_GRACE_SECS=20
 KILL_WAIT_SECS=10
@@ -55,7 +61,7 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
 
 usage() {
-  sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 now() { date +%s.%N; }
@@ -67,6 +73,7 @@ CMD="${1:-}"
 [[ -n "$CMD" ]] || { usage >&2; exit 2; }
 shift
 NAME="" NODES="" BASE_PORT="" NODE_ARG="" STATE_DIR="" NO_WAIT=0 PURGE=0 REAUTH_MS=""
+KAFKA_VERSION="${SLUICE_KAFKA_VERSION:-$SLUICE_KAFKA_DEFAULT_VERSION}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) NAME="${2:?--name needs a value}"; shift 2 ;;
@@ -77,6 +84,7 @@ while [[ $# -gt 0 ]]; do
     --no-wait) NO_WAIT=1; shift ;;
     --purge) PURGE=1; shift ;;
     --reauth-ms) REAUTH_MS="${2:?--reauth-ms needs a value}"; shift 2 ;;
+    --kafka-version) KAFKA_VERSION="${2:?--kafka-version needs a value}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
@@ -96,6 +104,16 @@ CLUSTER_DIR="$CLUSTERS_DIR/$NAME"
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 [[ -z "$REAUTH_MS" ]] || is_uint "$REAUTH_MS" || die "--reauth-ms must be a number of milliseconds"
+kafka_require_version "$KAFKA_VERSION" cluster.sh
+
+# set_kafka_version VERSION: the version's logging and configuration files.
+set_kafka_version() {
+  KAFKA_VERSION="$1"
+  LOGGING="$(kafka_logging "$KAFKA_VERSION")"
+  LOG4J_CONFIG="$(kafka_log_config "$LOGGING" broker)"
+  TOOLS_LOG4J_CONFIG="$(kafka_log_config "$LOGGING" tools)"
+}
+set_kafka_version "$KAFKA_VERSION"
 
 # ---------------------------------------------------------------- helpers
 
@@ -174,6 +192,7 @@ load_cluster_meta() {
   BASE_PORT="$META_BASE_PORT"
   CLUSTER_ID="$META_CLUSTER_ID"
   LIBS_DIR="$META_LIBS_DIR"
+  set_kafka_version "${META_KAFKA_VERSION:-$(kafka_libs_version "$LIBS_DIR")}"
 }
 
 # One command at a time per cluster. The lock fd is closed for brokers.
@@ -225,7 +244,9 @@ quorum_voters() {
 min() { echo $(($1 < $2 ? $1 : $2)); }
 
 java_tool() {
-  java -Xmx768m -cp "$LIBS_DIR/*" -Dlog4j2.configurationFile="$LOG4J_CONFIG" "$@"
+  local -a log_opts
+  mapfile -t log_opts < <(kafka_log_opts "$LOGGING" tools WARN stderr WARN)
+  java -Xmx768m -cp "$LIBS_DIR/*" "${log_opts[@]}" "$@"
 }
 
 # ---------------------------------------------------------------- config files
@@ -360,8 +381,11 @@ write_cluster_files() {
     printf 'SLUICE_CLUSTER_ID=%q\n' "$CLUSTER_ID"
     printf 'SLUICE_CLUSTER_DIR=%q\n' "$CLUSTER_DIR"
     printf 'SLUICE_CERTS_DIR=%q\n' "$CERTS_DIR"
+    printf 'SLUICE_KAFKA_VERSION=%q\n' "$KAFKA_VERSION"
     printf 'SLUICE_KAFKA_LIBS=%q\n' "$LIBS_DIR"
+    printf 'SLUICE_KAFKA_LOGGING=%q\n' "$LOGGING"
     printf 'SLUICE_KAFKA_LOG4J=%q\n' "$LOG4J_CONFIG"
+    printf 'SLUICE_KAFKA_TOOLS_LOG4J=%q\n' "$TOOLS_LOG4J_CONFIG"
     for l in "${!LISTENERS[@]}"; do
       printf 'SLUICE_BOOTSTRAP_%s=%q\n' "${LISTENERS[$l]}" "$(bootstrap "$l")"
     done
@@ -383,10 +407,13 @@ write_cluster_files() {
     echo "  \"node_count\": $NODES,"
     echo "  \"base_port\": $BASE_PORT,"
     echo "  \"cluster_id\": $(json_str "$CLUSTER_ID"),"
+    echo "  \"kafka_version\": $(json_str "$KAFKA_VERSION"),"
     echo "  \"cluster_dir\": $(json_str "$CLUSTER_DIR"),"
     echo "  \"certs_dir\": $(json_str "$CERTS_DIR"),"
     echo "  \"libs_dir\": $(json_str "$LIBS_DIR"),"
+    echo "  \"logging\": $(json_str "$LOGGING"),"
     echo "  \"log4j_config\": $(json_str "$LOG4J_CONFIG"),"
+    echo "  \"tools_log4j_config\": $(json_str "$TOOLS_LOG4J_CONFIG"),"
     echo "  \"bootstrap\": {"
     for l in "${!LISTENERS[@]}"; do
       printf '    "%s": %s%s\n' "${LISTENERS[$l]}" "$(json_str "$(bootstrap "$l")")" \
@@ -428,20 +455,19 @@ write_cluster_files() {
 launch_node() {
   local id="$1" dir
   dir="$(node_dir "$id")"
-  local -a heap jvm_extra jmx
+  local -a heap jvm_extra jmx log_opts
   read -r -a heap <<< "${SLUICE_KAFKA_HEAP_OPTS:--Xmx1g -Xms256m}"
   read -r -a jvm_extra <<< "${SLUICE_KAFKA_JVM_OPTS:-}"
   mapfile -t jmx < <(jmx_opts "$id")
-  echo "==== cluster.sh: starting node $id at $(date -Is) ====" >> "$dir/server.log"
+  mapfile -t log_opts < <(kafka_log_opts "$LOGGING" broker "${SLUICE_KAFKA_LOG_LEVEL:-INFO}" stdout WARN)
+  echo "==== cluster.sh: starting node $id (Kafka $KAFKA_VERSION) at $(date -Is) ====" >> "$dir/server.log"
   (
     cd "$dir"
     exec nohup java "${heap[@]}" \
       -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
       -Djava.awt.headless=true \
       "${jvm_extra[@]}" "${jmx[@]}" \
-      -Dlog4j2.configurationFile="$LOG4J_CONFIG" \
-      -Dsluice.log.level="${SLUICE_KAFKA_LOG_LEVEL:-INFO}" \
-      -Dsluice.log.target=SYSTEM_OUT \
+      "${log_opts[@]}" \
       -Dkafka.logs.dir="$dir" \
       "$(node_tag "$id")" \
       -cp "$LIBS_DIR/*" kafka.Kafka "$dir/node.properties" \
@@ -558,7 +584,7 @@ wait_ready() {
 }
 
 print_summary() {
-  echo "cluster '$NAME': $NODES node(s), cluster id $CLUSTER_ID"
+  echo "cluster '$NAME': $NODES node(s), Kafka $KAFKA_VERSION, cluster id $CLUSTER_ID"
   echo "  PLAINTEXT      $(bootstrap 0)"
   echo "  SASL_PLAINTEXT $(bootstrap 1)   (SCRAM-SHA-256/512, PLAIN: admin/admin-secret, basic/basic-secret)"
   echo "  SSL (mTLS)     $(bootstrap 2)"
@@ -584,12 +610,12 @@ cmd_start() {
   t0="$(now)"
 
   if [[ -f "$CLUSTER_DIR/meta" ]]; then
-    local want_nodes="$NODES" want_base="$BASE_PORT" running=0
+    local want_nodes="$NODES" want_base="$BASE_PORT" want_version="$KAFKA_VERSION" running=0
     load_cluster_meta
     for id in $(all_node_ids); do node_running "$id" && running=$((running + 1)); done
     if [[ $running -gt 0 ]]; then
       if [[ $running -eq $NODES && $NODES -eq $want_nodes && $BASE_PORT -eq $want_base \
-            && -f "$CLUSTER_DIR/cluster.env" ]]; then
+            && "$KAFKA_VERSION" == "$want_version" && -f "$CLUSTER_DIR/cluster.env" ]]; then
         log "cluster '$NAME' is already running"
         print_summary
         return 0
@@ -597,6 +623,7 @@ cmd_start() {
       die "cluster '$NAME' is partly running or has other settings: run 'cluster.sh stop --name $NAME' first"
     fi
     NODES="$want_nodes" BASE_PORT="$want_base"
+    set_kafka_version "$want_version"
   fi
 
   for ((id = 1; id <= NODES; id++)); do
@@ -613,7 +640,7 @@ cmd_start() {
     done
   fi
 
-  LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" | tail -n 1)"
+  LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" --kafka-version "$KAFKA_VERSION" | tail -n 1)"
   [[ -d "$LIBS_DIR" ]] || die "fetch.sh did not give a libs directory"
   ensure_devtools
   "$DEVTOOLS" gen-certs --out "$CERTS_DIR" >&2
@@ -626,6 +653,7 @@ cmd_start() {
     printf 'META_BASE_PORT=%q\n' "$BASE_PORT"
     printf 'META_CLUSTER_ID=%q\n' "$CLUSTER_ID"
     printf 'META_LIBS_DIR=%q\n' "$LIBS_DIR"
+    printf 'META_KAFKA_VERSION=%q\n' "$KAFKA_VERSION"
   } > "$CLUSTER_DIR/meta"
   write_client_configs
 
@@ -653,7 +681,7 @@ cmd_start() {
   done
   [[ $failed -eq 0 ]] || die "storage format failed"
 
-  log "starting $NODES node(s) (base port $BASE_PORT)"
+  log "starting $NODES node(s) of Kafka $KAFKA_VERSION (base port $BASE_PORT)"
   for id in $(all_node_ids); do launch_node "$id"; done
 
   local timeout_secs="${SLUICE_KAFKA_START_TIMEOUT:-120}"
@@ -692,7 +720,7 @@ cmd_stop() {
 cmd_status() {
   load_cluster_meta
   local id pid running=0
-  echo "cluster '$NAME': $NODES node(s), base port $BASE_PORT, cluster id $CLUSTER_ID"
+  echo "cluster '$NAME': $NODES node(s), Kafka $KAFKA_VERSION, base port $BASE_PORT, cluster id $CLUSTER_ID"
   for id in $(all_node_ids); do
     pid="$(node_pid "$id")"
     if [[ -n "$pid" ]]; then
@@ -754,7 +782,7 @@ cmd_start_node() {
   ! port_in_use "$(port "$NODE_ARG" 0)" || die "port $(port "$NODE_ARG" 0) is in use"
   check_jmx_base_port
   [[ -f "$(node_dir "$NODE_ARG")/node.properties" ]] || die "node $NODE_ARG has no storage; use start"
-  [[ -d "$LIBS_DIR" ]] || LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" | tail -n 1)"
+  [[ -d "$LIBS_DIR" ]] || LIBS_DIR="$("$SCRIPT_DIR/fetch.sh" --kafka-version "$KAFKA_VERSION" | tail -n 1)"
   launch_node "$NODE_ARG"
   [[ $NO_WAIT -eq 1 ]] && { log "started node $NODE_ARG (not waiting)"; return 0; }
   for id in $(all_node_ids); do node_running "$id" && running=$((running + 1)); done

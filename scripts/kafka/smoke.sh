@@ -5,10 +5,14 @@
 # them back with the console consumer. Also checks that super.users works
 # (SCRAM admin may create topics) and that an ACL-less user may not.
 #
+# The tools are those of the cluster's Kafka version (its cluster.env).
+#
 # Usage: scripts/kafka/smoke.sh --name NAME [--state-dir DIR]
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.sh
+source "$SCRIPT_DIR/versions.sh"
 REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 NAME="" STATE_DIR=""
 while [[ $# -gt 0 ]]; do
@@ -25,6 +29,8 @@ ENV_FILE="$STATE_DIR/clusters/$NAME/cluster.env"
 # shellcheck source=/dev/null
 source "$ENV_FILE"
 export SLUICE_KAFKA_LIBS
+KAFKA_VERSION="${SLUICE_KAFKA_VERSION:-$(kafka_libs_version "$SLUICE_KAFKA_LIBS")}"
+echo "smoke: cluster '$NAME', Kafka $KAFKA_VERSION"
 TOOL="$SCRIPT_DIR/tool.sh"
 TOOL_TIMEOUT=60
 RUN_ID="$(date +%s)-$$"
@@ -41,8 +47,8 @@ round_trip() {
   local cfg=() pcfg=() ccfg=()
   if [[ -n "$config" ]]; then
     cfg=(--command-config "$config")
-    pcfg=(--producer.config "$config")
-    ccfg=(--consumer.config "$config")
+    pcfg=("$(kafka_console_config_option "$KAFKA_VERSION" producer)" "$config")
+    ccfg=("$(kafka_console_config_option "$KAFKA_VERSION" consumer)" "$config")
   fi
   if ! timeout "$TOOL_TIMEOUT" "$TOOL" topics --bootstrap-server "$bootstrap" "${cfg[@]}" \
       --create --topic "$topic" --partitions 3 >"$WORK/$label.create" 2>&1; then

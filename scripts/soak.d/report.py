@@ -38,10 +38,9 @@ EXPECTED = [
     (
         r"^a broker has not answered a request within its wait, nor since",
         {"hung", "killed"},
-        "the hung broker answers nothing; and while a follower is hung or killed, its partitions' "
-        "leaders hold acks=all Produce requests until the controller fences it and shrinks the ISR "
-        "(broker.session.timeout.ms, 9 s), so healthy leaders go quiet too. The stall check asks for "
-        "metadata, finds the broker quiet twice and warns once per broker per 10 s (sink/stalled.rs)",
+        "the hung broker answers nothing; a killed one's last requests stay unanswered until its "
+        "connections end. The stall check asks for metadata, finds the broker quiet twice past the "
+        "request's legitimate wait and warns once per broker per 10 s (sink/stalled.rs)",
     ),
     (
         r"^broker request failed, answering it with a retriable error",

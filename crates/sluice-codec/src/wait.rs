@@ -3,9 +3,14 @@
 //! A few requests are *meant* to wait at the broker: a Fetch waits up to
 //! `max_wait_ms` for data, a JoinGroup up to the rebalance timeout for the
 //! other members, a Produce with `acks=all` up to `timeout_ms` for the
-//! replicas, and the admin writes that carry a `timeout_ms` (CreateTopics,
-//! DeleteTopics, CreatePartitions, ElectLeaders, DeleteRecords) up to it for
-//! the controller. A SyncGroup waits for the group's leader, up to the
+//! replicas, the admin requests that carry a `timeout_ms` (CreateTopics,
+//! DeleteTopics, CreatePartitions, ElectLeaders, DeleteRecords,
+//! AlterPartitionReassignments, ListPartitionReassignments, UpdateFeatures)
+//! up to it for the controller, and a ListOffsets from v10 up to its
+//! `timeout_ms` for an offset in remote storage (KIP-1075). These are every
+//! client request that carries a `timeout_ms` (in `kafka-protocol`'s
+//! messages, `grep -l 'pub timeout_ms' src/messages/*request.rs`, but for
+//! AddRaftVoter, which Sluice does not offer). A SyncGroup waits for the group's leader, up to the
 //! rebalance timeout its JoinGroup carried; its own body does not say, so
 //! the sink that saw the JoinGroup tells it
 //! ([`Request::set_broker_wait_at_least`]). A proxy that fails such a
@@ -22,7 +27,9 @@
 //!
 //! Fetch, JoinGroup and Produce are read from the raw body at fixed
 //! positions (no decode), or from the decoded body when a transform already
-//! decoded it; the admin writes, rare, are decoded when not yet.
+//! decoded it; the admin requests, rare, and a ListOffsets, whose
+//! `timeout_ms` follows its topics (the sink decodes it to split it
+//! anyway), are decoded when not yet.
 
 use std::time::Duration;
 
@@ -37,7 +44,7 @@ impl Request {
     pub fn broker_wait(&self) -> Duration {
         let ms = match self.decoded_body() {
             Some(body) => decoded_wait_ms(body),
-            None if is_admin_write(self.api_key()) => {
+            None if decoded_for_wait(self.api_key(), self.api_version()) => {
                 let mut decoded = self.clone();
                 decoded.body().map_or(0, decoded_wait_ms)
             }
@@ -54,16 +61,21 @@ impl Request {
     }
 }
 
-/// The admin writes that carry a `timeout_ms` for the controller.
-fn is_admin_write(api: ApiKey) -> bool {
-    matches!(
-        api,
+/// The requests whose `timeout_ms` is read from the decoded body: the admin
+/// requests that carry one for the controller, and ListOffsets from v10.
+fn decoded_for_wait(api: ApiKey, version: i16) -> bool {
+    match api {
         ApiKey::CreateTopics
-            | ApiKey::DeleteTopics
-            | ApiKey::CreatePartitions
-            | ApiKey::ElectLeaders
-            | ApiKey::DeleteRecords
-    )
+        | ApiKey::DeleteTopics
+        | ApiKey::CreatePartitions
+        | ApiKey::ElectLeaders
+        | ApiKey::DeleteRecords
+        | ApiKey::AlterPartitionReassignments
+        | ApiKey::ListPartitionReassignments
+        | ApiKey::UpdateFeatures => true,
+        ApiKey::ListOffsets => version >= 10,
+        _ => false,
+    }
 }
 
 fn decoded_wait_ms(body: &RequestKind) -> i32 {
@@ -76,6 +88,10 @@ fn decoded_wait_ms(body: &RequestKind) -> i32 {
         RequestKind::CreatePartitions(r) => r.timeout_ms,
         RequestKind::ElectLeaders(r) => r.timeout_ms,
         RequestKind::DeleteRecords(r) => r.timeout_ms,
+        RequestKind::AlterPartitionReassignments(r) => r.timeout_ms,
+        RequestKind::ListPartitionReassignments(r) => r.timeout_ms,
+        RequestKind::UpdateFeatures(r) => r.timeout_ms,
+        RequestKind::ListOffsets(r) => r.timeout_ms,
         _ => 0,
     }
 }
@@ -225,6 +241,60 @@ mod tests {
             assert_eq!(raw.broker_wait(), Duration::from_secs(61), "raw {api:?}");
             raw.body().unwrap();
             assert_eq!(raw.broker_wait(), Duration::from_secs(61), "{api:?}");
+        }
+    }
+
+    #[test]
+    fn reassignments_features_and_list_offsets_v10_wait_their_timeout() {
+        use kafka_protocol::messages::{
+            AlterPartitionReassignmentsRequest, ListOffsetsRequest,
+            ListPartitionReassignmentsRequest, UpdateFeaturesRequest,
+        };
+        let cases: [(ApiKey, i16, RequestKind, u64); 5] = [
+            (
+                ApiKey::AlterPartitionReassignments,
+                0,
+                AlterPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(62_000)
+                    .into(),
+                62,
+            ),
+            (
+                ApiKey::ListPartitionReassignments,
+                0,
+                ListPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(62_000)
+                    .into(),
+                62,
+            ),
+            (
+                ApiKey::UpdateFeatures,
+                1,
+                UpdateFeaturesRequest::default()
+                    .with_timeout_ms(62_000)
+                    .into(),
+                62,
+            ),
+            (
+                ApiKey::ListOffsets,
+                10,
+                ListOffsetsRequest::default().with_timeout_ms(62_000).into(),
+                62,
+            ),
+            // Before v10 a ListOffsets carries no timeout: not decoded.
+            (
+                ApiKey::ListOffsets,
+                9,
+                ListOffsetsRequest::default().into(),
+                0,
+            ),
+        ];
+        for (api, version, body, secs) in cases {
+            let mut raw = round_trip(api, version, body);
+            let want = Duration::from_secs(secs);
+            assert_eq!(raw.broker_wait(), want, "raw {api:?} v{version}");
+            raw.body().unwrap();
+            assert_eq!(raw.broker_wait(), want, "{api:?} v{version}");
         }
     }
 

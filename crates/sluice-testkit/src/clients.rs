@@ -116,10 +116,7 @@ fn jvm(cluster: &Cluster) -> Command {
         .arg("-XX:+UseSerialGC")
         .arg("-cp")
         .arg(format!("{}/*", cluster.libs_dir().display()))
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            cluster.tools_log4j_config().display()
-        ));
+        .args(cluster.java_log_args());
     command
 }
 
@@ -158,9 +155,9 @@ pub fn tool_ok(cluster: &Cluster, class: &str, bootstrap: &str, args: &[&str]) -
 
 /// Console producer arguments that read each line as `key:value`.
 pub const KEYED: [&str; 4] = [
-    "--property",
+    "--reader-property",
     "parse.key=true",
-    "--property",
+    "--reader-property",
     "key.separator=:",
 ];
 
@@ -192,8 +189,8 @@ pub fn java_round_trip(
     config: Option<&str>,
 ) -> Vec<String> {
     let with = |flag| config.map(|c| vec![flag, c]).unwrap_or_default();
-    java_produce(cluster, bootstrap, topic, lines, &with("--producer.config"));
-    let consumer = with("--consumer.config");
+    java_produce(cluster, bootstrap, topic, lines, &with("--command-config"));
+    let consumer = with("--command-config");
     java_consume(cluster, bootstrap, topic, lines.len(), &consumer)
 }
 
@@ -210,7 +207,7 @@ pub fn java_produce(
         bootstrap,
         "--topic",
         topic,
-        "--producer-property",
+        "--command-property",
         "acks=all",
     ];
     args.extend_from_slice(extra);

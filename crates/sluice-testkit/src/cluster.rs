@@ -5,7 +5,7 @@
 //! which this module reads. A test never starts its own broker unless it must
 //! kill one.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -117,14 +117,15 @@ impl Cluster {
         PathBuf::from(self.str("libs_dir"))
     }
 
-    /// log4j2 configuration for tools.
-    pub fn tools_log4j_config(&self) -> PathBuf {
-        let tools = crate::repo_root().join("scripts/kafka/tools-log4j2.properties");
-        if tools.exists() {
-            tools
-        } else {
-            PathBuf::from(self.str("log4j_config"))
-        }
+    /// The Kafka version the cluster runs (`cluster.sh start --kafka-version`).
+    pub fn kafka_version(&self) -> &str {
+        self.str("kafka_version")
+    }
+
+    /// The JVM options that configure the logging of a tool or Java client
+    /// run with the cluster's jars (see [`java_log_args`]).
+    pub fn java_log_args(&self) -> Vec<String> {
+        java_log_args(&self.libs_dir())
     }
 
     /// A generated client properties file (`ssl-client`, `scram512-admin`, ...).
@@ -151,4 +152,35 @@ impl Cluster {
         command.args(args).arg("--name").arg(&self.name);
         clients::run(command, None, Duration::from_secs(180), "cluster.sh")
     }
+}
+
+/// The JVM options that configure the logging of a tool or Java client run
+/// with the Kafka jars in `libs`: WARN and above on stderr (a later
+/// `-Dsluice.log.network=INFO` shows the clients' `NetworkClient` lines).
+/// Kafka 4.x logs through log4j2 (`scripts/kafka/tools-log4j2.properties`);
+/// Kafka 3.9 through reload4j, a log4j 1 (`tools-log4j.properties`), known
+/// by its slf4j binding among the jars (as `scripts/kafka/versions.sh` does).
+pub fn java_log_args(libs: &Path) -> Vec<String> {
+    let scripts = crate::repo_root().join("scripts/kafka");
+    let reload4j = std::fs::read_dir(libs)
+        .unwrap_or_else(|e| panic!("read the Kafka jars in {}: {e}", libs.display()))
+        .filter_map(Result::ok)
+        .any(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("slf4j-reload4j-")
+        });
+    let option = if reload4j {
+        format!(
+            "-Dlog4j.configuration=file:{}",
+            scripts.join("tools-log4j.properties").display()
+        )
+    } else {
+        format!(
+            "-Dlog4j2.configurationFile={}",
+            scripts.join("tools-log4j2.properties").display()
+        )
+    };
+    vec![option]
 }

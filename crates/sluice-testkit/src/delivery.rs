@@ -226,10 +226,7 @@ pub(crate) fn java_with_network_log(cluster: &Cluster, class: &str, args: &[&str
         .arg("-Xmx512m")
         .arg("-cp")
         .arg(format!("{}/*", cluster.libs_dir().display()))
-        .arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            cluster.tools_log4j_config().display()
-        ))
+        .args(cluster.java_log_args())
         .arg("-Dsluice.log.network=INFO")
         .arg(class)
         .args(args);
@@ -249,7 +246,7 @@ pub struct ProducerRun {
     /// Prefix of the values (`--value-prefix`, an integer: values become
     /// `prefix.n`), to tell runs apart.
     pub value_prefix: Option<u32>,
-    /// Producer properties (`--producer.config`), `key=value`.
+    /// Producer properties (`--command-config`), `key=value`.
     pub config: Vec<String>,
     /// `--acks`: `-1` (all), `1` or `0`.
     pub(crate) acks: &'static str,
@@ -312,7 +309,7 @@ impl ProducerRun {
             self.acks,
             "--repeating-keys",
             &keys,
-            "--producer.config",
+            "--command-config",
             &config,
         ];
         let prefix = self.value_prefix.map(|p| p.to_string());
@@ -335,7 +332,7 @@ pub fn start_consumer(cluster: &Cluster, bootstrap: &str, topic: &str, group: &s
 }
 
 /// Starts a `VerifiableConsumer` like [`start_consumer`], with `extra`
-/// arguments (e.g. `--consumer.config <file>` to authenticate).
+/// arguments (e.g. `--command-config <file>` to authenticate).
 pub fn start_consumer_with(
     cluster: &Cluster,
     bootstrap: &str,
@@ -362,7 +359,7 @@ pub fn start_consumer_with(
 
 /// Starts a `VerifiableConsumer` like [`start_consumer_with`], with the
 /// consumer properties `config` (`key=value`, e.g. `fetch.max.wait.ms=5000`)
-/// in a `--consumer.config` file.
+/// in a `--command-config` file.
 pub fn start_consumer_configured(
     cluster: &Cluster,
     bootstrap: &str,
@@ -375,7 +372,7 @@ pub fn start_consumer_configured(
     let path = dir.path().join("consumer.properties");
     std::fs::write(&path, config.join("\n") + "\n").expect("write consumer config");
     let path = path.display().to_string();
-    let mut args = vec!["--consumer.config", path.as_str()];
+    let mut args = vec!["--command-config", path.as_str()];
     args.extend_from_slice(extra);
     let mut process = start_consumer_with(cluster, bootstrap, topic, group, &args);
     process._dir = Some(dir);

@@ -22,7 +22,7 @@ use crate::fronted::{contact_points, sink_topology};
 use crate::sluice::SluiceProcess;
 
 /// Kafka's config tool (also alters broker loggers).
-pub const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+pub const CONFIG_COMMAND: &str = "org.apache.kafka.tools.ConfigCommand";
 
 /// The broker logger that logs the accepted connections and the closes of
 /// expired SASL sessions (at DEBUG).

@@ -281,10 +281,10 @@ fn one_token_per_user_is_shared_by_all_of_its_connections() {
             &listen,
             &topic,
             &[format!("round-{round}")],
-            &["--producer.config", &props],
+            &["--command-config", &props],
         );
     }
-    let got = java_consume(&cluster, &listen, &topic, 3, &["--consumer.config", &props]);
+    let got = java_consume(&cluster, &listen, &topic, 3, &["--command-config", &props]);
     assert_eq!(got.len(), 3);
     assert_eq!(
         sluice.metric("sluice_delegation_token_creations_total", &[]),
@@ -354,7 +354,7 @@ fn token_connections_are_replaced_before_their_token_expires() {
                 &listen,
                 &topic,
                 sent.len(),
-                &["--consumer.config", &props],
+                &["--command-config", &props],
             )
         });
         wait::until(Duration::from_secs(60), "the first token", || {
@@ -371,7 +371,7 @@ fn token_connections_are_replaced_before_their_token_expires() {
             &listen,
             &topic,
             &sent,
-            &["--producer.config", &props],
+            &["--command-config", &props],
         );
         consumer.join().expect("consumer thread")
     });

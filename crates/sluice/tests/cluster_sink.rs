@@ -153,7 +153,7 @@ fn consume_in_group(
         topic,
         "--group",
         group,
-        "--consumer-property",
+        "--command-property",
         "auto.offset.reset=earliest",
         "--max-messages",
         &count,
@@ -220,7 +220,7 @@ fn kip848_consumer_group_resumes_from_committed_offsets() {
     group_resumes(
         &cluster,
         &listen,
-        &["--consumer-property", "group.protocol=consumer"],
+        &["--command-property", "group.protocol=consumer"],
     );
 }
 

@@ -1,5 +1,5 @@
 //! Transactions through KafkaSinkCluster against the real 3-node cluster
-//! (`trio`), with Kafka 4.1 clients (transactions v2, KIP-890: Produce v12+
+//! (`trio`), with Kafka 4.4 clients (transactions v2, KIP-890: Produce v12+
 //! adds partitions implicitly and EndTxn v5 bumps the epoch):
 //!
 //! - librdkafka commits one transaction and aborts another; a Java
@@ -148,9 +148,9 @@ fn java_exactly_once_copy_with_random_aborts() {
         &input,
         &sent,
         &[
-            "--property",
+            "--reader-property",
             "parse.key=true",
-            "--property",
+            "--reader-property",
             "key.separator=:",
         ],
     );

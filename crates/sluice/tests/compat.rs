@@ -1,10 +1,18 @@
 //! The client compatibility matrix: six Kafka client libraries, each running
 //! the programs under `compat/` through two Sluice nodes (KafkaSinkCluster)
-//! in front of the shared 3-broker cluster `trio`, once with PLAINTEXT and
-//! once with SCRAM-SHA-256 over SCRAM-over-mTLS (clients log in with SCRAM on
+//! in front of a 3-broker cluster, once with PLAINTEXT and once with
+//! SCRAM-SHA-256 over SCRAM-over-mTLS (clients log in with SCRAM on
 //! SASL_PLAINTEXT; Sluice checks the login against a broker and opens every
 //! broker connection with the user's delegation token, which it creates
 //! over the brokers' mTLS listener).
+//!
+//! Broker versions: the shared cluster `trio` (the suite's Kafka, 4.4), and
+//! the older releases people run, each on a 3-broker cluster of its own
+//! that `scripts/test` starts ([`COMPAT_CLUSTERS`]); those tests are
+//! `#[ignore]`d in the workspace run and run in a phase of their own:
+//! `cargo test -p sluice --test compat -- --ignored --test-threads=1`. The
+//! clients are the same for every broker version (Java kafka-clients: the
+//! jars of the suite's Kafka version).
 //!
 //! Scenarios (see `compat/README.md`): produce and consume; a consumer group
 //! that commits, stops, and resumes from its committed offsets; admin create,
@@ -25,11 +33,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sluice_testkit::clients::{self, ClientOutput};
-use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::cluster::{self as kafka_cluster, Cluster, TRIO};
 use sluice_testkit::fronted::{self, contact_points, sink_topology};
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{repo_root, unique, wait};
@@ -55,6 +63,10 @@ const SCRAM_PASSWORD: &str = "admin-secret";
 /// How long one client program may run (its scenarios bound their own waits
 /// well below this).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The clusters of the older broker versions, as `scripts/test` names
+/// them: `compat-<major.minor>`, 3 nodes each.
+const COMPAT_CLUSTERS: [&str; 2] = ["compat-3.9", "compat-4.1"];
 
 /// How many client programs run at once (the machine has 2 cores, shared
 /// with the brokers and Sluice).
@@ -136,11 +148,24 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-/// Java kafka-clients: the jars the test cluster runs (Kafka 4.1.1), and the
+/// The jars of the suite's Kafka version (`scripts/kafka/fetch.sh`, which
+/// reads `SLUICE_KAFKA_VERSION`; cached, so quick once fetched).
+fn suite_jars() -> PathBuf {
+    let out = clients::run(
+        Command::new(repo_root().join("scripts/kafka/fetch.sh")),
+        None,
+        Duration::from_secs(900),
+        "scripts/kafka/fetch.sh",
+    );
+    out.assert_success("scripts/kafka/fetch.sh (the Java client's jars)");
+    PathBuf::from(out.stdout.lines().last().unwrap_or_default().trim())
+}
+
+/// Java kafka-clients: the jars of the suite's Kafka version, and the
 /// single-file program `compat/java/Compat.java`, compiled by the JDK at start.
-fn java(cluster: &Cluster) -> Client {
-    let libs = cluster.libs_dir();
-    let log4j = cluster.tools_log4j_config();
+fn java() -> Client {
+    let libs = suite_jars();
+    let log_args = kafka_cluster::java_log_args(&libs);
     Client {
         name: "Java kafka-clients",
         slug: "java",
@@ -153,7 +178,7 @@ fn java(cluster: &Cluster) -> Client {
                 "-cp",
             ])
             .arg(format!("{}/*", libs.display()))
-            .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+            .args(&log_args)
             .arg(compat_dir("java").join("Compat.java"));
             c
         }),
@@ -283,9 +308,16 @@ fn go_client(name: &'static str, module: &'static str) -> Client {
     }
 }
 
+/// Every client, installed once per test process (the ignored tests may
+/// run at once and share it).
+fn clients() -> &'static [Client] {
+    static CLIENTS: OnceLock<Vec<Client>> = OnceLock::new();
+    CLIENTS.get_or_init(install_clients)
+}
+
 /// Every client, installed (in parallel where independent: the two Go
 /// builds share one thread, since each uses every core).
-fn install_clients(cluster: &Cluster) -> Vec<Client> {
+fn install_clients() -> Vec<Client> {
     let started = Instant::now();
     let clients = std::thread::scope(|s| {
         let go = s.spawn(|| {
@@ -297,7 +329,7 @@ fn install_clients(cluster: &Cluster) -> Vec<Client> {
         let kafkajs = s.spawn(kafkajs);
         let kafka_python = s.spawn(kafka_python);
         let confluent = s.spawn(confluent_kafka);
-        let mut all = vec![java(cluster)];
+        let mut all = vec![java()];
         for handle in [confluent, kafka_python, kafkajs] {
             all.push(
                 handle
@@ -490,13 +522,33 @@ fn log_problems(sluice: &SluiceProcess) -> String {
 
 #[test]
 fn every_client_library_works_through_two_sluice_nodes() {
+    matrix(TRIO);
+}
+
+#[test]
+#[ignore = "needs cluster `compat-3.9` (scripts/test starts it)"]
+fn every_client_library_works_with_kafka_3_9_brokers() {
+    matrix(COMPAT_CLUSTERS[0]);
+}
+
+#[test]
+#[ignore = "needs cluster `compat-4.1` (scripts/test starts it)"]
+fn every_client_library_works_with_kafka_4_1_brokers() {
+    matrix(COMPAT_CLUSTERS[1]);
+}
+
+/// Runs every client with both security settings through two Sluice nodes
+/// in front of cluster `name`, prints the table and fails on any cell that
+/// is not as expected.
+fn matrix(name: &str) {
     let started = Instant::now();
-    let cluster = Cluster::get(TRIO);
+    let cluster = Cluster::get(name);
+    let broker = cluster.kafka_version().to_owned();
     // Install the clients while the Sluice nodes start.
     let (clients, (plain, plain_nodes), (scram, scram_nodes)) = std::thread::scope(|s| {
         let plain = s.spawn(|| fronted::start_nodes(sluice_bin(), &cluster, 2));
         let scram = s.spawn(|| start_scram_nodes(&cluster));
-        let clients = install_clients(&cluster);
+        let clients = clients();
         (
             clients,
             plain
@@ -542,18 +594,18 @@ fn every_client_library_works_through_two_sluice_nodes() {
     runs.sort_by_key(|r| (order.iter().position(|n| *n == r.client), r.security));
 
     // The table, and every cell that is not as expected.
-    let mut table = String::from("| client | version | security |");
+    let mut table = String::from("| client | version | broker | security |");
     for (_, title) in SCENARIOS {
         table.push_str(&format!(" {title} |"));
     }
-    table.push_str("\n|---|---|---|");
+    table.push_str("\n|---|---|---|---|");
     table.push_str(&"---|".repeat(SCENARIOS.len()));
     table.push('\n');
     let mut failures = Vec::new();
     let mut notes = Vec::new();
     for run in &runs {
         table.push_str(&format!(
-            "| {} | {} | {} |",
+            "| {} | {} | Kafka {broker} | {} |",
             run.client,
             run.version,
             run.security.label()
@@ -605,17 +657,27 @@ fn every_client_library_works_through_two_sluice_nodes() {
         }
     }
     println!(
-        "\nClient compatibility matrix ({:.0?}):\n\n{table}",
+        "\nClient compatibility matrix, Kafka {broker} brokers ({:.0?}):\n\n{table}",
         started.elapsed()
     );
     for note in &notes {
         println!("{note}");
     }
     if !failures.is_empty() {
+        let logs = sluice_testkit::state_dir().join("logs");
+        std::fs::create_dir_all(&logs).expect("create the logs directory");
         for (name, nodes) in [("PLAINTEXT", &plain), ("SCRAM", &scram)] {
             for (i, node) in nodes.iter().enumerate() {
+                // The whole log, kept for a look at what the failed cell did.
+                let kept = logs.join(format!(
+                    "{}-compat-kafka-{broker}-{}-node{i}.log",
+                    unique("sluice"),
+                    name.to_lowercase()
+                ));
+                std::fs::write(&kept, node.log()).expect("keep the Sluice log");
                 eprintln!(
-                    "==== Sluice {name} node {i}: WARN/ERROR lines ====\n{}",
+                    "==== Sluice {name} node {i}: WARN/ERROR lines (whole log: {}) ====\n{}",
+                    kept.display(),
                     log_problems(node)
                 );
             }

@@ -340,13 +340,13 @@ fn before_authentication_large_frames_are_refused_and_silence_is_bounded() {
         &topic,
         std::slice::from_ref(&record),
         &[
-            "--producer.config",
+            "--command-config",
             &props,
-            "--producer-property",
+            "--command-property",
             "max.request.size=2000000",
         ],
     );
-    let got = java_consume(&cluster, &listen, &topic, 1, &["--consumer.config", &props]);
+    let got = java_consume(&cluster, &listen, &topic, 1, &["--command-config", &props]);
     assert_eq!(got.len(), 1, "one record back");
     assert_eq!(got[0].len(), record.len(), "the whole record came back");
 }

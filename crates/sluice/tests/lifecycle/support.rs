@@ -165,7 +165,7 @@ impl Front {
             contact_listener: "SASL_PLAINTEXT",
             producer_config: scram::client_properties(cluster, "scram512-admin"),
             consumer_args: vec![
-                "--consumer.config".into(),
+                "--command-config".into(),
                 cluster.client_config("scram512-admin"),
             ],
         }

@@ -1,0 +1,167 @@
+//! What a client may send through KafkaSinkCluster in front of the suite's
+//! brokers (`trio`, Kafka 4.4, PLAINTEXT).
+//!
+//! Kafka 4.4 finalizes `share.version` 2 and `streams.version` 1 by default,
+//! so its brokers offer the share-group APIs (KIP-932) and the streams-group
+//! APIs (KIP-1071). Sluice routes neither yet: its ApiVersions answer leaves
+//! them out (with every api key its codec does not know, and the
+//! inter-broker ones), offers no version a broker lacks, and a client that
+//! sends one anyway has its connection closed without an answer, as Kafka
+//! closes a client that uses an api it does not offer; no byte of a broker's
+//! answer (which could name a broker) reaches it. The same Sluice node then
+//! serves the next connection.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ShareGroupHeartbeatRequest};
+use sluice_codec::kafka_protocol::protocol::StrBytes;
+use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use sluice_testkit::cluster::{Cluster, TRIO};
+use sluice_testkit::fronted;
+use sluice_testkit::raw::{self, RawClient};
+
+/// The share-group apis a client sends (KIP-932).
+const SHARE_GROUP_APIS: [i16; 7] = [76, 77, 78, 79, 90, 91, 92];
+/// StreamsGroupHeartbeat and StreamsGroupDescribe (KIP-1071), which the
+/// codec does not know.
+const STREAMS_GROUP_APIS: [i16; 2] = [88, 89];
+
+fn sluice_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+fn api_versions(client: &mut RawClient) -> ApiVersionsResponse {
+    let ResponseKind::ApiVersions(versions) = client.request(
+        ApiKey::ApiVersions,
+        3,
+        RequestKind::ApiVersions(
+            ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("api-versions-test"))
+                .with_client_software_version(StrBytes::from_static_str("1")),
+        ),
+    ) else {
+        panic!("not an ApiVersions answer");
+    };
+    assert_eq!(versions.error_code, 0, "ApiVersions error");
+    versions
+}
+
+/// api key -> (min, max).
+fn offered(versions: &ApiVersionsResponse) -> BTreeMap<i16, (i16, i16)> {
+    versions
+        .api_keys
+        .iter()
+        .map(|a| (a.api_key, (a.min_version, a.max_version)))
+        .collect()
+}
+
+#[test]
+fn the_share_and_streams_group_apis_of_kafka_4_4_are_left_out_of_api_versions() {
+    let cluster = Cluster::get(TRIO);
+    let brokers: Vec<BTreeMap<i16, (i16, i16)>> = (1..=cluster.node_count())
+        .map(|id| {
+            let addr = format!("127.0.0.1:{}", cluster.port(id, "PLAINTEXT"));
+            offered(&api_versions(&mut RawClient::connect(&addr)))
+        })
+        .collect();
+    for api in SHARE_GROUP_APIS.iter().chain(&STREAMS_GROUP_APIS) {
+        assert!(
+            brokers[0].contains_key(api),
+            "the brokers (Kafka {}) do not offer api key {api}: this test expects Kafka 4.4, \
+             which offers the share-group and streams-group apis",
+            cluster.kafka_version()
+        );
+    }
+
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 1);
+    let through = api_versions(&mut RawClient::connect(&nodes[0]));
+    let shown = offered(&through);
+    assert!(
+        shown.contains_key(&(ApiKey::Produce as i16))
+            && shown.contains_key(&(ApiKey::Fetch as i16)),
+        "Produce and Fetch are offered: {shown:?}"
+    );
+    for (api, (min, max)) in &shown {
+        assert!(
+            !SHARE_GROUP_APIS.contains(api) && !STREAMS_GROUP_APIS.contains(api),
+            "Sluice offers api key {api} ({min}..={max}), which it does not route"
+        );
+        let known = ApiKey::try_from(*api)
+            .unwrap_or_else(|()| panic!("Sluice offers api key {api}, unknown to its codec"));
+        assert_ne!(
+            known,
+            ApiKey::DescribeQuorum,
+            "an inter-broker api is offered"
+        );
+        for (i, broker) in brokers.iter().enumerate() {
+            let (bmin, bmax) = broker
+                .get(api)
+                .unwrap_or_else(|| panic!("{known:?} offered, but broker {} lacks it", i + 1));
+            assert!(
+                bmin <= min && max <= bmax && min <= max,
+                "{known:?}: Sluice offers {min}..={max}, broker {} {bmin}..={bmax}",
+                i + 1
+            );
+        }
+    }
+    // The feature levels are the brokers': clients decide on protocol
+    // behaviour from them (transactions v2 needs transaction.version 2).
+    let finalized = |v: &ApiVersionsResponse, name: &str| {
+        v.finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == name)
+            .map(|f| f.max_version_level)
+    };
+    assert_eq!(finalized(&through, "transaction.version"), Some(2));
+}
+
+#[test]
+fn a_share_or_streams_group_request_is_refused_by_closing_the_connection() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 1);
+
+    // ShareGroupHeartbeat, which the codec knows but Sluice does not offer.
+    let mut share = RawClient::connect(&nodes[0]);
+    api_versions(&mut share);
+    share.send(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        RequestKind::ShareGroupHeartbeat(
+            ShareGroupHeartbeatRequest::default()
+                .with_group_id(StrBytes::from_static_str("api-versions-share").into())
+                .with_member_id(StrBytes::from_static_str("member-0"))
+                .with_member_epoch(0)
+                .with_subscribed_topic_names(Some(vec![StrBytes::from_static_str("t").into()])),
+        ),
+    );
+    assert_closed_unanswered(&mut share, "ShareGroupHeartbeat v1");
+
+    // StreamsGroupHeartbeat v0 (api key 88), which the codec does not know:
+    // a frame with a flexible header and an empty body.
+    let mut streams = RawClient::connect(&nodes[0]);
+    api_versions(&mut streams);
+    streams
+        .write_raw(&raw::frame(STREAMS_GROUP_APIS[0], 0, 7, true, &[0]))
+        .expect("write StreamsGroupHeartbeat");
+    assert_closed_unanswered(&mut streams, "StreamsGroupHeartbeat v0");
+
+    // The node serves the next client.
+    api_versions(&mut RawClient::connect(&nodes[0]));
+}
+
+/// Asserts that the connection is closed within 10 s and that not one byte
+/// of an answer came before.
+fn assert_closed_unanswered(client: &mut RawClient, what: &str) {
+    let mut buf = [0u8; 4096];
+    match client.read_within(&mut buf, Duration::from_secs(10)) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("{what}: Sluice answered {n} bytes instead of closing the connection"),
+        Err(e) => panic!("{what}: the connection is still open after 10 s ({e})"),
+    }
+}
