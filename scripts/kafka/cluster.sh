@@ -146,6 +146,17 @@ check_jmx_base_port() {
   fi
 }
 
+# Ports in the kernel's ephemeral range can be taken by any outgoing
+# connection's local end while a node is down: a node that kill-node and
+# start-node restart may then fail to bind ("Address already in use"). Warn.
+warn_ephemeral_ports() {
+  local lo hi first="$BASE_PORT" last=$((BASE_PORT + 10 * NODES - 1))
+  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
+  if [[ $first -le $hi && $last -ge $lo ]]; then
+    log "warning: ports $first-$last overlap the ephemeral range $lo-$hi: a restarted node may find its port taken (use ports below $lo)"
+  fi
+}
+
 # The tag put on each broker's command line, to find it again.
 node_tag() { echo "-Dsluice.node.dir=$(node_dir "$1")"; }
 
@@ -633,6 +644,7 @@ cmd_start() {
     done
   done
   check_jmx_base_port
+  warn_ephemeral_ports
   if [[ -n "${SLUICE_KAFKA_JMX_BASE_PORT:-}" ]]; then
     for ((id = 1; id <= NODES; id++)); do
       p="$(jmx_port "$id")"

@@ -28,12 +28,7 @@
 //! time: no broker closes a connection for an expired session, and Sluice
 //! counts no receive error and logs no WARN.
 //!
-//! No broker is killed here, but the tests wait more than they compute
-//! (minutes of rotation at a low rate): they are `#[ignore]`d in the
-//! workspace run and `scripts/test` runs them once the serial phase is
-//! done, while the re-authentication tests and the compatibility matrix on
-//! the older brokers run on clusters of their own:
-//! `cargo test -p sluice --test token_soak -- --ignored`.
+//! No broker is killed here; the tests run in the normal phase.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -107,7 +102,6 @@ fn broker_log_marks(cluster: &Cluster) -> Vec<usize> {
 }
 
 #[test]
-#[ignore = "waits minutes; scripts/test runs it in its concurrent phase"]
 fn java_clients_ride_through_minutes_of_token_rotation() {
     let secs = soak_secs();
     let cluster = Cluster::get(TRIO);
@@ -295,7 +289,6 @@ fn assert_brokers_saw_no_expired_session(cluster: &Cluster, marks: &[usize]) {
 /// producer's broker connections while sends are queued on them. Every
 /// record reaches the log: the topic's offsets add up to what was sent.
 #[test]
-#[ignore = "waits minutes; scripts/test runs it in its concurrent phase"]
 fn acks_zero_sends_through_token_rotations_are_all_written() {
     const RECORDS: u64 = 6_000;
     let cluster = Cluster::get(TRIO);
@@ -337,7 +330,6 @@ fn acks_zero_sends_through_token_rotations_are_all_written() {
 /// parts read ahead go out on connections replaced before their token
 /// expires, as every other request's do.
 #[test]
-#[ignore = "waits minutes; scripts/test runs it in its concurrent phase"]
 fn a_consumer_served_by_read_ahead_moves_to_each_new_token_in_time() {
     const LIFETIME_SECS: u64 = 10;
     const SECONDS: u64 = 25;
