@@ -144,6 +144,32 @@ def largest_gap(times, start, end):
     return max((b - a for a, b in zip(points, points[1:])), default=0.0)
 
 
+def etl_outcomes(d, name, start, end):
+    """Rows and failures of the ETL rounds logged as NAME.jsonl / NAME-N.out."""
+    rows, failures = [], []
+    etl = [e for e in jsonl(d / f"{name}.jsonl") if e["ev"] == "round"]
+    etl_failed = [e for e in etl if e["rc"] != 0]
+    chains = collections.Counter()
+    for e in etl:
+        out = d / f"{name}-{e['n']}.out"
+        text = out.read_text(errors="replace") if out.exists() else ""
+        for m in re.finditer(r"^RESULT (\S+) (PASS|FAIL)(.*)$", text, re.M):
+            chains[m.group(2)] += 1
+            if m.group(2) == "FAIL":
+                failures.append(f"ETL round {e['n']}: {m.group(1)} failed:{m.group(3)[:200]}")
+    etl_gap = largest_gap([e["end"] for e in etl], start, end)
+    rows += [
+        ("ETL rounds passed / failed", f"{len(etl) - len(etl_failed)} / {len(etl_failed)}"),
+        ("ETL chains exactly once / failed", f"{chains['PASS']} / {chains['FAIL']}"),
+        ("longest ETL round (s)", f"{max((e['end'] - e['start'] for e in etl), default=0):.1f}"),
+        ("longest time without an ETL round ending (s)", f"{etl_gap:.1f}"),
+    ]
+    for e in etl_failed:
+        if not any(f"ETL round {e['n']}:" in f for f in failures):
+            failures.append(f"ETL round {e['n']} exited {e['rc']}")
+    return rows, failures
+
+
 def fault_windows(d, grace):
     windows, open_ = [], {}
     for e in jsonl(d / "faults.jsonl"):
@@ -288,26 +314,15 @@ def report(args):
     if admin_gap > args.stuck_secs:
         failures.append(f"no admin round passed for {admin_gap:.0f} s")
 
-    etl = [e for e in jsonl(d / "etl.jsonl") if e["ev"] == "round"]
-    etl_failed = [e for e in etl if e["rc"] != 0]
-    chains = collections.Counter()
-    for e in etl:
-        text = (d / f"etl-{e['n']}.out").read_text(errors="replace") if (d / f"etl-{e['n']}.out").exists() else ""
-        for m in re.finditer(r"^RESULT (\S+) (PASS|FAIL)(.*)$", text, re.M):
-            chains[m.group(2)] += 1
-            if m.group(2) == "FAIL":
-                failures.append(f"ETL round {e['n']}: {m.group(1)} failed:{m.group(3)[:200]}")
-    etl_gap = largest_gap([e["end"] for e in etl], start, end)
-    rows += [
-        ("ETL rounds passed / failed", f"{len(etl) - len(etl_failed)} / {len(etl_failed)}"),
-        ("ETL chains exactly once / failed", f"{chains['PASS']} / {chains['FAIL']}"),
-        ("longest ETL round (s)", f"{max((e['end'] - e['start'] for e in etl), default=0):.1f}"),
-    ]
-    for e in etl_failed:
-        if not any(f"ETL round {e['n']}:" in f for f in failures):
-            failures.append(f"ETL round {e['n']} exited {e['rc']}")
-    if not etl:
+    etl_rows, etl_failures = etl_outcomes(d, "etl", start, end)
+    rows += etl_rows
+    failures += etl_failures
+    if not jsonl(d / "etl.jsonl"):
         failures.append("no ETL round finished")
+    if (d / "etl-control.jsonl").exists():
+        control_rows, control_failures = etl_outcomes(d, "etl-control", start, end)
+        rows += [(f"control ETL (directly at the brokers): {k}", v) for k, v in control_rows]
+        rows += [(f"  control: {f}", "") for f in control_failures]
 
     windows = fault_windows(d, args.grace_secs)
     expected, unexpected = classify(sluice_lines(d), windows)

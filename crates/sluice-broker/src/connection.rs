@@ -24,8 +24,11 @@
 //! also wrapped so that dropping it completes it with an error, so no code
 //! path can lose a request without telling its owner.
 
+mod last_heard;
 mod reader;
 mod writer;
+
+pub use last_heard::LastHeard;
 
 #[cfg(test)]
 mod tests;
@@ -77,6 +80,9 @@ pub struct BrokerConnectOptions {
     /// counted in the broker connection metrics, and its end is logged at
     /// DEBUG only (the probe reports what it found itself).
     pub probe: bool,
+    /// Shared with every other connection of the process to the same
+    /// broker: each answer is recorded there too (see [`LastHeard`]).
+    pub heard: Option<Arc<LastHeard>>,
 }
 
 impl BrokerConnectOptions {
@@ -88,6 +94,7 @@ impl BrokerConnectOptions {
             tls: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             probe: false,
+            heard: None,
         }
     }
 }
@@ -100,6 +107,7 @@ impl fmt::Debug for BrokerConnectOptions {
             .field("tls_server_name", &self.tls.as_ref().map(|(_, name)| name))
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("probe", &self.probe)
+            .field("heard", &self.heard.is_some())
             .finish()
     }
 }
@@ -185,6 +193,7 @@ impl BrokerConnection {
             outstanding: AtomicUsize::new(0),
             opened_at: tokio::time::Instant::now(),
             last_answer_nanos: AtomicU64::new(0),
+            heard: opts.heard.clone(),
             busy_until: Mutex::new(None),
             failure: Mutex::new(None),
             cancel: cancel.clone(),
@@ -402,6 +411,8 @@ struct Shared {
     /// connection that owes answers and has not answered for a while is
     /// stalled, one whose answers flow is only busy.
     last_answer_nanos: AtomicU64,
+    /// The process-wide record of the same broker's answers, when shared.
+    heard: Option<Arc<LastHeard>>,
     /// When the broker may, by design, have answered everything queued on
     /// the connection so far (see [`BrokerConnection::answer_due`]).
     busy_until: Mutex<Option<tokio::time::Instant>>,
@@ -417,6 +428,9 @@ impl Shared {
         let nanos = self.opened_at.elapsed().as_nanos();
         self.last_answer_nanos
             .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+        if let Some(heard) = &self.heard {
+            heard.heard();
+        }
     }
 
     /// The broker, with its id when known: for logs, errors and metrics.

@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_auth::token::{TokenTask, TokenTaskHandle};
-use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError, LastHeard};
 use sluice_chain::readiness::{self, ProbeTargets, Readiness};
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
 use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
@@ -116,6 +116,10 @@ pub(crate) struct Shared {
     api_versions: Mutex<HashMap<String, (Arc<ApiVersionsResponse>, tokio::time::Instant)>>,
     /// When Sluice last tried to reach a broker only to learn its versions.
     api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
+    /// When any connection of this sink last heard from each broker, by
+    /// `host:port`: a stalled part's broker is checked on only when none
+    /// has lately (see `sink/stalled.rs`).
+    last_heard: Mutex<HashMap<String, Arc<LastHeard>>>,
     /// How long an internal request may wait for its answer.
     pub(crate) request_timeout: Duration,
     /// The token task, with `authorize_scram_over_mtls`: one per sink,
@@ -193,6 +197,7 @@ impl Shared {
         addr: &BrokerAddress,
     ) -> Result<BrokerConnectOptions, BrokerError> {
         let mut options = self.options.clone();
+        options.heard = Some(self.last_heard(addr));
         if let Some(connector) = &self.tls {
             let name =
                 sluice_tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
@@ -202,6 +207,13 @@ impl Shared {
             options.tls = Some((connector.current(), name));
         }
         Ok(options)
+    }
+
+    /// The record every connection of this sink to the broker at `addr`
+    /// shares of when it last answered.
+    pub(crate) fn last_heard(&self, addr: &BrokerAddress) -> Arc<LastHeard> {
+        let mut heard = self.last_heard.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(heard.entry(addr.host_port().to_string()).or_default())
     }
 
     /// The cached ApiVersions of the broker at `addr`.
@@ -404,6 +416,7 @@ impl KafkaSinkClusterBuilder {
                 next_contact: AtomicUsize::new(0),
                 api_versions: Mutex::new(HashMap::new()),
                 api_versions_attempts: Mutex::new(HashMap::new()),
+                last_heard: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 tokens,
                 failures: failures::FailureLog::default(),

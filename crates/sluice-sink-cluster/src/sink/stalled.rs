@@ -18,8 +18,10 @@
 //! pipelined requests on the same broker connection waits for them too
 //! ([`BrokerConnection::answer_due`]). While the client's oldest owed answer
 //! waits, the sink also watches for the earliest stall time of anything it
-//! is owed. When one passes and the broker has answered nothing on that
-//! connection for [`STALL_AFTER`], the broker list is refreshed from
+//! is owed. When one passes and the broker has answered nothing for
+//! [`STALL_AFTER`], on that connection or on any other of the sink
+//! ([`sluice_broker::LastHeard`]: a broker slow to get to one connection
+//! while it answers the others is alive), the broker list is refreshed from
 //! another broker (one Metadata request, waited for at most
 //! [`RECHECK_EVERY`]), and every part still owed by a broker that has left
 //! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`],
@@ -126,6 +128,7 @@ impl KafkaSinkCluster {
         // Each with the API of the request found waiting there, for the log.
         let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
         let connections = &self.connections;
+        let shared = &self.shared;
         let parts = self.pending.iter_mut().flat_map(|e| {
             let api = e.api_key;
             e.parts.iter_mut().map(move |part| (api, part))
@@ -140,12 +143,17 @@ impl KafkaSinkCluster {
                 continue;
             };
             clock.check_at = now + RECHECK_EVERY;
-            // A broker working through a long queue answers as it goes:
-            // only one that has answered nothing lately is stalled.
+            // A broker working through a long queue answers as it goes,
+            // and one slow to get to this connection may be answering the
+            // process's others: only one that has answered nothing lately,
+            // here or on any connection of the sink, is stalled.
             let quiet = connections
                 .get(part.target)
                 .is_some_and(|c| c.quiet_for(now) >= STALL_AFTER);
-            if quiet && let Some(broker) = &part.broker {
+            let Some(broker) = part.broker.as_ref().filter(|_| quiet) else {
+                continue;
+            };
+            if shared.last_heard(broker).quiet_for(now) >= STALL_AFTER {
                 let key = (broker.id.unwrap_or(-1), broker.to_string());
                 let first = quiet_brokers.insert(key);
                 let again = std::mem::replace(&mut clock.checked, true);

@@ -268,6 +268,12 @@ fn topic() -> TopicName {
 }
 
 fn builder(broker: SocketAddr) -> KafkaSinkClusterBuilder {
+    builder_with_read_timeout(broker, 5)
+}
+
+/// [`builder`], failing a broker connection whose oldest request waits
+/// `read_timeout_s`.
+fn builder_with_read_timeout(broker: SocketAddr, read_timeout_s: u64) -> KafkaSinkClusterBuilder {
     let yaml = format!(
         r#"sources:
   - Kafka:
@@ -283,7 +289,7 @@ fn builder(broker: SocketAddr) -> KafkaSinkClusterBuilder {
             local_shotover_broker_id: 0
             first_contact_points: ["{broker}"]
             connect_timeout_ms: 2000
-            read_timeout: 5
+            read_timeout: {read_timeout_s}
 "#
     );
     let topology = sluice_config::Topology::parse(&yaml, Path::new("t.yaml")).unwrap();

@@ -117,3 +117,64 @@ async fn a_produce_makes_its_broker_suspect_only_after_its_timeout() {
         "a Metadata request has no wait of its own"
     );
 }
+
+/// A broker slow to get to one connection's request while it answers the
+/// sink's other connections is alive: the stalled part is not a reason to
+/// suspect it (nor to WARN), however long it waits, up to the connection's
+/// read timeout.
+#[tokio::test]
+async fn a_broker_answering_other_connections_is_not_suspect() {
+    let broker = FakeBroker::start().await;
+    let builder = super::builder_with_read_timeout(broker.addr, 30);
+    let ctx = ctx();
+    let mut slow = builder.build_cluster(&ctx);
+    let mut busy = builder.build_cluster(&ctx);
+    exchange(&mut slow, &ctx, metadata(1), "metadata on the slow client").await;
+    exchange(&mut busy, &ctx, metadata(1), "metadata on the busy client").await;
+
+    // The broker stops reading the slow client's connection at its produce.
+    broker.stall.next.store(true, Ordering::SeqCst);
+    send(&mut slow, &ctx, produce(2, -1)).await;
+    within(
+        "the broker to stop reading",
+        broker.stall.stalled.notified(),
+    )
+    .await;
+    let t0 = Instant::now();
+
+    // Past the first check (STALL_AFTER) and the second (one RECHECK_EVERY
+    // on), where an unanswered part's broker becomes suspect, while the
+    // other client's produces are answered every 250 ms.
+    let watch = STALL_AFTER * 2 + Duration::from_secs(1);
+    let (waited, ()) = tokio::join!(tokio::time::timeout(watch, slow.recv(&ctx)), async {
+        let mut id = 10;
+        while t0.elapsed() < watch {
+            let answer = exchange(
+                &mut busy,
+                &ctx,
+                produce(id, -1),
+                "the busy client's produce",
+            )
+            .await;
+            assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
+            id += 1;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    assert!(waited.is_err(), "the stalled produce is still owed");
+    let conn = slow
+        .connections
+        .get(crate::connections::Target::Broker(
+            sluice_cluster::topology::BrokerId(1),
+        ))
+        .expect("the slow client's connection");
+    assert!(conn.quiet_for(Instant::now()) >= watch - Duration::from_millis(500));
+    assert!(
+        !slow
+            .shared
+            .failures
+            .is_suspect(conn.address(), Instant::now()),
+        "broker 1 answered the busy client all along: it is not suspect"
+    );
+    broker.stall.release.notify_one();
+}
