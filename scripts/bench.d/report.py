@@ -6,18 +6,22 @@ NODES: how many Sluice nodes the process served (BENCH_SLUICE_NODES).
 CPUSTAT: cpustat.py's samples of the machine's CPU time ("EPOCH_MS BUSY IDLE STEAL").
 
 Rows of RESULTS (tab-separated):
-  produce  VIA  <ProducerPerformance's last line>
+  produce  VIA  <ProducerPerformance's last line>    (VIA: direct, sluice or relay)
   consume  VIA  <ConsumerPerformance's last line>
   reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in passes)
   cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
   cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
+  cpu      produce-relay|consume-relay  CPU_SECONDS  BYTES  (the bare relay's, over one run through it)
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
   memory   VIA  CONNECTIONS  RSS_KB                   (idle connections held; 0: at rest;
                                                        direct: broker 1's JVM)
   pipeline PEAK_RSS_KB  SECONDS  WRITE_TIMEOUT_SECS  SMALLEST_PARTITION_BYTES  CLOSED_IN_WINDOW
-Targets are printed for comparison only; nothing is asserted.
+  (the scaling phases' rows: see scale_report.py)
+Every throughput and CPU row with a relay run beside it also shows the
+bare relay's figure and Sluice's ratio to it. Targets are printed for
+comparison only; nothing is asserted.
 """
 
 import os
@@ -25,6 +29,8 @@ import re
 import statistics
 import sys
 from datetime import datetime
+
+import scale_report
 
 path, idle_kb, peak_kb, records, size, tail_secs, warmup_secs, idle_secs, nodes, cpustat_path, reread_records = sys.argv[1:]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -97,17 +103,32 @@ for line in open(path):
     elif kind == "pipeline":
         pipeline = (int(f[1]), int(f[2]), int(f[3]), int(f[4]), f[5])
         continue
+    elif scale_report.read(f):
+        continue
     else:
         sys.exit(f"unknown results row: {line!r}")
     for k, v in vals.items():
         thr.setdefault(k, {}).setdefault(f[1], []).append(v)
 
-HEAD = ("metric", "direct", "sluice", "sluice vs direct", "target")
-table = []  # rows of 5 cells, or a section title (str)
+HEAD = ("metric", "direct", "relay", "sluice", "sluice vs direct", "sluice vs relay", "target")
+table = []  # rows of 7 cells, or a section title (str)
 
 
-def row(metric, direct, sluice, cmp="-", target="-"):
-    table.append((metric, direct, sluice, cmp, target))
+def row(metric, direct, sluice, cmp="-", target="-", relay=None, vs_relay=None):
+    """One row; relay: the bare relay's figure (a number, or text), and
+    vs_relay the comparison (by default sluice / relay when both are numbers)."""
+    if relay is None:
+        relay_cell = "-"
+    elif isinstance(relay, str):
+        relay_cell = relay
+    else:
+        relay_cell = f"{relay:.2f}" if relay < 10 else f"{relay:.1f}"
+    if vs_relay is None:
+        try:
+            vs_relay = ratio(float(relay), float(sluice.split(" ")[0]))
+        except (TypeError, ValueError):
+            vs_relay = "-"
+    table.append((metric, direct, relay_cell, sluice, cmp, vs_relay, target))
 
 
 def section(title):
@@ -122,11 +143,14 @@ shown = f"sluice: {nodes} node{'s' if nodes != '1' else ''} in one process"
 section(f"throughput: {records} x {size} B, median of {rounds} rounds; {shown}" if thr else shown)
 for k, by in thr.items():
     d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
-    target = ">= 0.98x" if k.startswith("consume MB/s") else "-"
-    row(k, f"{d:.1f}", f"{s:.1f}", ratio(d, s), target)
-for phase, target in (("consume", "<= 1.0"), ("produce", "-")):
+    r = statistics.median(by["relay"]) if "relay" in by else None
+    target = {"consume MB/s (fetch time)": ">= 0.98x; >= 1.0x relay", "produce MB/s": ">= 1.0x relay"}.get(k, "-")
+    row(k, f"{d:.1f}", f"{s:.1f}", ratio(d, s), target, relay=r)
+for phase, target in (("consume", "<= 0.6"), ("produce", "<= 0.8; <= 1.3x relay")):
     if phase in cpu:
-        row(f"sluice CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target)
+        relay_cpu = statistics.median(cpu[f"{phase}-relay"]) if f"{phase}-relay" in cpu else None
+        row(f"CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target,
+            relay=relay_cpu)
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
 
 pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
@@ -135,10 +159,13 @@ if pairs:
             " back to back, and a bare relay; median (each pass's ratio in brackets)")
     each = "/".join(f"{s / d:.2f}" for d, s in pairs)
     med = statistics.median(s / d for d, s in pairs)
+    relayed_med = statistics.median(reread["relay"]) if reread.get("relay") else None
     row("consume MB/s (fetch time)", f"{statistics.median(d for d, _ in pairs):.1f}",
-        f"{statistics.median(s for _, s in pairs):.1f}", f"{med:.2f}x ({each})", ">= 0.98x")
+        f"{statistics.median(s for _, s in pairs):.1f}", f"{med:.2f}x ({each})", ">= 0.98x; >= 1.0x relay",
+        relay=relayed_med)
     if "reread" in cpu:
-        row("sluice CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-", "<= 1.0")
+        row("CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-",
+            "<= 0.6", relay=statistics.median(cpu["reread-relay"]) if "reread-relay" in cpu else None)
     windows = {via: [m for m in reread_machine.get(via, []) if m] for via in ("direct", "sluice")}
     if windows["direct"] and windows["sluice"]:
 
@@ -213,7 +240,9 @@ if pipeline:
     row(f"peak RSS MiB over {secs} s", "n/a", f"{peak / 1024:.1f}")
     row(f"closed at the write deadline (write_timeout_secs {write_timeout}) within the {secs} s", "-", closed)
 
-widths = [max(len(r[i]) for r in [HEAD] + [r for r in table if not isinstance(r, str)]) for i in range(5)]
+scale_report.report(row, section, ratio, cpu)
+
+widths = [max(len(r[i]) for r in [HEAD] + [r for r in table if not isinstance(r, str)]) for i in range(len(HEAD))]
 widths[0] = max([widths[0]] + [len(r) + 4 for r in table if isinstance(r, str)])
 
 
@@ -225,4 +254,4 @@ print("\nSluice vs direct-to-Kafka, one run. Targets are for comparison only, ne
 line(HEAD)
 print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 for r in table:
-    line((f"**{r}**", "", "", "", "") if isinstance(r, str) else r)
+    line((f"**{r}**",) + ("",) * (len(HEAD) - 1) if isinstance(r, str) else r)

@@ -76,6 +76,12 @@ impl Connection {
         version: i16,
     ) -> Result<R::Response> {
         let correlation_id = self.write(request, version).await?;
+        let frame = self.read_frame().await?;
+        self.decode::<R>(frame, correlation_id, version)
+    }
+
+    /// Reads one response frame (without its length prefix), undecoded.
+    pub(crate) async fn read_frame(&mut self) -> Result<Bytes> {
         let mut len_buf = [0_u8; 4];
         self.stream
             .read_exact(&mut len_buf)
@@ -90,9 +96,19 @@ impl Connection {
             .read_exact(&mut payload)
             .await
             .with_context(|| format!("reading from {}", self.addr))?;
-        let mut payload = Bytes::from(payload);
+        Ok(Bytes::from(payload))
+    }
+
+    /// Decodes `frame`, the answer to the request `R` at `version` that
+    /// went out with `correlation_id`.
+    pub(crate) fn decode<R: Request>(
+        &self,
+        mut frame: Bytes,
+        correlation_id: i32,
+        version: i16,
+    ) -> Result<R::Response> {
         let response_header =
-            ResponseHeader::decode(&mut payload, R::Response::header_version(version))?;
+            ResponseHeader::decode(&mut frame, R::Response::header_version(version))?;
         if response_header.correlation_id != correlation_id {
             bail!(
                 "{} answered correlation id {} to request {correlation_id}",
@@ -100,7 +116,7 @@ impl Connection {
                 response_header.correlation_id
             );
         }
-        R::Response::decode(&mut payload, version)
+        R::Response::decode(&mut frame, version)
     }
 
     /// Writes `request` at `version` without reading anything; returns its

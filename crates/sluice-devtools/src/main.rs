@@ -11,12 +11,20 @@
 //! - `pipeline-fetch --bootstrap HOST:PORT --topic T` writes pipelined
 //!   Fetch requests on one connection and never reads it, until released
 //!   the same way.
+//! - `metadata-latency --bootstrap HOST:PORT --requests N` times full
+//!   Metadata requests one at a time and checks each answer's partitions.
+//! - `produce-load --bootstrap HOST:PORT --topic T --total N --active A`
+//!   holds N connections, A of them producing at a low rate, and times
+//!   their requests.
 
 mod certs;
 mod client;
 mod hold;
 mod idle;
+mod metadata_latency;
 mod pipeline;
+mod procstat;
+mod produce_load;
 mod wait_kafka;
 
 use std::path::PathBuf;
@@ -116,6 +124,88 @@ enum Command {
         #[command(flatten)]
         hold: HoldArgs,
     },
+    /// Time full Metadata requests (every topic), one at a time.
+    ///
+    /// Sends ApiVersions, then --warmup uncounted and --requests counted
+    /// Metadata requests on one connection; each is timed from writing it to
+    /// having read its whole answer. Fails unless every answer lists exactly
+    /// --expect-partitions partitions, all with a leader and no error, in the
+    /// topics named --topic-prefix*. Prints one line: `metadata`, requests,
+    /// p50 ms, p99 ms, max ms, answer bytes, partitions, and the CPU ticks of
+    /// the --cpu-pid processes over the counted requests.
+    MetadataLatency {
+        /// Where to connect, HOST:PORT (plain TCP).
+        #[arg(long)]
+        bootstrap: String,
+        /// Counted requests.
+        #[arg(long, default_value_t = 200)]
+        requests: usize,
+        /// Uncounted requests before them.
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Partitions every answer must list in the measured topics.
+        #[arg(long)]
+        expect_partitions: usize,
+        /// The measured topics' common name prefix.
+        #[arg(long)]
+        topic_prefix: String,
+        /// A process whose CPU ticks to read around the counted requests (repeatable).
+        #[arg(long = "cpu-pid")]
+        cpu_pids: Vec<u32>,
+        /// The whole run must finish within this many seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout_secs: u64,
+    },
+    /// Hold many connections, a few of them producing at a low rate.
+    ///
+    /// Opens --total connections (ApiVersions on each): the first --active to
+    /// the leaders of the topic's partitions in turn, the rest to the listed
+    /// nodes in turn; prints `ready N`; then each active one sends a Produce
+    /// of one record (acks=1) --rate times a second for --warmup-secs, then
+    /// --seconds counted. Fails on any error code, closed connection or
+    /// unanswered request. Prints one line: `clients`, total, active, counted
+    /// requests, p50 ms, p99 ms, max ms, the --cpu-pid CPU ticks over the
+    /// counted window, the --rss-pid RSS (KiB) once all are open and at the
+    /// window's end, and the counted seconds. Raises its own soft
+    /// RLIMIT_NOFILE to the hard limit when --total needs it.
+    ProduceLoad {
+        /// Bootstrap address, HOST:PORT (plain TCP).
+        #[arg(long)]
+        bootstrap: String,
+        /// The topic to produce to.
+        #[arg(long)]
+        topic: String,
+        /// Connections in all.
+        #[arg(long)]
+        total: usize,
+        /// Connections that produce.
+        #[arg(long)]
+        active: usize,
+        /// Produce requests per second per active connection.
+        #[arg(long, default_value_t = 2.0)]
+        rate: f64,
+        /// Bytes per record.
+        #[arg(long, default_value_t = 1024)]
+        record_size: usize,
+        /// Uncounted seconds of load first.
+        #[arg(long, default_value_t = 5)]
+        warmup_secs: u64,
+        /// Counted seconds.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// Connections being set up at once at most.
+        #[arg(long, default_value_t = 200)]
+        concurrency: usize,
+        /// Opening every connection must finish within this many seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout_secs: u64,
+        /// A process whose CPU ticks to read at the window's edges (repeatable).
+        #[arg(long = "cpu-pid")]
+        cpu_pids: Vec<u32>,
+        /// A process whose RSS to read (repeatable).
+        #[arg(long = "rss-pid")]
+        rss_pids: Vec<u32>,
+    },
 }
 
 /// How long a holding client holds.
@@ -184,6 +274,54 @@ async fn main() -> ExitCode {
         })
         .await
         .map(|done| println!("{done}")),
+        Command::MetadataLatency {
+            bootstrap,
+            requests,
+            warmup,
+            expect_partitions,
+            topic_prefix,
+            cpu_pids,
+            timeout_secs,
+        } => metadata_latency::run(&metadata_latency::Options {
+            bootstrap,
+            requests,
+            warmup,
+            expect_partitions,
+            topic_prefix,
+            cpu_pids,
+            run_timeout: Duration::from_secs(timeout_secs),
+        })
+        .await
+        .map(|line| println!("{line}")),
+        Command::ProduceLoad {
+            bootstrap,
+            topic,
+            total,
+            active,
+            rate,
+            record_size,
+            warmup_secs,
+            seconds,
+            concurrency,
+            timeout_secs,
+            cpu_pids,
+            rss_pids,
+        } => produce_load::run(&produce_load::Options {
+            bootstrap,
+            topic,
+            total,
+            active,
+            rate,
+            record_size,
+            warmup: Duration::from_secs(warmup_secs),
+            window: Duration::from_secs(seconds),
+            concurrency,
+            open_timeout: Duration::from_secs(timeout_secs),
+            cpu_pids,
+            rss_pids,
+        })
+        .await
+        .map(|line| println!("{line}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
