@@ -74,7 +74,7 @@ relay_down() {
 # (empty: the default), /metrics on its listener's port + 1; waits until it
 # listens and puts its pid in VAR.
 scale_sluice() {
-  local var="$1" log="$2" limit="$3" index="$4" j pid deadline
+  local var="$1" log="$2" limit="$3" index="$4" j new_pid deadline
   shift 4
   local addrs=("$@")
   local addr="${addrs[$index]}"
@@ -95,18 +95,18 @@ YAML
   } > "$log.topology.yaml"
   printf 'main_log_level: "warn"\nobservability_interface: "127.0.0.1:%s"\n' "$((${addr#*:} + 1))" > "$log.config.yaml"
   target/release/sluice --topology-file "$log.topology.yaml" --config-file "$log.config.yaml" > "$log" 2>&1 &
-  pid=$!
-  scale_pids+=("$pid")
+  new_pid=$!
+  scale_pids+=("$new_pid")
   deadline=$((SECONDS + 30))
   until (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; do
-    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then
+    if ! kill -0 "$new_pid" 2>/dev/null || ((SECONDS > deadline)); then
       echo "bench: a Sluice process did not start listening on $addr; its log:" >&2
       cat "$log" >&2
       return 1
     fi
     sleep 0.2
   done
-  printf -v "$var" '%s' "$pid"
+  printf -v "$var" '%s' "$new_pid"
 }
 
 # scale_stop: stops every Sluice process scale_sluice started.
@@ -136,7 +136,7 @@ many_client() {
   [[ -z "$pid" ]] || t0=$(cpu_ticks "$pid")
   must "ManyPartitions $mode ($via)" "$log" \
     run 900 "$log.out" "$log.err" \
-    "${JAVA[@]}" ManyPartitions "$mode" --bootstrap "$bootstrap" --prefix "$SCALE_PREFIX" \
+    "${JAVA[@]/#-Xmx256m/-Xmx768m}" ManyPartitions "$mode" --bootstrap "$bootstrap" --prefix "$SCALE_PREFIX" \
     --per-topic "$SCALE_PER_TOPIC" --partitions "$SCALE_CLIENT_PARTITIONS" "$@"
   [[ -z "$pid" ]] || t1=$(cpu_ticks "$pid")
   bytes=$(tail -n 1 "$log.out" | awk '{ print $3 }')
