@@ -122,7 +122,9 @@ def row(metric, direct, sluice, cmp="-", target="-", relay=None, vs_relay=None):
     elif isinstance(relay, str):
         relay_cell = relay
     else:
-        relay_cell = f"{relay:.2f}" if relay < 10 else f"{relay:.1f}"
+        # As many decimals as the sluice cell shows.
+        shown = sluice.split(" ")[0]
+        relay_cell = f"{relay:.{len(shown.split('.')[1]) if '.' in shown else 1}f}"
     if vs_relay is None:
         try:
             vs_relay = ratio(float(relay), float(sluice.split(" ")[0]))
