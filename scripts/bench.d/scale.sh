@@ -12,6 +12,7 @@ SCALE_PER_TOPIC="${BENCH_PARTITIONS_PER_TOPIC:-20}"
 SCALE_CLIENT_PARTITIONS="${BENCH_PARTITIONS_CLIENT:-1000}"
 SCALE_PART_RECORDS="${BENCH_PARTITIONS_RECORDS:-$RECORDS}"
 SCALE_META_REQUESTS="${BENCH_METADATA_REQUESTS:-200}"
+SCALE_META_PASSES="${BENCH_METADATA_PASSES:-3}"
 SCALE_CLIENTS_TOTAL="${BENCH_CLIENTS_TOTAL:-5000}"
 SCALE_CLIENTS_ACTIVE="${BENCH_CLIENTS_ACTIVE:-500}"
 SCALE_CLIENTS_RATE="${BENCH_CLIENTS_RATE:-2}"
@@ -25,7 +26,7 @@ SCALE_NODES_PORT="${BENCH_NODES_PORT:-$((${BENCH_SLUICE_PORT:-24192} + 30))}"
 SCALE_PREFIX="bench-many-"
 
 for v in BENCH_PARTITIONS_TOPICS BENCH_PARTITIONS_PER_TOPIC BENCH_PARTITIONS_CLIENT BENCH_PARTITIONS_RECORDS \
-         BENCH_METADATA_REQUESTS BENCH_CLIENTS_TOTAL BENCH_CLIENTS_ACTIVE BENCH_CLIENTS_RATE BENCH_CLIENTS_SECONDS \
+         BENCH_METADATA_REQUESTS BENCH_METADATA_PASSES BENCH_CLIENTS_TOTAL BENCH_CLIENTS_ACTIVE BENCH_CLIENTS_RATE BENCH_CLIENTS_SECONDS \
          BENCH_CLIENTS_WARMUP_SECONDS BENCH_CLIENTS_PORT BENCH_NODES_CLIENTS BENCH_NODES_RECORDS BENCH_NODES_PORT; do
   [[ "${!v:-1}" =~ ^[0-9]+$ && "${!v:-1}" -gt 0 ]] || { echo "bench: $v must be a whole number > 0, not '${!v}'" >&2; exit 2; }
 done
@@ -150,21 +151,38 @@ many_client() {
 # partitions (RF 1); full Metadata, then one producer and one consumer over
 # BENCH_PARTITIONS_CLIENT of them; direct, through the relay and through Sluice.
 scale_partitions() {
-  local total=$((SCALE_TOPICS * SCALE_PER_TOPIC)) via bootstrap pid log line produced
+  local total=$((SCALE_TOPICS * SCALE_PER_TOPIC)) via bootstrap pid log line produced i order
   javac -nowarn -d "$CLASSES" -cp "$LIBS/*" "$BENCH_D/ManyPartitions.java"
   step "partitions: creating $SCALE_TOPICS topics x $SCALE_PER_TOPIC partitions (RF 1)"
   must "creating the partitions phase's topics" "$RUN_DIR/partitions-topics" \
     run 1200 "$RUN_DIR/partitions-topics.out" "$RUN_DIR/partitions-topics.err" \
     "$PY" "$BENCH_D/topics.py" --bootstrap "$DIRECT" --prefix "$SCALE_PREFIX" \
     --topics "$SCALE_TOPICS" --per-topic "$SCALE_PER_TOPIC" --timeout-secs 1100
+  # Uncounted: ten records to each partition the clients use, so that no
+  # timed producer is the first to write to one (and the brokers are done
+  # with the new topics before anything is timed).
+  step "partitions: warming up (10 records to each of $SCALE_CLIENT_PARTITIONS partitions, direct, not counted)"
+  must "ManyPartitions warm-up" "$RUN_DIR/partitions-warmup" \
+    run 900 "$RUN_DIR/partitions-warmup.out" "$RUN_DIR/partitions-warmup.err" \
+    "${JAVA[@]/#-Xmx256m/-Xmx768m}" ManyPartitions produce --bootstrap "$DIRECT" --prefix "$SCALE_PREFIX" \
+    --per-topic "$SCALE_PER_TOPIC" --partitions "$SCALE_CLIENT_PARTITIONS" \
+    --records $((10 * SCALE_CLIENT_PARTITIONS)) --record-size "$RECORD_SIZE"
+  produced=$((10 * SCALE_CLIENT_PARTITIONS))
   relay_up
-  for via in direct relay sluice; do
+  # BENCH_METADATA_PASSES passes, every other one in the opposite order, so
+  # that no path is always the first.
+  order=""
+  for ((i = 1; i <= SCALE_META_PASSES; i++)); do
+    if ((i % 2)); then order+="direct-$i relay-$i sluice-$i "; else order+="sluice-$i relay-$i direct-$i "; fi
+  done
+  for via in $order; do
     case "$via" in
-      direct) bootstrap="127.0.0.1:$BASE_PORT" pid="" ;;
-      relay) bootstrap="127.0.0.1:$((BASE_PORT + 6))" pid="$relay_pid" ;;
-      sluice) bootstrap="$LISTEN" pid="$sluice_pid" ;;
+      direct*) bootstrap="127.0.0.1:$BASE_PORT" pid="" ;;
+      relay*) bootstrap="127.0.0.1:$((BASE_PORT + 6))" pid="$relay_pid" ;;
+      sluice*) bootstrap="$LISTEN" pid="$sluice_pid" ;;
     esac
     log="$RUN_DIR/partitions-metadata-$via"
+    via="${via%-*}"
     step "partitions: $SCALE_META_REQUESTS full Metadata requests ($total partitions), $via"
     must "metadata-latency ($via)" "$log" \
       run 660 "$log.out" "$log.err" \
@@ -175,7 +193,6 @@ scale_partitions() {
     [[ "$line" == metadata$'\t'* ]] || { echo "bench: metadata-latency ($via) printed '$line'" >&2; return 1; }
     printf '%s\t%s\t%s\n' "metadata" "$via" "${line#metadata$'\t'}" >> "$RESULTS"
   done
-  produced=0
   for via in direct relay sluice; do
     case "$via" in
       direct) bootstrap="$DIRECT" pid="" ;;

@@ -21,7 +21,7 @@ import statistics
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
 
-metadata = {}  # VIA -> (requests, p50, p99, max, bytes, partitions, ticks)
+metadata = {}  # VIA -> [(requests, p50, p99, max, bytes, partitions, ticks) of each pass]
 many = {}  # (MODE, VIA) -> (partitions, records, bytes, ms)
 clients = {}  # VIA -> the row's numbers
 clients_rest = []
@@ -34,7 +34,7 @@ def read(f):
     phases'; returns whether it was."""
     kind = f[0]
     if kind == "metadata":
-        metadata[f[1]] = tuple(float(x) for x in f[2:9])
+        metadata.setdefault(f[1], []).append(tuple(float(x) for x in f[2:9]))
     elif kind in ("many-produce", "many-consume"):
         many[(kind[5:], f[1])] = tuple(float(x) for x in f[2:6])
     elif kind == "clients-rest":
@@ -69,11 +69,13 @@ def report(row, section, ratio, cpu):
         return f"{b - a:+.1f} ms"
 
     if metadata or many:
-        some = next(iter(metadata.values()), None)
+        passes = next(iter(metadata.values()), None)
         title = "partitions: one cluster of many topics (RF 1)"
-        if some:
+        if passes:
+            some = passes[0]
             title = (f"partitions: {int(some[5])} partitions (RF 1); full Metadata (all topics),"
-                     f" {int(some[0])} requests one at a time after 10 uncounted; the proxies' CPU over them")
+                     f" {len(passes)} passes of {int(some[0])} requests one at a time after 10 uncounted,"
+                     " median of the passes; the proxies' CPU over them")
         section(title)
     if metadata:
         _metadata(row, diff)
@@ -85,9 +87,22 @@ def report(row, section, ratio, cpu):
         _nodes(row, section, ratio, cpu_of)
 
 
+def _merged(passes):
+    """One tuple for a path's passes: the median of each percentile, the
+    largest max, and the requests and CPU ticks summed."""
+    if not passes:
+        return None
+    med = [statistics.median(p[i] for p in passes) for i in range(7)]
+    med[0] = sum(p[0] for p in passes)
+    med[3] = max(p[3] for p in passes)
+    med[6] = sum(p[6] for p in passes)
+    return tuple(med)
+
+
 def _metadata(row, diff):
-    some = next(iter(metadata.values()))
-    d, r, s = (metadata.get(v) for v in ("direct", "relay", "sluice"))
+    merged = {v: _merged(metadata.get(v)) for v in ("direct", "relay", "sluice")}
+    some = next(m for m in merged.values() if m)
+    d, r, s = merged["direct"], merged["relay"], merged["sluice"]
     for i, name, target in ((1, "p50", "<= +2 ms"), (2, "p99", "-")):
         row(f"full Metadata {name} ms ({some[4] / 1024:.0f} KiB answer)",
             f"{d[i]:.2f}" if d else "-", f"{s[i]:.2f}" if s else "-",
