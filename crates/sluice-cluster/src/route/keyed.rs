@@ -1,5 +1,6 @@
-//! ConsumerGroupDescribe and DescribeTransactions: requests naming several
-//! keys that may live on different coordinators, split by coordinator here.
+//! ConsumerGroupDescribe, StreamsGroupDescribe and DescribeTransactions:
+//! requests naming several keys that may live on different coordinators,
+//! split by coordinator here.
 //!
 //! A Java admin client batches these by the node FindCoordinator named. Behind
 //! Sluice one node stands in for many real coordinators, so one batch can
@@ -12,9 +13,10 @@
 
 use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use sluice_codec::kafka_protocol::messages::describe_transactions_response::TransactionState;
+use sluice_codec::kafka_protocol::messages::streams_group_describe_response::DescribedGroup as DescribedStreamsGroup;
 use sluice_codec::kafka_protocol::messages::{
     ConsumerGroupDescribeResponse, DescribeTransactionsResponse, GroupId, ProducerId, RequestKind,
-    ResponseKind, TransactionalId,
+    ResponseKind, StreamsGroupDescribeResponse, TransactionalId,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -25,6 +27,10 @@ use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
     match request {
         RequestKind::ConsumerGroupDescribe(r) => Some((
+            CoordinatorKeyType::Group,
+            r.group_ids.iter().map(|g| g.0.to_string()).collect(),
+        )),
+        RequestKind::StreamsGroupDescribe(r) => Some((
             CoordinatorKeyType::Group,
             r.group_ids.iter().map(|g| g.0.to_string()).collect(),
         )),
@@ -44,6 +50,10 @@ pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
     let str = |k: &String| StrBytes::from_string(k.clone());
     match request {
         RequestKind::ConsumerGroupDescribe(r) => RequestKind::ConsumerGroupDescribe(
+            r.clone()
+                .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
+        ),
+        RequestKind::StreamsGroupDescribe(r) => RequestKind::StreamsGroupDescribe(
             r.clone()
                 .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
         ),
@@ -103,6 +113,32 @@ pub fn merge(
                     .with_groups(groups),
             ))
         }
+        RequestKind::StreamsGroupDescribe(_) => {
+            let mut throttle = 0;
+            let mut groups = Vec::new();
+            for result in results {
+                match result {
+                    KeyedResult::Answer(ResponseKind::StreamsGroupDescribe(r)) => {
+                        throttle = throttle.max(r.throttle_time_ms);
+                        groups.extend(r.groups);
+                    }
+                    KeyedResult::Answer(_) => {}
+                    KeyedResult::Failed(keys, code) => {
+                        groups.extend(keys.iter().map(|k| {
+                            DescribedStreamsGroup::default()
+                                .with_group_id(GroupId(StrBytes::from_string(k.clone())))
+                                .with_error_code(code)
+                        }));
+                    }
+                }
+            }
+            groups.sort_by_key(|g| rank(g.group_id.0.as_str()));
+            Some(ResponseKind::StreamsGroupDescribe(
+                StreamsGroupDescribeResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_groups(groups),
+            ))
+        }
         RequestKind::DescribeTransactions(_) => {
             let mut throttle = 0;
             let mut states = Vec::new();
@@ -141,6 +177,17 @@ pub fn merge(
 pub fn stale(response: &ResponseKind) -> Vec<Stale> {
     let entries: Vec<(CoordinatorKeyType, &str, i16)> = match response {
         ResponseKind::ConsumerGroupDescribe(r) => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    CoordinatorKeyType::Group,
+                    g.group_id.0.as_str(),
+                    g.error_code,
+                )
+            })
+            .collect(),
+        ResponseKind::StreamsGroupDescribe(r) => r
             .groups
             .iter()
             .map(|g| {
