@@ -24,14 +24,17 @@
 //! also wrapped so that dropping it completes it with an error, so no code
 //! path can lose a request without telling its owner.
 
+mod heard;
 mod reader;
 mod writer;
+
+pub use heard::Heard;
 
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -183,8 +186,7 @@ impl BrokerConnection {
             identified: OnceLock::new(),
             closed: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
-            opened_at: tokio::time::Instant::now(),
-            last_answer_nanos: AtomicU64::new(0),
+            heard: Heard::default(),
             busy_until: Mutex::new(None),
             failure: Mutex::new(None),
             cancel: cancel.clone(),
@@ -285,8 +287,13 @@ impl BrokerConnection {
     /// How long the broker has gone without answering anything (since the
     /// connection opened, if it never has), as of `now`.
     pub fn quiet_for(&self, now: tokio::time::Instant) -> Duration {
-        let last = Duration::from_nanos(self.shared.last_answer_nanos.load(Ordering::Acquire));
-        now.saturating_duration_since(self.shared.opened_at + last)
+        self.shared.heard.quiet_for(now)
+    }
+
+    /// A handle on when this connection's broker last answered, for a
+    /// watcher that weighs every connection to the broker (see [`Heard`]).
+    pub fn heard(&self) -> Heard {
+        self.shared.heard.clone()
     }
 
     /// When the broker may, by design, have answered a request queued now
@@ -396,12 +403,10 @@ struct Shared {
     closed: AtomicBool,
     /// Requests whose [`Reply`] has not been completed yet.
     outstanding: AtomicUsize,
-    /// When the connection opened: the base of `last_answer_nanos`.
-    opened_at: tokio::time::Instant,
-    /// When the broker last answered, in nanoseconds after `opened_at`: a
+    /// When the broker last answered: a
     /// connection that owes answers and has not answered for a while is
     /// stalled, one whose answers flow is only busy.
-    last_answer_nanos: AtomicU64,
+    heard: Heard,
     /// When the broker may, by design, have answered everything queued on
     /// the connection so far (see [`BrokerConnection::answer_due`]).
     busy_until: Mutex<Option<tokio::time::Instant>>,
@@ -414,9 +419,7 @@ struct Shared {
 impl Shared {
     /// Records that the broker answered a request now.
     fn answered(&self) {
-        let nanos = self.opened_at.elapsed().as_nanos();
-        self.last_answer_nanos
-            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+        self.heard.answered();
     }
 
     /// The broker, with its id when known: for logs, errors and metrics.
