@@ -121,8 +121,8 @@ pub(crate) struct Shared {
     /// shared by all of its client connections.
     pub(crate) tokens: Option<TokenTaskHandle>,
     /// Each broker's health: down after failed connects, suspect after
-    /// failed requests, and when any connection last heard from it
-    /// (see `pool/health.rs`).
+    /// failed requests, and when any connection of the process last heard
+    /// from it (see `pool/health.rs`).
     pub(crate) health: Health,
     /// How long after it starts leaving the node answers requests for its
     /// leaders and coordinators with errors (see `sink/leave.rs`).
@@ -404,7 +404,7 @@ impl KafkaSinkClusterBuilder {
                 api_versions_attempts: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 tokens,
-                health: Health::default(),
+                health: Health::process_wide(),
                 leave_errors_after: leave::errors_after(
                     cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
                 ),

@@ -4,7 +4,7 @@
 //! broker).
 //!
 //! It answers three questions, each from what any connection of the sink
-//! saw:
+//! (for *heard*: of the process) saw:
 //!
 //! - **Down**: a failed connect (refused, timed out, TLS) marks the broker
 //!   down for a window that doubles with each failure in a row, from
@@ -17,11 +17,13 @@
 //!   any broker can serve go elsewhere meanwhile. It also rate-limits the
 //!   WARN for the failure to one per broker per [`WARN_EVERY`]; later ones
 //!   are logged at DEBUG and counted in the next WARN.
-//! - **Heard**: when any connection last heard an answer from the broker.
-//!   A part owed on one connection may wait behind a queue or a loaded
-//!   machine's scheduler while the broker answers other connections: the
-//!   broker is stalled only if none of them heard from it lately (see
-//!   `sink/stalled.rs`).
+//! - **Heard**: when any connection of the process last heard an answer
+//!   from the broker. A part owed on one connection may wait behind a queue
+//!   or a loaded machine's scheduler while the broker answers other
+//!   connections: the broker is stalled only if none of them heard from it
+//!   lately (see `sink/stalled.rs`). Process-wide, since an answer proves
+//!   the broker alive whichever sink's connection heard it; the down and
+//!   suspect marks stay per sink, whose TLS and credentials may differ.
 //!
 //! ```text
 //! t=0     connect to broker 2 times out (3 s)  -> down until t=3.25 s
@@ -34,7 +36,7 @@
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use sluice_broker::{BrokerAddress, BrokerError, Heard};
@@ -63,6 +65,9 @@ pub(crate) enum Verdict {
 #[derive(Debug, Default)]
 pub(crate) struct Health {
     brokers: Mutex<HashMap<String, BrokerHealth>>,
+    /// When each broker was last heard from. The process's one record in
+    /// production ([`Health::process_wide`]); a unit test's own otherwise.
+    hearing: Arc<Hearing>,
 }
 
 /// One broker's record.
@@ -72,11 +77,25 @@ struct BrokerHealth {
     down: Option<Down>,
     /// The last failed request and its WARN window.
     failed: Option<Failed>,
-    /// The answer clocks of the sink's live connections to the broker.
-    heard: Vec<Heard>,
-    /// The latest answer heard on a connection that is gone since.
-    heard_gone: Option<Instant>,
 }
+
+/// The answer clocks of connections, by broker `host:port`.
+#[derive(Debug, Default)]
+struct Hearing {
+    brokers: Mutex<HashMap<String, Heards>>,
+}
+
+/// One broker's answer clocks.
+#[derive(Debug, Default)]
+struct Heards {
+    /// Those of the live connections to the broker.
+    live: Vec<Heard>,
+    /// The latest answer heard on a connection that is gone since.
+    gone: Option<Instant>,
+}
+
+/// The process's one [`Hearing`].
+static PROCESS_HEARING: OnceLock<Arc<Hearing>> = OnceLock::new();
 
 #[derive(Debug)]
 struct Down {
@@ -93,6 +112,15 @@ struct Failed {
 }
 
 impl Health {
+    /// A record whose *heard* part is the process's: answers heard by the
+    /// connections of every sink of the process count.
+    pub(crate) fn process_wide() -> Self {
+        Self {
+            brokers: Mutex::default(),
+            hearing: Arc::clone(PROCESS_HEARING.get_or_init(Arc::default)),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, BrokerHealth>> {
         self.brokers.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -128,8 +156,11 @@ impl Health {
             return;
         };
         record.down = None;
-        record.prune();
-        record.heard.push(heard);
+        drop(brokers);
+        let mut hearing = self.hearing.lock();
+        let heards = hearing.entry(key(broker)).or_default();
+        heards.prune();
+        heards.live.push(heard);
     }
 
     /// Records a failed request to `broker` at `now` (it is suspect from
@@ -179,34 +210,40 @@ impl Health {
             .is_some_and(|f| now.saturating_duration_since(f.failed_at) < SUSPECT_FOR)
     }
 
-    /// How long no connection of the sink has heard an answer from
+    /// How long no connection of the process has heard an answer from
     /// `broker`, as of `now`; `None` if none ever has.
     pub(crate) fn quiet_for(&self, broker: &BrokerAddress, now: Instant) -> Option<Duration> {
-        let mut brokers = self.lock();
-        let record = brokers.get_mut(&key(broker))?;
-        record.prune();
-        let latest = record
-            .heard
+        let mut hearing = self.hearing.lock();
+        let heards = hearing.get_mut(&key(broker))?;
+        heards.prune();
+        let latest = heards
+            .live
             .iter()
             .filter_map(Heard::last_answer)
-            .chain(record.heard_gone)
+            .chain(heards.gone)
             .max()?;
         Some(now.saturating_duration_since(latest))
     }
 }
 
-impl BrokerHealth {
+impl Hearing {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Heards>> {
+        self.brokers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Heards {
     /// Forgets the clocks of connections that are gone, keeping the latest
     /// answer they heard.
     fn prune(&mut self) {
         let gone_latest = self
-            .heard
+            .live
             .iter()
             .filter(|h| h.connection_gone())
             .filter_map(Heard::last_answer)
             .max();
-        self.heard_gone = self.heard_gone.max(gone_latest);
-        self.heard.retain(|h| !h.connection_gone());
+        self.gone = self.gone.max(gone_latest);
+        self.live.retain(|h| !h.connection_gone());
     }
 }
 

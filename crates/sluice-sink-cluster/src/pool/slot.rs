@@ -11,16 +11,17 @@
 //! requests, while the answers owed on the old one keep flowing back.
 //!
 //! ```text
-//!            Opened (connected, logged in)
-//!  ┌──────────┐ ───────────────────────────▶ ┌──────┐ Check: token superseded, ┌────────┐
-//!  │ Unopened │                              │ Open │ ───────────────────────▶ │ AtRisk │
-//!  └──────────┘ ◀─── Retire (drains) ─────── └──────┘  or 85% of the session   └────────┘
-//!       ▲                                     ▲  │ Check: link closed; Abort;      │  │
-//!       │ Retire                              │  ▼ Discard of a closed link        │  │
-//!       │                                  ┌────────┐ ◀──── link closed ──────────┘  │
-//!       └───────────────────────────────── │ Closed │                                │
-//!                                          └────────┘  Opened: a fresh connection ◀──┘
-//!                                   Opened: reopened   takes its place; the old one drains
+//!              Opened                    Check: a newer token is published,
+//! ┌──────────┐ ────────▶ ┌──────┐        or 85% of the SASL session passed    ┌────────┐
+//! │ Unopened │           │ Open │ ──────────────────────────────────────────▶ │ AtRisk │
+//! └──────────┘ ◀──────── └──────┘ ◀────────────────────────────────────────── └────────┘
+//!   Retire (it drains), Take │ ▲   Opened: the fresh connection takes over;       │
+//!   (from AtRisk too)        │ │   the old one is dropped and drains              │
+//!   the link closed (Check,  │ │ Opened: reopened, counted                        │
+//!   Discard) or Abort        ▼ │ as a recreation                                  │
+//!                       ┌────────┐                                                │
+//!                       │ Closed │ ◀──────────────────────────────────────────────┘
+//!                       └────────┘           the link closed, or Abort
 //! ```
 //!
 //! Every send passes the gate ([`crate::pool::Pool`]), which first feeds
@@ -31,7 +32,9 @@
 //! The token task publishes a user's next token at half the current one's
 //! lifetime `L` ([`DelegationToken::rotate_at`], the one place that rule
 //! lives). A token connection is at risk as soon as a newer generation is
-//! published, never from its own age: one replacement per token.
+//! published, never from its own age: one replacement per token. While a
+//! rotation fails and is retried, connections keep the old token (a new
+//! connection would use the same one).
 //!
 //! ```text
 //! token A created ─────────── token B published ─────────── A expires

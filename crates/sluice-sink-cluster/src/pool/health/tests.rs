@@ -138,3 +138,24 @@ async fn a_broker_is_heard_when_any_connection_to_it_is_answered() {
     first.answered();
     assert_eq!(health.quiet_for(&b, Instant::now()), Some(Duration::ZERO));
 }
+
+#[tokio::test(start_paused = true)]
+async fn answers_heard_by_another_sink_of_the_process_count() {
+    let (one, two) = (Health::process_wide(), Health::process_wide());
+    // An address no other test uses: the process-wide record is shared.
+    let b = BrokerAddress::new("192.0.2.7", 9092);
+    let heard = Heard::default();
+    one.connected(&b, Some(heard.clone()), Instant::now());
+    tokio::time::advance(Duration::from_secs(3)).await;
+    heard.answered();
+    assert_eq!(two.quiet_for(&b, Instant::now()), Some(Duration::ZERO));
+    assert_eq!(
+        Health::default().quiet_for(&b, Instant::now()),
+        None,
+        "a record made for a test hears only its own connections"
+    );
+    assert!(
+        two.check_down(&b, Instant::now()).is_ok() && !two.is_suspect(&b, Instant::now()),
+        "down and suspect marks stay per sink"
+    );
+}

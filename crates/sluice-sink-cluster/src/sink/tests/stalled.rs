@@ -121,7 +121,7 @@ async fn a_produce_makes_its_broker_suspect_only_after_its_timeout() {
     );
 }
 
-/// A broker is stalled only if no connection of the sink has heard from it
+/// A broker is stalled only if no connection of the process has heard from it
 /// within the stall window: a part owed on one connection can wait behind a
 /// loaded machine's scheduler while the broker answers the sink's other
 /// connections, and that must not make the broker suspect (nor log the
