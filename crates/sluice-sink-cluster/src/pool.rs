@@ -612,7 +612,12 @@ impl Pool {
         let Some(id) = id else {
             return;
         };
-        if self.pass(Target::Broker(id)).is_ok() {
+        let served = self
+            .slots
+            .get(&Target::Broker(id))
+            .and_then(Slot::conn)
+            .is_some_and(|c| !c.link().is_closed());
+        if served {
             return;
         }
         if let Some(conn) = self.take(Target::Bootstrap) {
