@@ -515,15 +515,14 @@ impl Pool {
             Auth::ClientSasl | Auth::General => None,
         };
         self.on(target, Event::Opened(next));
-        match generation {
-            Some(generation) => info!(
+        match (why, generation) {
+            (Renewal::TokenAtRisk, Some(generation)) => info!(
                 broker = %addr,
                 broker_id = addr.id,
                 token_generation = generation,
-                reason = why.label(),
                 "replaced a broker connection before its delegation token expires"
             ),
-            None => debug!(
+            _ => debug!(
                 broker = %addr,
                 "replaced a broker connection before its sasl session expires"
             ),
