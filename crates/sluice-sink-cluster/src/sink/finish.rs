@@ -35,10 +35,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
-use super::failures::Verdict;
 use crate::close::{CloseError, Invariant};
-use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::pool::health::Verdict;
+use crate::pool::{ConnError, Target};
 use sluice_cluster::api::{Family, describe};
 use sluice_cluster::error_codes;
 use sluice_cluster::rewrite::{RewriteError, Rewriter};
@@ -378,7 +378,7 @@ impl KafkaSinkCluster {
 
     /// Logs a failed request: at WARN at most once per broker per
     /// `WARN_EVERY` (saying how many were logged at DEBUG in between), else
-    /// at DEBUG (see `sink/failures.rs`).
+    /// at DEBUG (see `pool/health.rs`).
     /// `broker`: `None` when the request found no broker address (the
     /// error says what it looked for).
     fn log_failure(
@@ -391,7 +391,7 @@ impl KafkaSinkCluster {
         let now = Instant::now();
         let (verdict, shown, broker_id) = match broker {
             Some(broker) => (
-                self.shared.failures.record(broker, now),
+                self.shared.health.failed(broker, now),
                 broker.to_string(),
                 broker.id,
             ),
@@ -399,7 +399,7 @@ impl KafkaSinkCluster {
                 let target = e.target().to_string();
                 let id = e.unaddressed().and_then(|u| u.broker_id());
                 (
-                    self.shared.failures.record_unaddressed(target.clone(), now),
+                    self.shared.health.failed_unaddressed(target.clone(), now),
                     target,
                     id,
                 )

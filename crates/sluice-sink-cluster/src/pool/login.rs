@@ -17,8 +17,8 @@ use sluice_chain::ChainError;
 use sluice_error::{ErrorClass, ErrorSide};
 use tokio::time::Instant;
 
+use super::slot::{Auth, KafkaConnection, TokenBinding};
 use crate::close::CloseError;
-use crate::kafka_connection::{Auth, KafkaConnection, TokenBinding};
 use sluice_cluster::client_auth::{self, Identity, PlainCredentials};
 
 /// How a client's new broker connections authenticate.

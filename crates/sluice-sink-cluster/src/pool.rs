@@ -1,60 +1,64 @@
-//! The broker connections of one client connection.
+//! The broker connections of one client connection, and the one gate every
+//! request to a broker passes.
 //!
 //! A client connection talks to every broker it needs through its own
-//! [`KafkaConnection`]s, opened lazily the first time a request is routed to
-//! a broker (by id, from the view's broker addresses). Before any broker id
-//! is known there is the *bootstrap* connection, to the first reachable
-//! `first_contact_points` entry (the starting entry rotates between client
-//! connections to spread them). Once a Metadata answer names the broker
-//! behind it, the bootstrap connection is adopted as that broker's connection
-//! instead of opening a second one, and named with the broker's id
-//! ([`BrokerConnection::set_broker_id`]) so that its logs and metric labels
-//! say which broker it is.
+//! connections, one per [`Target`] slot ([`slot`]: the one state machine of
+//! a slot and its diagram), opened lazily the first time a request is
+//! routed there. Before any broker id is known there is the *bootstrap*
+//! connection, to the first reachable `first_contact_points` entry (the
+//! starting entry rotates between client connections to spread them). Once
+//! a Metadata answer names the broker behind it, it is adopted as that
+//! broker's connection and named with the broker's id
+//! ([`BrokerConnection::set_broker_id`](sluice_broker::BrokerConnection::set_broker_id)) for its logs and metric labels.
+//!
+//! # The gate
+//!
+//! Every send, the client's and Sluice's own, takes a [`Sendable`], and
+//! only the gate makes one: it feeds the slot [`Event::Check`] and acts on
+//! the answer. A closed connection is reopened, one whose token or SASL
+//! session is due is replaced by a freshly logged-in one (the old one
+//! drains: [`slot`]), a broker marked down is refused at once
+//! ([`health`]), and the connection must belong to the client's login.
+//! Each recreation is counted in
+//! `sluice_broker_connections_recreated_total{reason}`. Work that may as
+//! well be skipped (a fetch read ahead) asks [`Pool::ready`], the same gate
+//! without opening or waiting.
 //!
 //! # Authentication
 //!
-//! Until the client's authentication is decided (see [`sluice_cluster::client_auth`]) only
-//! the *auth connection* exists: the client's ApiVersions, SaslHandshake and
-//! SaslAuthenticate go there, to a first contact point, untouched, and
-//! nothing of Sluice's own (a broker's SASL listener accepts one ApiVersions
-//! before SaslHandshake, and it must be the client's). Then
-//! [`Connections::decide`] sets the [`Login`] every later connection
-//! authenticates with, and the auth connection is either kept as the
-//! bootstrap connection (no authentication, or PLAIN: it is authenticated as
-//! the client) or retired (SCRAM: the client's own connection is not a token
-//! connection). Asking for a broker connection before that is refused.
-//!
-//! # Replacement
-//!
-//! Every time a request is routed to a target its [`ConnectionState`] is
-//! checked (the states and their timeline: [`crate::kafka_connection`]): a
-//! closed one is reopened, and one at risk of its token or SASL session
-//! expiring is replaced by a freshly authenticated one
-//! ([`KafkaConnection::replace`]). The replaced connection joins the one
-//! [`Draining`] list, where it answers what it owes (the pending queue keeps
-//! the answers in client order) and is dropped once it owes nothing. Each
-//! recreation is counted in `sluice_broker_connections_recreated_total{reason}`.
-//!
-//! A connection that closed is dropped and reopened on next use. A closed
-//! connection has already failed every request it owed, so dropping it loses
-//! nothing; a live one is never dropped while it may owe responses.
+//! Until the client's authentication is decided (see
+//! [`sluice_cluster::client_auth`]) only the *auth connection* exists: the
+//! client's ApiVersions, SaslHandshake and SaslAuthenticate go there, to a
+//! first contact point, untouched. Then [`Pool::decide`] sets the [`Login`]
+//! every later connection authenticates with, and the auth connection is
+//! either kept as the bootstrap connection (no authentication, or PLAIN: it
+//! is authenticated as the client) or retired (SCRAM: the client's own
+//! connection is not a token connection). Asking for a broker connection
+//! before that is refused.
 
-use std::collections::{HashMap, HashSet};
+pub(crate) mod dial;
+mod gate;
+pub(crate) mod health;
+pub(crate) mod login;
+pub(crate) mod slot;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_auth::{AuthError, sasl_handshake};
-use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError, Unaddressed};
+use sluice_broker::{BrokerAddress, BrokerError, Unaddressed};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use sluice_metrics::names;
 
 use crate::close::Invariant;
-pub(crate) use crate::kafka_connection::login::{ConnError, Login};
-use crate::kafka_connection::open::{connect, open, open_with};
-use crate::kafka_connection::{Auth, ConnectionState, Draining, KafkaConnection, Link};
 use crate::sink::Shared;
+use dial::{connect, open, open_with};
+pub(crate) use gate::Sendable;
+pub(crate) use login::{ConnError, Login};
+use slot::{Action, Auth, Event, KafkaConnection, Link, Renewal, Slot};
 use sluice_cluster::client_auth::PlainCredentials;
 use sluice_cluster::topology::{BrokerId, MetadataApplied};
 
@@ -70,39 +74,30 @@ pub(crate) enum Target {
 }
 
 /// One client connection's broker connections.
-pub(crate) struct Connections {
+pub(crate) struct Pool {
     /// The sink's state shared by every client connection: the cluster view
     /// (where each broker id is), connect options and TLS, cached
-    /// ApiVersions, the contact points and their rotation, the token task.
-    /// Shared because the client connections of one sink must agree on the
-    /// cluster, and learn each broker's versions once for all of them.
+    /// ApiVersions, the contact points and their rotation, the token task,
+    /// the brokers' health. Shared because the client connections of one
+    /// sink must agree on the cluster and on which brokers are healthy.
     shared: Arc<Shared>,
-    /// The live connection of each target: at most one per broker, one
+    /// The slot of each target: at most one connection per broker, one
     /// bootstrap connection before its broker is known, and the auth
     /// connection until the client's authentication is decided. One per
     /// broker because a broker answers one connection's requests in order,
     /// which the pending queue relies on, and because a client must not cost
     /// a broker more connections than it would without Sluice.
-    slots: HashMap<Target, KafkaConnection>,
-    /// Connections taken out of use (replaced, retired) that still owe
-    /// answers: the one draining list. Kept rather than dropped so that the
-    /// requests they owe are answered, not failed.
-    draining: Draining,
+    slots: HashMap<Target, Slot>,
     /// How new connections authenticate; `None` until the client's
     /// authentication is decided. Until then only the auth connection may be
     /// opened: any other could not yet authenticate as the client.
     login: Option<Login>,
-    /// Targets whose connection closed: the next open there is a recreation,
-    /// counted in `sluice_broker_connections_recreated_total{reason="closed"}`
-    /// and logged as such, which a first open is not.
-    closed: HashSet<Target>,
 }
 
-impl std::fmt::Debug for Connections {
+impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connections")
+        f.debug_struct("Pool")
             .field("slots", &self.slots.keys().collect::<Vec<_>>())
-            .field("draining", &self.draining.len())
             .field("login", &self.login.as_ref().map(login_kind))
             .finish()
     }
@@ -116,15 +111,13 @@ fn login_kind(login: &Login) -> &'static str {
     }
 }
 
-impl Connections {
+impl Pool {
     /// No connection yet.
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         Self {
             shared,
             slots: HashMap::new(),
-            draining: Draining::default(),
             login: None,
-            closed: HashSet::new(),
         }
     }
 
@@ -140,24 +133,28 @@ impl Connections {
     /// or not at all; after SCRAM it drains (the client's own connection is
     /// not a token connection).
     pub(crate) fn decide(&mut self, login: Login, session_lifetime: Option<Duration>) {
-        for target in self.pooled_targets() {
-            self.retire(target);
+        let pooled: Vec<Target> = self
+            .slots
+            .keys()
+            .copied()
+            .filter(|t| *t != Target::Auth)
+            .collect();
+        for target in pooled {
+            self.on(target, Event::Retire);
         }
-        if let Some(auth) = self.slots.remove(&Target::Auth)
-            && !auth.link().is_closed()
-        {
-            match &login {
-                Login::None => {
-                    let opened_at = auth.opened_at();
-                    let kept = auth.reauthenticated(Auth::General, opened_at, None);
-                    self.slots.insert(Target::Bootstrap, kept);
-                }
-                Login::Plain(_) => {
-                    let kept =
-                        auth.reauthenticated(Auth::General, Instant::now(), session_lifetime);
-                    self.slots.insert(Target::Bootstrap, kept);
-                }
-                Login::Token(_) => auth.retire(&mut self.draining),
+        if let Some(auth) = self.take(Target::Auth) {
+            let kept = match &login {
+                Login::None => Some(auth.reauthenticated(Auth::General, None, None)),
+                Login::Plain(_) => Some(auth.reauthenticated(
+                    Auth::General,
+                    Some(Instant::now()),
+                    session_lifetime,
+                )),
+                // Dropped: it drains.
+                Login::Token(_) => None,
+            };
+            if let Some(kept) = kept {
+                self.on(Target::Bootstrap, Event::Opened(kept));
             }
         }
         self.login = Some(login);
@@ -186,7 +183,7 @@ impl Connections {
             match sasl_handshake(&conn, mechanism).await {
                 Ok(()) => {
                     let auth = KafkaConnection::new(conn, Auth::ClientSasl, opened_at, None);
-                    self.slots.insert(Target::Auth, auth);
+                    self.on(Target::Auth, Event::Opened(auth));
                     return Ok(());
                 }
                 Err(e @ (AuthError::MechanismNotEnabled { .. } | AuthError::ErrorCode { .. })) => {
@@ -205,18 +202,24 @@ impl Connections {
         )
     }
 
-    /// The connection a re-authentication's first round went on; gone if it
-    /// closed since (a later round cannot go to another broker).
-    pub(crate) fn reauth_connection(&self) -> Result<&BrokerConnection, ConnError> {
-        self.get(Target::Auth)
-            .ok_or_else(|| self.gone(Target::Auth))
+    /// The connection a re-authentication's first round went on, through
+    /// the gate without opening anything: gone if it closed since (a later
+    /// round cannot go to another broker).
+    pub(crate) fn reauth_connection(&mut self) -> Result<Sendable<'_>, ConnError> {
+        // A closed one fails with its own failure, before the check drops it.
+        self.pass(Target::Auth)?;
+        let check = Event::Check(Instant::now());
+        match self.slots.get_mut(&Target::Auth).map(|slot| slot.on(check)) {
+            Some(Action::Send) => self.pass(Target::Auth),
+            _ => Err(self.gone(Target::Auth)),
+        }
     }
 
     /// Retires the re-authentication connection, if there is one (it drains
     /// while it owes an answer).
     pub(crate) fn end_reauth(&mut self) {
         if self.decided() {
-            self.retire(Target::Auth);
+            self.on(Target::Auth, Event::Retire);
         }
     }
 
@@ -228,37 +231,28 @@ impl Connections {
         }
     }
 
-    /// The open connection behind `target`, if there is one.
-    pub(crate) fn get(&self, target: Target) -> Option<&BrokerConnection> {
-        self.slots
-            .get(&target)
-            .map(KafkaConnection::link)
-            .filter(|c| !c.is_closed())
-    }
-
-    /// The connection behind `target` if a request may go out on it now
-    /// without opening, reopening or replacing anything: the checks of
-    /// [`Self::ensure`], without waiting. For work that may as well be
-    /// skipped (a fetch read ahead): a connection at risk is left to the
-    /// next request that must go out, which replaces it.
-    pub(crate) fn ready(&self, target: Target) -> Option<&BrokerConnection> {
-        let conn = self.slots.get(&target)?;
-        let owned = self.login.as_ref().is_none_or(|login| login.owns(conn));
-        (owned && conn.state(Instant::now()) == ConnectionState::Open).then(|| conn.link())
+    /// The gate without opening, renewing or waiting: the connection behind
+    /// `target` if a request may go out on it now as it is. For work that
+    /// may as well be skipped (a fetch read ahead): a connection at risk is
+    /// left to the next request that must go out, which renews it.
+    pub(crate) fn ready(&mut self, target: Target) -> Option<Sendable<'_>> {
+        let slot = self.slots.get_mut(&target)?;
+        match slot.on(Event::Check(Instant::now())) {
+            Action::Send => self.pass(target).ok(),
+            _ => None,
+        }
     }
 
     /// The client's auth connection, opened (or reopened) if needed.
-    pub(crate) async fn auth_connection(&mut self) -> Result<&BrokerConnection, ConnError> {
+    pub(crate) async fn auth_connection(&mut self) -> Result<Sendable<'_>, ConnError> {
         self.ensure(Target::Auth).await?;
-        self.get(Target::Auth)
-            .ok_or_else(|| self.gone(Target::Auth))
+        self.pass(Target::Auth)
     }
 
-    /// The connection to broker `id`, opened, reopened or replaced if needed.
-    pub(crate) async fn broker(&mut self, id: BrokerId) -> Result<&BrokerConnection, ConnError> {
+    /// The connection to broker `id`, opened, reopened or renewed if needed.
+    pub(crate) async fn broker(&mut self, id: BrokerId) -> Result<Sendable<'_>, ConnError> {
         self.ensure(Target::Broker(id)).await?;
-        self.get(Target::Broker(id))
-            .ok_or_else(|| self.gone(Target::Broker(id)))
+        self.pass(Target::Broker(id))
     }
 
     /// Makes sure broker `id`'s ApiVersions are learned: through its
@@ -281,23 +275,22 @@ impl Connections {
     pub(crate) async fn any(
         &mut self,
         avoid: Option<Target>,
-    ) -> Result<(Target, &BrokerConnection), ConnError> {
+    ) -> Result<(Target, Sendable<'_>), ConnError> {
         let target = if self.decided() {
             self.pick_any(avoid).await?
         } else {
             self.ensure(Target::Auth).await?;
             Target::Auth
         };
-        let conn = self.get(target).ok_or_else(|| self.gone(target))?;
-        Ok((target, conn))
+        Ok((target, self.pass(target)?))
     }
 
     async fn pick_any(&mut self, avoid: Option<Target>) -> Result<Target, ConnError> {
         let open = self
             .slots
             .iter()
-            .filter_map(|(target, c)| match target {
-                Target::Broker(id) => Some((*id, c.link())),
+            .filter_map(|(target, slot)| match (target, slot.conn()) {
+                (Target::Broker(id), Some(c)) => Some((*id, c.link())),
                 _ => None,
             })
             .filter(|(id, c)| !c.is_closed() && avoid != Some(Target::Broker(*id)))
@@ -366,47 +359,91 @@ impl Connections {
         ids
     }
 
-    /// Makes the connection behind `target` usable: opens it if there is
-    /// none, reopens it if it closed, replaces it if its token or session is
-    /// at risk, and checks it belongs to this client's login.
+    /// The gate's first half: makes the connection behind `target` usable,
+    /// as its slot's [`Event::Check`] says: opens it if there is none,
+    /// reopens it if it closed, renews it if its token or session is due.
     async fn ensure(&mut self, target: Target) -> Result<(), ConnError> {
-        self.draining.reap();
-        if target == Target::Auth {
-            return self.ensure_auth().await;
-        }
-        let now = Instant::now();
-        let state = self
+        let action = self
             .slots
-            .get(&target)
-            .map_or(ConnectionState::Closed, |c| c.state(now));
-        match state {
-            ConnectionState::Open => self.check_owner(target),
-            ConnectionState::AtRiskOfAuthExpiry => self.renew(target).await,
-            ConnectionState::Closed => {
-                if self.slots.remove(&target).is_some() {
-                    // Closed: it has failed whatever it owed.
-                    self.closed.insert(target);
-                }
-                self.open_into(target).await
-            }
+            .entry(target)
+            .or_default()
+            .on(Event::Check(Instant::now()));
+        match action {
+            Action::Send => Ok(()),
+            Action::Renew(why) => self.renew(target, why).await,
+            _ => self.open_into(target).await,
         }
     }
 
-    /// Opens the auth connection if it is not open: unauthenticated, to the
-    /// first contact point that answers.
-    async fn ensure_auth(&mut self) -> Result<(), ConnError> {
-        if self.get(Target::Auth).is_some() {
-            return Ok(());
+    /// The gate's second half, the one place a [`Sendable`] is made: the
+    /// slot's connection, once it is open and belongs to this client's
+    /// login (for a token connection: with this user's token).
+    fn pass(&self, target: Target) -> Result<Sendable<'_>, ConnError> {
+        let Some(conn) = self.slots.get(&target).and_then(Slot::conn) else {
+            return Err(self.gone(target));
+        };
+        if conn.link().is_closed() {
+            return Err(self.gone(target));
         }
-        self.slots.remove(&Target::Auth);
+        if let Some(login) = &self.login
+            && target != Target::Auth
+            && !login.owns(conn)
+        {
+            let broker = conn.link().address();
+            warn!(broker = %broker, "a broker connection does not belong to the client's login; closing the client");
+            return Err(ConnError::Fatal(
+                Invariant::ConnectionOfAnotherLogin(broker.clone()).into(),
+            ));
+        }
+        Ok(Sendable::new(conn.link()))
+    }
+
+    /// Feeds `event` to `target`'s slot and logs or counts what it did.
+    fn on(&mut self, target: Target, event: Event) -> Action {
+        let Some(slot) = self.slots.get_mut(&target) else {
+            return match event {
+                Event::Opened(conn) => self
+                    .slots
+                    .entry(target)
+                    .or_default()
+                    .on(Event::Opened(conn)),
+                _ => Action::None,
+            };
+        };
+        let action = slot.on(event);
+        match action {
+            Action::Reopened if target != Target::Auth => {
+                count_recreation("closed");
+                debug!(target = ?target, "reopened a closed broker connection");
+            }
+            Action::Renewed(why) => count_recreation(why.label()),
+            _ => {}
+        }
+        action
+    }
+
+    /// Takes the connection out of `target`'s slot, to move it elsewhere.
+    fn take(&mut self, target: Target) -> Option<KafkaConnection> {
+        match self.on(target, Event::Take) {
+            Action::Taken(conn) if !conn.link().is_closed() => Some(conn),
+            _ => None,
+        }
+    }
+
+    /// Opens the auth connection: unauthenticated, to the first contact
+    /// point that answers.
+    async fn open_auth(&mut self) -> Result<KafkaConnection, ConnError> {
         let mut last_error = None;
         for addr in self.contact_order() {
             let opened_at = Instant::now();
             match connect(&self.shared, addr).await {
                 Ok(conn) => {
-                    let auth = KafkaConnection::new(conn, Auth::ClientSasl, opened_at, None);
-                    self.slots.insert(Target::Auth, auth);
-                    return Ok(());
+                    return Ok(KafkaConnection::new(
+                        conn,
+                        Auth::ClientSasl,
+                        opened_at,
+                        None,
+                    ));
                 }
                 Err(e) => {
                     debug!(broker = %e.target(), "first contact point unreachable: {e}");
@@ -446,117 +483,98 @@ impl Connections {
             .collect()
     }
 
-    /// Opens an authenticated connection for `target` and puts it there.
+    /// Opens a connection for `target` (logged in with the client's login,
+    /// but for the auth connection) and puts it there.
     async fn open_into(&mut self, target: Target) -> Result<(), ConnError> {
         let conn = match target {
             Target::Broker(id) => {
                 let addr = self.address_of(id)?;
-                self.open_authenticated(addr).await?
+                open_with(&self.shared, self.login.as_mut(), addr).await?
             }
             Target::Bootstrap => self.open_bootstrap().await?,
-            Target::Auth => return self.ensure_auth().await,
+            Target::Auth => self.open_auth().await?,
         };
-        if self.closed.remove(&target) {
-            count_recreation("closed");
-            debug!(broker = %conn.link().address(), "reopened a closed broker connection");
-        }
-        self.slots.insert(target, conn);
+        self.on(target, Event::Opened(conn));
         Ok(())
     }
 
     /// Replaces the at-risk connection behind `target` with a new one; the
     /// old one drains.
-    async fn renew(&mut self, target: Target) -> Result<(), ConnError> {
-        let Some(current) = self.slots.get(&target) else {
+    async fn renew(&mut self, target: Target, why: Renewal) -> Result<(), ConnError> {
+        let Some(addr) = self
+            .slots
+            .get(&target)
+            .and_then(Slot::conn)
+            .map(|c| c.link().address().clone())
+        else {
             return self.open_into(target).await;
         };
-        let addr = current.link().address().clone();
-        let reason = current.renewal_reason();
-        let next = self.open_authenticated(addr.clone()).await?;
+        let next = open_with(&self.shared, self.login.as_mut(), addr.clone()).await?;
         let generation = match next.auth() {
             Auth::Token(token) => Some(token.generation()),
             Auth::ClientSasl | Auth::General => None,
         };
-        let Some(slot) = self.slots.get_mut(&target) else {
-            return Err(self.gone(target));
-        };
-        slot.replace(next, &mut self.draining);
-        count_recreation(reason);
-        match generation {
-            Some(generation) => info!(
+        self.on(target, Event::Opened(next));
+        match (why, generation) {
+            (Renewal::TokenAtRisk, Some(generation)) => info!(
                 broker = %addr,
                 broker_id = addr.id,
                 token_generation = generation,
-                draining = self.draining.len(),
                 "replaced a broker connection before its delegation token expires"
             ),
-            None => debug!(
+            _ => debug!(
                 broker = %addr,
-                draining = self.draining.len(),
                 "replaced a broker connection before its sasl session expires"
             ),
         }
         Ok(())
     }
 
-    /// Checks that the open connection behind `target` was opened for this
-    /// client's login (for a token connection: with this user's token).
-    fn check_owner(&self, target: Target) -> Result<(), ConnError> {
-        let (Some(login), Some(conn)) = (&self.login, self.slots.get(&target)) else {
-            return Ok(());
-        };
-        if login.owns(conn) {
-            return Ok(());
-        }
-        let broker = conn.link().address();
-        warn!(broker = %broker, "a broker connection does not belong to the client's login; closing the client");
-        Err(ConnError::Fatal(
-            Invariant::ConnectionOfAnotherLogin(broker.clone()).into(),
-        ))
-    }
-
-    /// Opens a connection to `addr` authenticated with the client's login.
-    async fn open_authenticated(
-        &mut self,
-        addr: BrokerAddress,
-    ) -> Result<KafkaConnection, ConnError> {
-        open_with(&self.shared, self.login.as_mut(), addr).await
-    }
-
     /// Ends the connection behind `target` at once with `error`, then drops
-    /// it (see [`BrokerConnection::abort`]): for a broker that hangs and has
+    /// it (see [`BrokerConnection::abort`](sluice_broker::BrokerConnection::abort)): for a broker that hangs and has
     /// left the cluster, whose owed requests were answered as failed.
     pub(crate) fn abort(&mut self, target: Target, error: BrokerError) {
-        if let Some(conn) = self.slots.get(&target) {
-            conn.link().abort(error);
-            self.discard(target);
-        }
+        self.on(target, Event::Abort(error));
     }
 
     /// Drops the connection behind `target` if it has closed (a closed
     /// connection has already failed everything it owed). Returns whether one
     /// was dropped.
     pub(crate) fn discard(&mut self, target: Target) -> bool {
-        if !self
+        let failure = self
             .slots
             .get(&target)
-            .is_some_and(|c| c.link().is_closed())
-        {
-            return false;
+            .and_then(Slot::conn)
+            .map(|c| (c.link().address().clone(), c.link().failure()));
+        let dropped = matches!(self.on(target, Event::Discard), Action::Dropped);
+        if dropped && let Some((broker, failure)) = failure {
+            debug!(
+                broker = %broker,
+                reason = %failure.map(|e| e.to_string()).unwrap_or_default(),
+                "dropping a closed broker connection; it is reopened on next use"
+            );
         }
-        let Some(conn) = self.slots.remove(&target) else {
-            return false;
+        dropped
+    }
+
+    /// How long the broker behind `target` has gone unheard, as the stall
+    /// check weighs it: the connection there has heard nothing for that
+    /// long, nor has any other connection of the sink to the same broker
+    /// ([`health::Health::quiet_for`]). Zero without a connection.
+    pub(crate) fn quiet_for(&self, target: Target, now: Instant) -> Duration {
+        let Some(link) = self
+            .slots
+            .get(&target)
+            .and_then(Slot::conn)
+            .map(KafkaConnection::link)
+        else {
+            return Duration::ZERO;
         };
-        if target != Target::Auth {
-            self.closed.insert(target);
+        let own = link.quiet_for(now);
+        match self.shared.health.quiet_for(link.address(), now) {
+            Some(any) => own.min(any),
+            None => own,
         }
-        let link = conn.link();
-        debug!(
-            broker = %link.address(),
-            reason = %link.failure().map(|e| e.to_string()).unwrap_or_default(),
-            "dropping a closed broker connection; it is reopened on next use"
-        );
-        true
     }
 
     /// Keeps the connections in step with a Metadata answer: the bootstrap
@@ -565,14 +583,23 @@ impl Connections {
     pub(crate) fn on_metadata(&mut self, applied: &MetadataApplied) {
         for id in &applied.removed_brokers {
             let target = Target::Broker(*id);
-            if self.slots.get(&target).is_some_and(|c| !c.link().owes()) {
-                self.slots.remove(&target);
+            let idle = self
+                .slots
+                .get(&target)
+                .and_then(Slot::conn)
+                .is_some_and(|c| !c.link().owes());
+            if idle {
+                self.on(target, Event::Retire);
             }
         }
-        let Some(boot) = self.slots.get(&Target::Bootstrap) else {
+        let Some(addr) = self
+            .slots
+            .get(&Target::Bootstrap)
+            .and_then(Slot::conn)
+            .map(|c| c.link().address().clone())
+        else {
             return;
         };
-        let addr = boot.link().address().clone();
         let id = {
             let view = self.shared.view.read();
             view.brokers()
@@ -581,34 +608,25 @@ impl Connections {
                 })
                 .map(|b| b.id)
         };
-        if let Some(id) = id
-            && self.get(Target::Broker(id)).is_none()
-            && let Some(conn) = self.slots.remove(&Target::Bootstrap)
-        {
+        let Some(id) = id else {
+            return;
+        };
+        let served = self
+            .slots
+            .get(&Target::Broker(id))
+            .and_then(Slot::conn)
+            .is_some_and(|c| !c.link().is_closed());
+        if served {
+            return;
+        }
+        if let Some(conn) = self.take(Target::Bootstrap) {
             // From now on its logs, errors and metric labels name broker `id`.
             if !conn.link().set_broker_id(id.0) {
                 debug!(broker = %addr, broker_id = id.0, "the bootstrap connection already names another broker id");
             }
             debug!(broker = %addr, broker_id = id.0, "the bootstrap connection serves broker {}", id.0);
-            self.retire(Target::Broker(id));
-            self.slots.insert(Target::Broker(id), conn);
-        }
-    }
-
-    /// The targets of connections opened with the client's login.
-    fn pooled_targets(&self) -> Vec<Target> {
-        self.slots
-            .keys()
-            .copied()
-            .filter(|t| *t != Target::Auth)
-            .collect()
-    }
-
-    /// Takes the connection behind `target` out of use; it drains while it
-    /// still owes responses.
-    fn retire(&mut self, target: Target) {
-        if let Some(conn) = self.slots.remove(&target) {
-            conn.retire(&mut self.draining);
+            self.on(Target::Broker(id), Event::Retire);
+            self.on(Target::Broker(id), Event::Opened(conn));
         }
     }
 
@@ -634,7 +652,12 @@ impl Connections {
     /// it was opened: the failure of its connection, which closed since
     /// (or was closed by Sluice); no connection at all is a bug.
     fn gone(&self, target: Target) -> ConnError {
-        match self.slots.get(&target).map(KafkaConnection::link) {
+        match self
+            .slots
+            .get(&target)
+            .and_then(Slot::conn)
+            .map(KafkaConnection::link)
+        {
             Some(link) => {
                 ConnError::Broker(link.failure().unwrap_or_else(|| BrokerError::Shutdown {
                     broker: link.address().clone(),
@@ -642,6 +665,15 @@ impl Connections {
             }
             None => ConnError::Fatal(Invariant::NoConnection(target).into()),
         }
+    }
+
+    /// The address of the connection behind `target`, for tests.
+    #[cfg(test)]
+    pub(crate) fn address(&self, target: Target) -> Option<&BrokerAddress> {
+        self.slots
+            .get(&target)
+            .and_then(Slot::conn)
+            .map(|c| c.link().address())
     }
 }
 

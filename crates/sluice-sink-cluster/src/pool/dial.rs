@@ -1,6 +1,8 @@
-//! Opening a broker connection: connect (and TLS), learn the broker's
+//! Opening a broker connection: connect (and TLS) unless the broker is
+//! marked down ([`Health`](super::health::Health)), learn the broker's
 //! ApiVersions the first time Sluice talks to it, then authenticate with the
-//! client's [`Login`].
+//! client's [`Login`]. Every connection a client connection opens is made
+//! here, so the health record watches every one of them.
 //!
 //! The ApiVersions are asked once per broker (v3, before authenticating,
 //! which Kafka allows) and cached in the sink's shared state: they decide
@@ -13,9 +15,9 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::KafkaConnection;
+use super::login::{ConnError, Login};
+use super::slot::KafkaConnection;
 use crate::close::Invariant;
-use crate::kafka_connection::login::{ConnError, Login};
 use crate::sink::Shared;
 
 /// The ApiVersions version Sluice asks brokers with.
@@ -49,8 +51,7 @@ pub(crate) async fn open_with(
 }
 
 /// Opens a connection to `addr` and nothing else (at once refused while the
-/// broker is marked down after a failed connect: `sink/down.rs`): for the
-/// auth connection,
+/// broker is marked down after a failed connect): for the auth connection,
 /// which carries only the client's requests (a broker's SASL listener
 /// accepts a single ApiVersions before SaslHandshake, and it is the
 /// client's).
@@ -58,10 +59,11 @@ pub(crate) async fn connect(
     shared: &Shared,
     addr: BrokerAddress,
 ) -> Result<BrokerConnection, BrokerError> {
-    shared.down.check(&addr, Instant::now())?;
+    shared.health.check_down(&addr, Instant::now())?;
     let options = shared.options_for(&addr)?;
     let result = BrokerConnection::connect(addr.clone(), &options).await;
-    shared.down.record(&addr, result.is_ok(), Instant::now());
+    let heard = result.as_ref().ok().map(BrokerConnection::heard);
+    shared.health.connected(&addr, heard, Instant::now());
     result
 }
 
