@@ -11,6 +11,8 @@ Rows of RESULTS (tab-separated):
   reread   VIA  <ConsumerPerformance's last line>     (the re-reads of one topic, in passes)
   cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
   cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
+  cpu      KIND-baseline  CPU_SECONDS  BYTES      (the baseline Sluice's, BENCH_BASELINE_BIN)
+VIA: direct, sluice, relay (re-reads only) or baseline (the baseline Sluice).
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
@@ -120,13 +122,19 @@ def ratio(d, s):
 
 shown = f"sluice: {nodes} node{'s' if nodes != '1' else ''} in one process"
 section(f"throughput: {records} x {size} B, median of {rounds} rounds; {shown}" if thr else shown)
+BASELINE = "sluice (baseline)"
 for k, by in thr.items():
     d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
     target = ">= 0.98x" if k.startswith("consume MB/s") else "-"
     row(k, f"{d:.1f}", f"{s:.1f}", ratio(d, s), target)
+    if "baseline" in by:
+        b = statistics.median(by["baseline"])
+        row(f"{k}: {BASELINE}", f"{d:.1f}", f"{b:.1f}", ratio(d, b), target)
 for phase, target in (("consume", "<= 1.0"), ("produce", "-")):
     if phase in cpu:
         row(f"sluice CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target)
+    if f"{phase}-baseline" in cpu:
+        row(f"{BASELINE} CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase + '-baseline']):.2f}", "-", target)
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
 
 pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
@@ -139,6 +147,15 @@ if pairs:
         f"{statistics.median(s for _, s in pairs):.1f}", f"{med:.2f}x ({each})", ">= 0.98x")
     if "reread" in cpu:
         row("sluice CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-", "<= 1.0")
+    based = list(zip(reread.get("direct", []), reread.get("baseline", [])))
+    if based:
+        each = "/".join(f"{b / d:.2f}" for d, b in based)
+        row(f"consume MB/s (fetch time): {BASELINE}", f"{statistics.median(d for d, _ in based):.1f}",
+            f"{statistics.median(b for _, b in based):.1f}",
+            f"{statistics.median(b / d for d, b in based):.2f}x ({each})", ">= 0.98x")
+    if "reread-baseline" in cpu:
+        row(f"{BASELINE} CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread-baseline']):.2f}", "-",
+            "<= 1.0")
     windows = {via: [m for m in reread_machine.get(via, []) if m] for via in ("direct", "sluice")}
     if windows["direct"] and windows["sluice"]:
 

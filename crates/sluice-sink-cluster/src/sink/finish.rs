@@ -432,7 +432,18 @@ impl KafkaSinkCluster {
         broker: Option<&BrokerAddress>,
     ) -> Result<(), ChainError> {
         let (api, version) = (response.api_key(), response.api_version());
-        if raw && api == ApiKey::Fetch && !fetch_may_need_rewrite(response) {
+        // A clean answer passed through (no partition error, no hint) has
+        // nothing to record or rewrite: it is forwarded undecoded.
+        let scan = match api {
+            ApiKey::Fetch => Some(produce_fetch::fetch_may_need_rewrite as fn(&[u8], i16) -> bool),
+            ApiKey::Produce => {
+                Some(produce_fetch::produce_may_need_rewrite as fn(&[u8], i16) -> bool)
+            }
+            _ => None,
+        };
+        if let Some(scan) = scan.filter(|_| raw)
+            && !raw_may_need_rewrite(response, scan)
+        {
             return Ok(());
         }
         let decode_error = |e: CodecError| protocol_error(broker, api, e);
@@ -616,16 +627,15 @@ fn part_broker(part: &Part) -> BrokerId {
     }
 }
 
-/// Whether an undecoded Fetch answer may carry something to rewrite or record.
-fn fetch_may_need_rewrite(response: &Response) -> bool {
+/// Whether an undecoded Fetch or Produce answer may carry something to
+/// rewrite or record, as `scan` (the api's walk of the body) says.
+fn raw_may_need_rewrite(response: &Response, scan: fn(&[u8], i16) -> bool) -> bool {
     let Some(frame) = response.raw_frame() else {
         return true;
     };
     let (api, version) = (response.api_key(), response.api_version());
     match response_body_offset(frame, api, version) {
-        Ok(offset) => {
-            produce_fetch::fetch_may_need_rewrite(frame.get(offset..).unwrap_or_default(), version)
-        }
+        Ok(offset) => scan(frame.get(offset..).unwrap_or_default(), version),
         Err(_) => true,
     }
 }
