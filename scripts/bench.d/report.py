@@ -12,6 +12,8 @@ Rows of RESULTS (tab-separated):
   cpu      produce|consume|reread  CPU_SECONDS  BYTES (Sluice's utime+stime over one run through it)
   cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
   cpu      produce-relay|consume-relay  CPU_SECONDS  BYTES  (the bare relay's, over one run through it)
+  cpu      KIND-baseline  CPU_SECONDS  BYTES      (the baseline Sluice's, BENCH_BASELINE_BIN)
+VIA: direct, sluice, relay or baseline (the baseline Sluice).
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
@@ -143,16 +145,23 @@ def ratio(d, s):
 
 shown = f"sluice: {nodes} node{'s' if nodes != '1' else ''} in one process"
 section(f"throughput: {records} x {size} B, median of {rounds} rounds; {shown}" if thr else shown)
+BASELINE = "sluice (baseline)"
 for k, by in thr.items():
     d, s = statistics.median(by.get("direct", [0])), statistics.median(by.get("sluice", [0]))
     r = statistics.median(by["relay"]) if "relay" in by else None
     target = {"consume MB/s (fetch time)": ">= 0.98x; >= 1.0x relay", "produce MB/s": ">= 1.0x relay"}.get(k, "-")
     row(k, f"{d:.1f}", f"{s:.1f}", ratio(d, s), target, relay=r)
+    if "baseline" in by:
+        b = statistics.median(by["baseline"])
+        row(f"{k}: {BASELINE}", f"{d:.1f}", f"{b:.1f}", ratio(d, b), target, relay=r)
 for phase, target in (("consume", "<= 0.6"), ("produce", "<= 0.8; <= 1.3x relay")):
+    relay_cpu = statistics.median(cpu[f"{phase}-relay"]) if f"{phase}-relay" in cpu else None
     if phase in cpu:
-        relay_cpu = statistics.median(cpu[f"{phase}-relay"]) if f"{phase}-relay" in cpu else None
         row(f"CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase]):.2f}", "-", target,
             relay=relay_cpu)
+    if f"{phase}-baseline" in cpu:
+        row(f"{BASELINE} CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase + '-baseline']):.2f}", "-",
+            target, relay=relay_cpu)
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
 
 pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
@@ -167,6 +176,15 @@ if pairs:
         relay=relayed_med)
     if "reread" in cpu:
         row("CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread']):.2f}", "-",
+            "<= 0.6", relay=statistics.median(cpu["reread-relay"]) if "reread-relay" in cpu else None)
+    based = list(zip(reread.get("direct", []), reread.get("baseline", [])))
+    if based:
+        each = "/".join(f"{b / d:.2f}" for d, b in based)
+        row(f"consume MB/s (fetch time): {BASELINE}", f"{statistics.median(d for d, _ in based):.1f}",
+            f"{statistics.median(b for _, b in based):.1f}",
+            f"{statistics.median(b / d for d, b in based):.2f}x ({each})", ">= 0.98x", relay=relayed_med)
+    if "reread-baseline" in cpu:
+        row(f"{BASELINE} CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread-baseline']):.2f}", "-",
             "<= 0.6", relay=statistics.median(cpu["reread-relay"]) if "reread-relay" in cpu else None)
     windows = {via: [m for m in reread_machine.get(via, []) if m] for via in ("direct", "sluice")}
     if windows["direct"] and windows["sluice"]:

@@ -24,17 +24,17 @@
 //! also wrapped so that dropping it completes it with an error, so no code
 //! path can lose a request without telling its owner.
 
-mod last_heard;
+mod heard;
 mod reader;
 mod writer;
 
-pub use last_heard::LastHeard;
+pub use heard::Heard;
 
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -80,9 +80,6 @@ pub struct BrokerConnectOptions {
     /// counted in the broker connection metrics, and its end is logged at
     /// DEBUG only (the probe reports what it found itself).
     pub probe: bool,
-    /// Shared with every other connection of the process to the same
-    /// broker: each answer is recorded there too (see [`LastHeard`]).
-    pub heard: Option<Arc<LastHeard>>,
 }
 
 impl BrokerConnectOptions {
@@ -94,7 +91,6 @@ impl BrokerConnectOptions {
             tls: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             probe: false,
-            heard: None,
         }
     }
 }
@@ -107,7 +103,6 @@ impl fmt::Debug for BrokerConnectOptions {
             .field("tls_server_name", &self.tls.as_ref().map(|(_, name)| name))
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("probe", &self.probe)
-            .field("heard", &self.heard.is_some())
             .finish()
     }
 }
@@ -191,9 +186,7 @@ impl BrokerConnection {
             identified: OnceLock::new(),
             closed: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
-            opened_at: tokio::time::Instant::now(),
-            last_answer_nanos: AtomicU64::new(0),
-            heard: opts.heard.clone(),
+            heard: Heard::default(),
             busy_until: Mutex::new(None),
             failure: Mutex::new(None),
             cancel: cancel.clone(),
@@ -294,8 +287,13 @@ impl BrokerConnection {
     /// How long the broker has gone without answering anything (since the
     /// connection opened, if it never has), as of `now`.
     pub fn quiet_for(&self, now: tokio::time::Instant) -> Duration {
-        let last = Duration::from_nanos(self.shared.last_answer_nanos.load(Ordering::Acquire));
-        now.saturating_duration_since(self.shared.opened_at + last)
+        self.shared.heard.quiet_for(now)
+    }
+
+    /// A handle on when this connection's broker last answered, for a
+    /// watcher that weighs every connection to the broker (see [`Heard`]).
+    pub fn heard(&self) -> Heard {
+        self.shared.heard.clone()
     }
 
     /// When the broker may, by design, have answered a request queued now
@@ -405,14 +403,10 @@ struct Shared {
     closed: AtomicBool,
     /// Requests whose [`Reply`] has not been completed yet.
     outstanding: AtomicUsize,
-    /// When the connection opened: the base of `last_answer_nanos`.
-    opened_at: tokio::time::Instant,
-    /// When the broker last answered, in nanoseconds after `opened_at`: a
+    /// When the broker last answered: a
     /// connection that owes answers and has not answered for a while is
     /// stalled, one whose answers flow is only busy.
-    last_answer_nanos: AtomicU64,
-    /// The process-wide record of the same broker's answers, when shared.
-    heard: Option<Arc<LastHeard>>,
+    heard: Heard,
     /// When the broker may, by design, have answered everything queued on
     /// the connection so far (see [`BrokerConnection::answer_due`]).
     busy_until: Mutex<Option<tokio::time::Instant>>,
@@ -425,12 +419,7 @@ struct Shared {
 impl Shared {
     /// Records that the broker answered a request now.
     fn answered(&self) {
-        let nanos = self.opened_at.elapsed().as_nanos();
-        self.last_answer_nanos
-            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
-        if let Some(heard) = &self.heard {
-            heard.heard();
-        }
+        self.heard.answered();
     }
 
     /// The broker, with its id when known: for logs, errors and metrics.

@@ -26,5 +26,5 @@ pub mod test_support;
 
 pub use address::{AddressParseError, BrokerAddress};
 pub use call::{Call, CallError};
-pub use connection::{BrokerConnectOptions, BrokerConnection, LastHeard, ResponseReceiver};
+pub use connection::{BrokerConnectOptions, BrokerConnection, Heard, ResponseReceiver};
 pub use error::{BrokerError, ErrorTarget, Unaddressed, UnsentRequest};

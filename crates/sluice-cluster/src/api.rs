@@ -272,7 +272,15 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         | K::OffsetDelete
         | K::TxnOffsetCommit
         | K::ConsumerGroupHeartbeat
-        | K::ConsumerGroupDescribe => A::coordinator(Group),
+        | K::ConsumerGroupDescribe
+        // Streams groups (KIP-1071). Their answers name Streams instances
+        // (members' `user_endpoint`, the `application.server` each member
+        // sent in its own heartbeat; `client_host`, the address the broker
+        // saw, a Sluice node's), never a broker: no coordinator, leader or
+        // node field. Checked field by field in `route/tests/streams.rs`.
+        | K::StreamsGroupHeartbeat
+        | K::StreamsGroupDescribe
+        | K::StreamsGroupTopologyDescriptionUpdate => A::coordinator(Group),
         K::InitProducerId
         | K::AddPartitionsToTxn
         | K::AddOffsetsToTxn
@@ -308,7 +316,8 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         // the admin APIs about the controller quorum and broker membership,
         // which expose or change exactly the topology Sluice hides
         // (DescribeQuorum lists voters with hosts and ports; AddRaftVoter,
-        // RemoveRaftVoter, UnregisterBroker take real ids). LeaderAndIsr,
+        // RemoveRaftVoter, UnregisterBroker, UnregisterController take real
+        // ids). LeaderAndIsr,
         // StopReplica, UpdateMetadata and ControlledShutdown (ZooKeeper era)
         // are not in the codec at all. Shown, among the rest:
         // GetTelemetrySubscriptions and PushTelemetry (KIP-714, naming no
@@ -338,10 +347,20 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         | K::DescribeQuorum
         | K::AddRaftVoter
         | K::RemoveRaftVoter
-        | K::UnregisterBroker => A::closing(Family::NotForClients),
+        | K::UnregisterBroker
+        | K::UnregisterController => A::closing(Family::NotForClients),
 
-        // Every other API a client may send: read-only admin.
-        _ => A::admin(READ),
+        // Every other API a client may send: read-only admin. No wildcard:
+        // an API the codec gains gets a row of its own.
+        K::DescribeAcls
+        | K::DescribeConfigs
+        | K::DescribeDelegationToken
+        | K::ListPartitionReassignments
+        | K::DescribeClientQuotas
+        | K::DescribeUserScramCredentials
+        | K::GetTelemetrySubscriptions
+        | K::PushTelemetry
+        | K::ListConfigResources => A::admin(READ),
     };
     match descriptor.family {
         Family::ByLeader | Family::ByCoordinator | Family::FanOut => {

@@ -48,7 +48,7 @@
 //! mid-connection before it ends; how that is checked against a broker
 //! again, what a client whose session ended gets, and what happens when no
 //! broker answers: [`reauth`]. Sluice's own broker connections are renewed
-//! before their own sessions end (see [`crate::kafka_connection`]).
+//! before their own sessions end (the driver's `pool/slot.rs`).
 //!
 //! SaslAuthenticate v0 answers carry no lifetime, so a client's v0 round
 //! goes to the broker as v1 (the request bodies are the same) and its answer

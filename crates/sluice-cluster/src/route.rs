@@ -12,8 +12,9 @@
 //!   `rack_id`, the cheap leader-hint check and per-partition staleness.
 //! - [`groups`]: group APIs, to the group coordinator of their group id.
 //! - [`transactions`]: transaction APIs, to the transaction coordinator.
-//! - [`keyed`]: ConsumerGroupDescribe and DescribeTransactions, split by
-//!   coordinator when their keys live on several.
+//! - [`keyed`]: ConsumerGroupDescribe, StreamsGroupDescribe and
+//!   DescribeTransactions, split by coordinator when their keys live on
+//!   several.
 //! - [`admin`]: everything else a client may send, to any broker; which
 //!   topics an admin write makes stale; synthesized admin errors; and the
 //!   answer to inter-broker APIs.

@@ -145,9 +145,9 @@ pub fn check_response_body(
 /// The versions of `api_key` whose request and response bodies
 /// `kafka-protocol` can both decode.
 ///
-/// This can be narrower than [`ApiKey::valid_versions`]: in 0.18 that claims
-/// OffsetCommit and OffsetFetch v10 and InitProducerId v6, whose request
-/// bodies the crate cannot decode or encode.
+/// This can be narrower than [`ApiKey::valid_versions`]: that claims
+/// InitProducerId v6, a version Kafka's spec marks unstable, whose bodies the
+/// crate cannot decode or encode.
 pub fn decodable_versions(api_key: ApiKey) -> Option<(i16, i16)> {
     let req = schema::STRUCTS.get(schema::request_root(api_key)?)?.valid;
     let resp = schema::STRUCTS.get(schema::response_root(api_key)?)?.valid;

@@ -184,7 +184,9 @@ impl Request {
 
     /// Queues the length-prefixed frame on `out` as [`Request::encode`]
     /// writes it; a frame as received is shared, not copied (only its
-    /// length, header start and correlation id are written anew).
+    /// length, header start and correlation id are written anew), and so
+    /// are the record batches of a re-encoded Produce (a part of a split
+    /// one).
     ///
     /// On error `out` is left as it was.
     pub fn encode_into(&self, out: &mut OutFrames) -> Result<(), CodecError> {
@@ -195,7 +197,32 @@ impl Request {
         {
             return Ok(());
         }
-        self.encode(out.buf_mut())
+        let pieces = match &self.message.body {
+            Some(RequestKind::Produce(produce)) if self.message.dirty => {
+                shared::produce_body(produce, self.header.api_version)
+            }
+            _ => None,
+        };
+        let Some(pieces) = pieces else {
+            return self.encode(out.buf_mut());
+        };
+        let body_len: usize = pieces.iter().map(Bytes::len).sum();
+        let buf = out.buf_mut();
+        let start = buf.len();
+        let header = put_request_header(buf, &self.header)
+            .and_then(|()| frame_len(buf.len() - start - 4 + body_len));
+        let len = match header {
+            Ok(len) => len,
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e);
+            }
+        };
+        buf[start..start + 4].copy_from_slice(&len.to_be_bytes());
+        for piece in pieces {
+            out.put_shared(piece);
+        }
+        Ok(())
     }
 
     /// Appends the length-prefixed frame to `dst`, re-encoding a dirty body.

@@ -72,6 +72,13 @@ impl OutFrames {
         self.chunks.push_back(bytes);
     }
 
+    /// The chunks queued so far (the buffer's bytes not yet among them),
+    /// for tests that check what was shared rather than copied.
+    #[cfg(test)]
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = &Bytes> {
+        self.chunks.iter()
+    }
+
     /// Where the queue stands now.
     pub fn mark(&self) -> Mark {
         Mark {

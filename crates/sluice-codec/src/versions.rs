@@ -9,9 +9,10 @@
 //! `kafka-protocol`, so a dependency bump that moves a range fails loudly
 //! instead of shifting what Sluice advertises.
 //!
-//! Note: `ApiKey::valid_versions()` in kafka-protocol 0.18 overstates three
-//! APIs (OffsetCommit and OffsetFetch to v10, InitProducerId to v6) whose
-//! request bodies it cannot decode; the table uses the decodable maximum.
+//! Note: `ApiKey::valid_versions()` overstates InitProducerId (v6: Kafka's
+//! spec lists a version it marks unstable, which the generator leaves out of
+//! the bodies); the table uses the decodable maximum. The APIs in [`CAPPED`] are decoded below
+//! that maximum on purpose.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -49,10 +50,10 @@ const fn row(api_key: ApiKey, min: i16, max: i16, first_flexible: Option<i16>) -
 pub const DECODED: &[ApiVersionRange] = &[
     row(ApiKey::Produce, 3, 13, Some(9)),
     row(ApiKey::Fetch, 4, 18, Some(12)),
-    row(ApiKey::ListOffsets, 1, 10, Some(6)),
+    row(ApiKey::ListOffsets, 1, 11, Some(6)),
     row(ApiKey::Metadata, 0, 13, Some(9)),
-    row(ApiKey::OffsetCommit, 2, 9, Some(8)),
-    row(ApiKey::OffsetFetch, 1, 9, Some(6)),
+    row(ApiKey::OffsetCommit, 2, 10, Some(8)),
+    row(ApiKey::OffsetFetch, 1, 10, Some(6)),
     row(ApiKey::FindCoordinator, 0, 6, Some(3)),
     row(ApiKey::JoinGroup, 0, 9, Some(6)),
     row(ApiKey::Heartbeat, 0, 4, Some(4)),
@@ -70,7 +71,7 @@ pub const DECODED: &[ApiVersionRange] = &[
     row(ApiKey::AddPartitionsToTxn, 0, 5, Some(3)),
     row(ApiKey::AddOffsetsToTxn, 0, 4, Some(3)),
     row(ApiKey::EndTxn, 0, 5, Some(3)),
-    row(ApiKey::TxnOffsetCommit, 0, 5, Some(3)),
+    row(ApiKey::TxnOffsetCommit, 0, 6, Some(3)),
     row(ApiKey::DescribeConfigs, 1, 4, Some(4)),
     row(ApiKey::SaslAuthenticate, 0, 2, Some(2)),
     row(ApiKey::CreateDelegationToken, 1, 3, Some(2)),
@@ -81,6 +82,14 @@ pub const DECODED: &[ApiVersionRange] = &[
     row(ApiKey::ConsumerGroupHeartbeat, 0, 1, Some(0)),
     row(ApiKey::ConsumerGroupDescribe, 0, 1, Some(0)),
 ];
+
+/// APIs whose row in [`DECODED`] stops below what `kafka-protocol` decodes,
+/// and why: a newer version means something a proxy cannot pass on.
+pub const CAPPED: &[(ApiKey, &str)] = &[(
+    ApiKey::ApiVersions,
+    "v5 (KIP-1242) carries the cluster and node id the client means to reach, which a \
+     broker checks against its own: through Sluice that is a Sluice node id",
+)];
 
 /// The versions Sluice decodes for `api_key`, if it decodes that API at all.
 pub fn decoded(api_key: ApiKey) -> Option<&'static ApiVersionRange> {
@@ -105,7 +114,12 @@ mod tests {
     fn table_matches_kafka_protocol() {
         for row in DECODED {
             let both = crate::guard::decodable_versions(row.api_key);
-            assert_eq!(Some((row.min, row.max)), both, "{:?}", row.api_key);
+            if CAPPED.iter().any(|(api, _)| *api == row.api_key) {
+                let (min, max) = both.unwrap();
+                assert!(row.min == min && row.max < max, "{:?}", row.api_key);
+            } else {
+                assert_eq!(Some((row.min, row.max)), both, "{:?}", row.api_key);
+            }
             assert_eq!(
                 row.first_flexible,
                 first_flexible(row.api_key),
@@ -121,7 +135,7 @@ mod tests {
         assert!(produce.contains(3) && produce.contains(13) && !produce.contains(2));
         assert!(decoded(ApiKey::WriteTxnMarkers).is_none());
         // kafka-protocol claims more than it decodes for these.
-        assert_eq!(ApiKey::OffsetCommit.valid_versions().max, 10);
-        assert_eq!(decoded(ApiKey::OffsetCommit).unwrap().max, 9);
+        assert_eq!(ApiKey::InitProducerId.valid_versions().max, 6);
+        assert_eq!(decoded(ApiKey::InitProducerId).unwrap().max, 5);
     }
 }

@@ -7,10 +7,10 @@
 //!
 //! - `sink`: the sink driver ([`KafkaSinkClusterBuilder`],
 //!   [`KafkaSinkCluster`]) that sends, waits and combines.
-//! - `connections`: one client connection's broker connections.
-//! - `kafka_connection`: a broker connection that knows when its token or
-//!   SASL session forces a replacement, drains the one it replaced, and logs
-//!   in for the client.
+//! - `pool`: one client connection's broker connections: open, log in,
+//!   renew before the token or SASL session ends, drain, and the one gate
+//!   every send goes through; with the per-broker health record shared by
+//!   all client connections.
 //! - `pending`: the responses a client connection is owed, in order, and
 //!   the waits for their parts.
 //! - `shared_view`: the cluster view, shared by every client connection.
@@ -20,10 +20,9 @@
 #![deny(missing_docs)]
 
 mod close;
-mod connections;
-mod kafka_connection;
 mod peers;
 mod pending;
+mod pool;
 mod shared_view;
 mod sink;
 

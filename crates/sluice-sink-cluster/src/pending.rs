@@ -16,7 +16,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, Request, RequestKind, Response};
 use tokio::time::Instant;
 
-use crate::connections::Target;
+use crate::pool::Target;
 use sluice_cluster::client_auth::SaslStep;
 use sluice_cluster::consume::{FetchCombine, FetchPart};
 use sluice_cluster::route::OnFailure;

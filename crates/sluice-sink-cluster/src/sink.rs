@@ -6,7 +6,7 @@
 //! the [`ClusterView`](sluice_cluster::topology::ClusterView) Sluice routes by, the
 //! connect options (TLS), and each broker's ApiVersions. Each client
 //! connection gets a [`KafkaSinkCluster`]: its own broker connections
-//! ([`crate::connections`]) and its queue of owed responses
+//! ([`crate::pool`]) and its queue of owed responses
 //! ([`crate::pending`]).
 //!
 //! `send` routes a request ([`sluice_cluster::route`] decides, `send.rs` does it):
@@ -38,9 +38,7 @@
 //! an error once every earlier answer has gone out.
 
 mod auth;
-mod down;
 mod error;
-mod failures;
 mod fetch;
 mod finish;
 mod follower;
@@ -60,7 +58,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sluice_auth::token::{TokenTask, TokenTaskHandle};
-use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError, LastHeard};
+use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::readiness::{self, ProbeTargets, Readiness};
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
 use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
@@ -76,8 +74,9 @@ use fetch::LazyFetchState;
 pub use leave::Leave;
 
 use crate::close::CloseError;
-use crate::connections::Connections;
 use crate::pending::PendingResponse;
+use crate::pool::Pool;
+use crate::pool::health::Health;
 use crate::shared_view::SharedClusterView;
 use sluice_cluster::client_auth::ClientAuth;
 use sluice_cluster::topology::{BrokerId, ClusterView, SluiceNodes};
@@ -116,19 +115,15 @@ pub(crate) struct Shared {
     api_versions: Mutex<HashMap<String, (Arc<ApiVersionsResponse>, tokio::time::Instant)>>,
     /// When Sluice last tried to reach a broker only to learn its versions.
     api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
-    /// When any connection of this sink last heard from each broker, by
-    /// `host:port`: a stalled part's broker is checked on only when none
-    /// has lately (see `sink/stalled.rs`).
-    last_heard: Mutex<HashMap<String, Arc<LastHeard>>>,
     /// How long an internal request may wait for its answer.
     pub(crate) request_timeout: Duration,
     /// The token task, with `authorize_scram_over_mtls`: one per sink,
     /// shared by all of its client connections.
     pub(crate) tokens: Option<TokenTaskHandle>,
-    /// When each broker's failed requests were last logged at WARN.
-    failures: failures::FailureLog,
-    /// Brokers marked down after a failed connect (see `sink/down.rs`).
-    pub(crate) down: down::DownBrokers,
+    /// Each broker's health: down after failed connects, suspect after
+    /// failed requests, and when any connection of the process last heard
+    /// from it (see `pool/health.rs`).
+    pub(crate) health: Health,
     /// How long after it starts leaving the node answers requests for its
     /// leaders and coordinators with errors (see `sink/leave.rs`).
     pub(crate) leave_errors_after: Duration,
@@ -169,10 +164,9 @@ impl Shared {
         }
     }
 
-    /// Whether a request to `broker` failed recently (see `sink/failures.rs`).
+    /// Whether a request to `broker` failed recently (see `pool/health.rs`).
     pub(crate) fn is_suspect(&self, broker: &BrokerAddress) -> bool {
-        self.failures
-            .is_suspect(broker, tokio::time::Instant::now())
+        self.health.is_suspect(broker, tokio::time::Instant::now())
     }
 
     /// Whether a request to broker `id` (at its address in `view`) failed
@@ -197,7 +191,6 @@ impl Shared {
         addr: &BrokerAddress,
     ) -> Result<BrokerConnectOptions, BrokerError> {
         let mut options = self.options.clone();
-        options.heard = Some(self.last_heard(addr));
         if let Some(connector) = &self.tls {
             let name =
                 sluice_tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
@@ -207,13 +200,6 @@ impl Shared {
             options.tls = Some((connector.current(), name));
         }
         Ok(options)
-    }
-
-    /// The record every connection of this sink to the broker at `addr`
-    /// shares of when it last answered.
-    pub(crate) fn last_heard(&self, addr: &BrokerAddress) -> Arc<LastHeard> {
-        let mut heard = self.last_heard.lock().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(heard.entry(addr.host_port().to_string()).or_default())
     }
 
     /// The cached ApiVersions of the broker at `addr`.
@@ -416,11 +402,9 @@ impl KafkaSinkClusterBuilder {
                 next_contact: AtomicUsize::new(0),
                 api_versions: Mutex::new(HashMap::new()),
                 api_versions_attempts: Mutex::new(HashMap::new()),
-                last_heard: Mutex::new(HashMap::new()),
                 request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
                 tokens,
-                failures: failures::FailureLog::default(),
-                down: down::DownBrokers::default(),
+                health: Health::process_wide(),
                 leave_errors_after: leave::errors_after(
                     cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
                 ),
@@ -494,7 +478,7 @@ impl KafkaSinkClusterBuilder {
         KafkaSinkCluster {
             shared: self.shared.clone(),
             connection_id: ctx.connection_id,
-            connections: Connections::new(self.shared.clone()),
+            connections: Pool::new(self.shared.clone()),
             pending: VecDeque::new(),
             auth: ClientAuth::new(self.shared.tokens.is_some())
                 .requiring(self.shared.sasl_required()),
@@ -512,7 +496,8 @@ impl KafkaSinkClusterBuilder {
 pub struct KafkaSinkCluster {
     shared: Arc<Shared>,
     connection_id: u64,
-    connections: Connections,
+    /// Its broker connections: the only way a request reaches a broker.
+    connections: Pool,
     /// Boxed, so that the queue of an idle connection is a few pointers.
     pending: VecDeque<Box<PendingResponse>>,
     auth: ClientAuth<CloseError>,

@@ -109,13 +109,22 @@ pub fn java(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
 
 /// `java` with the options of [`java`], up to the main class.
 fn jvm(cluster: &Cluster) -> Command {
+    jvm_with(cluster, &[])
+}
+
+/// [`jvm`] with the jars of `extra_libs` on the classpath after the cluster's.
+fn jvm_with(cluster: &Cluster, extra_libs: &[&Path]) -> Command {
+    let mut classpath = format!("{}/*", cluster.libs_dir().display());
+    for dir in extra_libs {
+        classpath.push_str(&format!(":{}/*", dir.display()));
+    }
     let mut command = Command::new("java");
     command
         .arg("-Xmx768m")
         .arg("-XX:TieredStopAtLevel=1")
         .arg("-XX:+UseSerialGC")
         .arg("-cp")
-        .arg(format!("{}/*", cluster.libs_dir().display()))
+        .arg(classpath)
         .args(cluster.java_log_args());
     command
 }
@@ -127,6 +136,29 @@ pub fn java_program(cluster: &Cluster, source: &str, args: &[&str]) -> Command {
     let path = crate::repo_root().join("tests/clients/java").join(source);
     assert!(path.exists(), "missing Java program {}", path.display());
     let mut command = jvm(cluster);
+    command.arg(path).args(args);
+    command
+}
+
+/// [`java_program`] with Kafka Streams on the classpath too: the jars of
+/// `scripts/kafka/fetch-streams.sh` for the cluster's Kafka version, fetched
+/// from Maven Central on first use (bounded by 10 minutes).
+pub fn java_streams_program(cluster: &Cluster, source: &str, args: &[&str]) -> Command {
+    let path = crate::repo_root().join("tests/clients/java").join(source);
+    assert!(path.exists(), "missing Java program {}", path.display());
+    let fetch = crate::repo_root().join("scripts/kafka/fetch-streams.sh");
+    let mut command = Command::new(&fetch);
+    command.args(["--kafka-version", cluster.kafka_version()]);
+    let out = run(command, None, Duration::from_secs(600), "fetch-streams.sh");
+    out.assert_success("scripts/kafka/fetch-streams.sh");
+    let libs = out
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let mut command = jvm_with(cluster, &[Path::new(&libs)]);
     command.arg(path).args(args);
     command
 }

@@ -92,7 +92,7 @@ impl ToolProcess {
     }
 
     /// Standard output so far.
-    pub(crate) fn stdout(&self) -> String {
+    pub fn stdout(&self) -> String {
         self.stdout
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -3,13 +3,14 @@
 //!
 //! Kafka 4.4 finalizes `share.version` 2 and `streams.version` 1 by default,
 //! so its brokers offer the share-group APIs (KIP-932) and the streams-group
-//! APIs (KIP-1071). Sluice routes neither yet: its ApiVersions answer leaves
-//! them out (with every api key its codec does not know, and the
-//! inter-broker ones), offers no version a broker lacks, and a client that
-//! sends one anyway has its connection closed without an answer, as Kafka
-//! closes a client that uses an api it does not offer; no byte of a broker's
-//! answer (which could name a broker) reaches it. The same Sluice node then
-//! serves the next connection.
+//! APIs (KIP-1071). Sluice routes the streams-group APIs to the group's
+//! coordinator and offers them; it does not route the share-group APIs yet:
+//! its ApiVersions answer leaves them out (with the inter-broker ones),
+//! offers no version a broker lacks, and a client that sends one anyway has
+//! its connection closed without an answer, as Kafka closes a client that
+//! uses an api it does not offer; no byte of a broker's answer (which could
+//! name a broker) reaches it. The same Sluice node then serves the next
+//! connection.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,18 +19,24 @@ use std::path::Path;
 use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
-use sluice_codec::kafka_protocol::messages::{ApiVersionsRequest, ShareGroupHeartbeatRequest};
+use sluice_codec::kafka_protocol::messages::{
+    ApiVersionsRequest, ShareGroupHeartbeatRequest, StreamsGroupDescribeRequest,
+};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::fronted;
-use sluice_testkit::raw::{self, RawClient};
+use sluice_testkit::raw::RawClient;
+use sluice_testkit::wait;
 
 /// The share-group apis a client sends (KIP-932).
 const SHARE_GROUP_APIS: [i16; 7] = [76, 77, 78, 79, 90, 91, 92];
-/// StreamsGroupHeartbeat and StreamsGroupDescribe (KIP-1071), which the
-/// codec does not know.
+/// StreamsGroupHeartbeat and StreamsGroupDescribe (KIP-1071).
 const STREAMS_GROUP_APIS: [i16; 2] = [88, 89];
+/// GROUP_ID_NOT_FOUND.
+const GROUP_ID_NOT_FOUND: i16 = 69;
+/// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR.
+const RETRIABLE: [i16; 3] = [14, 15, 16];
 
 fn sluice_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sluice"))
@@ -61,7 +68,7 @@ fn offered(versions: &ApiVersionsResponse) -> BTreeMap<i16, (i16, i16)> {
 }
 
 #[test]
-fn the_share_and_streams_group_apis_of_kafka_4_4_are_left_out_of_api_versions() {
+fn the_streams_group_apis_of_kafka_4_4_are_offered_and_the_share_group_apis_left_out() {
     let cluster = Cluster::get(TRIO);
     let brokers: Vec<BTreeMap<i16, (i16, i16)>> = (1..=cluster.node_count())
         .map(|id| {
@@ -86,9 +93,15 @@ fn the_share_and_streams_group_apis_of_kafka_4_4_are_left_out_of_api_versions() 
             && shown.contains_key(&(ApiKey::Fetch as i16)),
         "Produce and Fetch are offered: {shown:?}"
     );
+    for api in STREAMS_GROUP_APIS {
+        assert!(
+            shown.contains_key(&api),
+            "Sluice routes the streams-group api key {api} but does not offer it: {shown:?}"
+        );
+    }
     for (api, (min, max)) in &shown {
         assert!(
-            !SHARE_GROUP_APIS.contains(api) && !STREAMS_GROUP_APIS.contains(api),
+            !SHARE_GROUP_APIS.contains(api),
             "Sluice offers api key {api} ({min}..={max}), which it does not route"
         );
         let known = ApiKey::try_from(*api)
@@ -121,7 +134,7 @@ fn the_share_and_streams_group_apis_of_kafka_4_4_are_left_out_of_api_versions() 
 }
 
 #[test]
-fn a_share_or_streams_group_request_is_refused_by_closing_the_connection() {
+fn a_share_group_request_is_refused_by_closing_the_connection() {
     let cluster = Cluster::get(TRIO);
     let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 1);
 
@@ -141,17 +154,55 @@ fn a_share_or_streams_group_request_is_refused_by_closing_the_connection() {
     );
     assert_closed_unanswered(&mut share, "ShareGroupHeartbeat v1");
 
-    // StreamsGroupHeartbeat v0 (api key 88), which the codec does not know:
-    // a frame with a flexible header and an empty body.
-    let mut streams = RawClient::connect(&nodes[0]);
-    api_versions(&mut streams);
-    streams
-        .write_raw(&raw::frame(STREAMS_GROUP_APIS[0], 0, 7, true, &[0]))
-        .expect("write StreamsGroupHeartbeat");
-    assert_closed_unanswered(&mut streams, "StreamsGroupHeartbeat v0");
-
     // The node serves the next client.
     api_versions(&mut RawClient::connect(&nodes[0]));
+}
+
+/// StreamsGroupDescribe reaches the groups' coordinators: groups that do
+/// not exist are answered GROUP_ID_NOT_FOUND by them, on an open connection
+/// (after COORDINATOR_NOT_AVAILABLE while a fresh cluster creates its
+/// offsets topic, which a client retries).
+#[test]
+fn streams_group_describe_is_answered_by_the_coordinator() {
+    let cluster = Cluster::get(TRIO);
+    let (_sluice, nodes) = fronted::start_nodes(sluice_bin(), &cluster, 1);
+    let mut client = RawClient::connect(&nodes[0]);
+    api_versions(&mut client);
+    let groups = ["no-such-streams-app-1", "no-such-streams-app-2"];
+    let request = StreamsGroupDescribeRequest::default().with_group_ids(
+        groups
+            .iter()
+            .map(|g| StrBytes::from_static_str(g).into())
+            .collect(),
+    );
+    wait::until(
+        Duration::from_secs(60),
+        "StreamsGroupDescribe answered by the coordinators",
+        || {
+            let ResponseKind::StreamsGroupDescribe(answer) = client.request(
+                ApiKey::StreamsGroupDescribe,
+                1,
+                RequestKind::StreamsGroupDescribe(request.clone()),
+            ) else {
+                panic!("not a StreamsGroupDescribe answer");
+            };
+            let got: Vec<(&str, i16)> = answer
+                .groups
+                .iter()
+                .map(|g| (g.group_id.0.as_str(), g.error_code))
+                .collect();
+            if got == groups.map(|g| (g, GROUP_ID_NOT_FOUND)) {
+                return Ok(());
+            }
+            assert!(
+                got.iter().all(|(_, code)| RETRIABLE.contains(code)),
+                "each group answered by its coordinator or retriable: {got:?}"
+            );
+            Err(format!("{got:?}"))
+        },
+    );
+    // The same connection serves the next request.
+    api_versions(&mut client);
 }
 
 /// Asserts that the connection is closed within 10 s and that not one byte

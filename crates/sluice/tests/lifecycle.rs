@@ -27,6 +27,9 @@
 //! - The same behind two Sluice nodes, with a transactional producer too:
 //!   the partitions the hung broker did not lead stay on the Sluice node
 //!   that showed them, on both nodes (`lifecycle/two_nodes.rs`).
+//! - A Kafka Streams application on the Streams protocol (KIP-1071) with
+//!   exactly_once_v2, a broker killed while it counts: every count exact,
+//!   no client connection closed (`lifecycle/streams.rs`).
 //! - Every broker killed: `/ready` turns 503 naming the sink and why while
 //!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
@@ -57,6 +60,7 @@ use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{unique, wait};
 
 mod lifecycle {
+    mod streams;
     pub(crate) mod support;
     mod two_nodes;
 }

@@ -108,3 +108,55 @@ fn offset_fetch_is_split_from_v8_and_the_share_group_apis_are_not_offered() {
         Some(ApiKey::DescribeAcls.valid_versions())
     );
 }
+
+/// `a-b`, `a` when the range is one version, `-` for none.
+fn shown(range: Option<VersionRange>) -> String {
+    match range {
+        None => "-".to_owned(),
+        Some(r) if r.min == r.max => r.min.to_string(),
+        Some(r) => format!("{}-{}", r.min, r.max),
+    }
+}
+
+/// The rows of the table "Every API of Kafka 4.4" in docs/architecture.md:
+/// (key, name, Sluice offers).
+fn documented_apis() -> Vec<(i16, String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/architecture.md");
+    let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let start = doc
+        .find("\n## Every API of Kafka 4.4\n")
+        .expect("docs/architecture.md has the table of every API");
+    doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| key |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let key = cells[1]
+                .parse()
+                .unwrap_or_else(|_| panic!("bad key in {l}"));
+            (key, cells[2].to_owned(), cells[4].to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_documented_table_lists_every_api_as_offered() {
+    let rows = documented_apis();
+    let keys: Vec<i16> = rows.iter().map(|(k, _, _)| *k).collect();
+    let every: Vec<i16> = (0..=keys.iter().copied().max().unwrap_or(0)).collect();
+    assert_eq!(keys, every, "one row per key, in order, none missing");
+    for (key, name, offered) in &rows {
+        match ApiKey::try_from(*key) {
+            Ok(api) => {
+                assert_eq!(name, &format!("{api:?}"), "key {key}");
+                assert_eq!(offered, &shown(offered_versions(api)), "{api:?}");
+            }
+            Err(()) => assert_eq!(offered, "-", "key {key} ({name}) is not in the codec"),
+        }
+    }
+    for api in every_api() {
+        assert!(keys.contains(&(api as i16)), "{api:?} has no row");
+    }
+}

@@ -2,12 +2,15 @@
 //!
 //! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetDelete,
 //! TxnOffsetCommit (the *group* coordinator: offsets live with the group),
-//! ConsumerGroupHeartbeat and ConsumerGroupDescribe go whole to one
-//! coordinator. OffsetFetch, DescribeGroups and DeleteGroups may name groups
-//! of several coordinators and are split by the split module.
+//! ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), and the
+//! Streams group APIs (KIP-1071: StreamsGroupHeartbeat, StreamsGroupDescribe,
+//! StreamsGroupTopologyDescriptionUpdate) go whole to one coordinator.
+//! OffsetFetch, DescribeGroups and DeleteGroups may name groups of several
+//! coordinators and are split by the split module.
 //!
-//! ConsumerGroupDescribe may name several groups too: when they live on one
-//! coordinator it goes there whole, else it is split (see [`super::keyed`]).
+//! ConsumerGroupDescribe and StreamsGroupDescribe may name several groups
+//! too: when they live on one coordinator they go there whole, else they are
+//! split (see [`super::keyed`]).
 //!
 //! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
 //! places the API has for errors ([`error_response`]), looks the coordinator
@@ -17,13 +20,15 @@ use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::De
 use sluice_codec::kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
+use sluice_codec::kafka_protocol::messages::streams_group_describe_response::DescribedGroup as DescribedStreamsGroup;
 use sluice_codec::kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use sluice_codec::kafka_protocol::messages::{
     ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, GroupId, HeartbeatResponse,
     JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse, OffsetDeleteResponse, RequestKind,
-    ResponseKind, SyncGroupResponse, TxnOffsetCommitResponse,
+    ResponseKind, StreamsGroupDescribeResponse, StreamsGroupHeartbeatResponse,
+    StreamsGroupTopologyDescriptionUpdateResponse, SyncGroupResponse, TxnOffsetCommitResponse,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -36,7 +41,7 @@ use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 pub const DEFAULT_REBALANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The group a group API is about; `None` for other APIs (and for a
-/// ConsumerGroupDescribe naming no group).
+/// ConsumerGroupDescribe or StreamsGroupDescribe naming no group).
 pub fn group_key(request: &RequestKind) -> Option<String> {
     let id = match request {
         RequestKind::JoinGroup(r) => &r.group_id,
@@ -48,6 +53,9 @@ pub fn group_key(request: &RequestKind) -> Option<String> {
         RequestKind::TxnOffsetCommit(r) => &r.group_id,
         RequestKind::ConsumerGroupHeartbeat(r) => &r.group_id,
         RequestKind::ConsumerGroupDescribe(r) => r.group_ids.first()?,
+        RequestKind::StreamsGroupHeartbeat(r) => &r.group_id,
+        RequestKind::StreamsGroupDescribe(r) => r.group_ids.first()?,
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(r) => &r.group_id,
         // v0-7 name one group; v8+ are split by the split module.
         RequestKind::OffsetFetch(r) if r.groups.is_empty() => &r.group_id,
         _ => return None,
@@ -112,6 +120,7 @@ pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<
                 });
                 TxnOffsetCommitResponseTopic::default()
                     .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
                     .with_partitions(partitions.collect())
             });
             ResponseKind::TxnOffsetCommit(
@@ -134,6 +143,25 @@ pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<
             });
             ResponseKind::ConsumerGroupDescribe(
                 ConsumerGroupDescribeResponse::default().with_groups(groups.collect()),
+            )
+        }
+        // As the coordinator answers an error: the code, the rest defaults.
+        RequestKind::StreamsGroupHeartbeat(_) => ResponseKind::StreamsGroupHeartbeat(
+            StreamsGroupHeartbeatResponse::default().with_error_code(code),
+        ),
+        RequestKind::StreamsGroupDescribe(r) => {
+            let groups = r.group_ids.iter().map(|g| {
+                DescribedStreamsGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(code)
+            });
+            ResponseKind::StreamsGroupDescribe(
+                StreamsGroupDescribeResponse::default().with_groups(groups.collect()),
+            )
+        }
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(_) => {
+            ResponseKind::StreamsGroupTopologyDescriptionUpdate(
+                StreamsGroupTopologyDescriptionUpdateResponse::default().with_error_code(code),
             )
         }
         _ => return None,
@@ -161,6 +189,9 @@ pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
         ResponseKind::OffsetDelete(r) => vec![r.error_code],
         ResponseKind::ConsumerGroupHeartbeat(r) => vec![r.error_code],
         ResponseKind::ConsumerGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::StreamsGroupHeartbeat(r) => vec![r.error_code],
+        ResponseKind::StreamsGroupDescribe(r) => r.groups.iter().map(|g| g.error_code).collect(),
+        ResponseKind::StreamsGroupTopologyDescriptionUpdate(r) => vec![r.error_code],
         ResponseKind::OffsetFetch(r) => {
             let mut codes = vec![r.error_code];
             codes.extend(

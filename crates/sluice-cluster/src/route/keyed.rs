@@ -1,5 +1,6 @@
-//! ConsumerGroupDescribe and DescribeTransactions: requests naming several
-//! keys that may live on different coordinators, split by coordinator here.
+//! ConsumerGroupDescribe, StreamsGroupDescribe and DescribeTransactions:
+//! requests naming several keys that may live on different coordinators,
+//! split by coordinator here.
 //!
 //! A Java admin client batches these by the node FindCoordinator named. Behind
 //! Sluice one node stands in for many real coordinators, so one batch can
@@ -12,9 +13,10 @@
 
 use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use sluice_codec::kafka_protocol::messages::describe_transactions_response::TransactionState;
+use sluice_codec::kafka_protocol::messages::streams_group_describe_response::DescribedGroup as DescribedStreamsGroup;
 use sluice_codec::kafka_protocol::messages::{
     ConsumerGroupDescribeResponse, DescribeTransactionsResponse, GroupId, ProducerId, RequestKind,
-    ResponseKind, TransactionalId,
+    ResponseKind, StreamsGroupDescribeResponse, TransactionalId,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -25,6 +27,10 @@ use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
     match request {
         RequestKind::ConsumerGroupDescribe(r) => Some((
+            CoordinatorKeyType::Group,
+            r.group_ids.iter().map(|g| g.0.to_string()).collect(),
+        )),
+        RequestKind::StreamsGroupDescribe(r) => Some((
             CoordinatorKeyType::Group,
             r.group_ids.iter().map(|g| g.0.to_string()).collect(),
         )),
@@ -44,6 +50,10 @@ pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
     let str = |k: &String| StrBytes::from_string(k.clone());
     match request {
         RequestKind::ConsumerGroupDescribe(r) => RequestKind::ConsumerGroupDescribe(
+            r.clone()
+                .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
+        ),
+        RequestKind::StreamsGroupDescribe(r) => RequestKind::StreamsGroupDescribe(
             r.clone()
                 .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
         ),
@@ -75,58 +85,70 @@ pub fn merge(
     results: Vec<KeyedResult>,
     order: &[String],
 ) -> Option<ResponseKind> {
-    let rank = |key: &str| order.iter().position(|k| k == key).unwrap_or(usize::MAX);
     match request {
         RequestKind::ConsumerGroupDescribe(_) => {
-            let mut throttle = 0;
-            let mut groups = Vec::new();
-            for result in results {
-                match result {
-                    KeyedResult::Answer(ResponseKind::ConsumerGroupDescribe(r)) => {
-                        throttle = throttle.max(r.throttle_time_ms);
-                        groups.extend(r.groups);
-                    }
-                    KeyedResult::Answer(_) => {}
-                    KeyedResult::Failed(keys, code) => {
-                        groups.extend(keys.iter().map(|k| {
-                            DescribedGroup::default()
-                                .with_group_id(GroupId(StrBytes::from_string(k.clone())))
-                                .with_error_code(code)
-                        }));
-                    }
-                }
-            }
-            groups.sort_by_key(|g| rank(g.group_id.0.as_str()));
+            let (throttle, groups) = gather(
+                results,
+                order,
+                |answer| match answer {
+                    ResponseKind::ConsumerGroupDescribe(r) => Some((r.throttle_time_ms, r.groups)),
+                    _ => None,
+                },
+                |key, code| {
+                    DescribedGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
+                        .with_error_code(code)
+                },
+                |g| g.group_id.0.as_str(),
+            );
             Some(ResponseKind::ConsumerGroupDescribe(
                 ConsumerGroupDescribeResponse::default()
                     .with_throttle_time_ms(throttle)
                     .with_groups(groups),
             ))
         }
+        RequestKind::StreamsGroupDescribe(_) => {
+            let (throttle, groups) = gather(
+                results,
+                order,
+                |answer| match answer {
+                    ResponseKind::StreamsGroupDescribe(r) => Some((r.throttle_time_ms, r.groups)),
+                    _ => None,
+                },
+                |key, code| {
+                    DescribedStreamsGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
+                        .with_error_code(code)
+                },
+                |g| g.group_id.0.as_str(),
+            );
+            Some(ResponseKind::StreamsGroupDescribe(
+                StreamsGroupDescribeResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_groups(groups),
+            ))
+        }
         RequestKind::DescribeTransactions(_) => {
-            let mut throttle = 0;
-            let mut states = Vec::new();
-            for result in results {
-                match result {
-                    KeyedResult::Answer(ResponseKind::DescribeTransactions(r)) => {
-                        throttle = throttle.max(r.throttle_time_ms);
-                        states.extend(r.transaction_states);
+            let (throttle, states) = gather(
+                results,
+                order,
+                |answer| match answer {
+                    ResponseKind::DescribeTransactions(r) => {
+                        Some((r.throttle_time_ms, r.transaction_states))
                     }
-                    KeyedResult::Answer(_) => {}
-                    KeyedResult::Failed(keys, code) => {
-                        states.extend(keys.iter().map(|k| {
-                            TransactionState::default()
-                                .with_transactional_id(TransactionalId(StrBytes::from_string(
-                                    k.clone(),
-                                )))
-                                .with_error_code(code)
-                                .with_producer_id(ProducerId(-1))
-                                .with_producer_epoch(-1)
-                        }));
-                    }
-                }
-            }
-            states.sort_by_key(|s| rank(s.transactional_id.0.as_str()));
+                    _ => None,
+                },
+                |key, code| {
+                    TransactionState::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(
+                            key.to_owned(),
+                        )))
+                        .with_error_code(code)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1)
+                },
+                |s| s.transactional_id.0.as_str(),
+            );
             Some(ResponseKind::DescribeTransactions(
                 DescribeTransactionsResponse::default()
                     .with_throttle_time_ms(throttle)
@@ -137,10 +159,50 @@ pub fn merge(
     }
 }
 
+/// The entries of every part's answer (`entries` takes them out of an
+/// answer of the right API) and an entry with the part's error code for
+/// each key of a failed part (`failed`), in the order of `order` (by
+/// `key_of`), with the largest throttle time of the answers.
+fn gather<E>(
+    results: Vec<KeyedResult>,
+    order: &[String],
+    entries: impl Fn(ResponseKind) -> Option<(i32, Vec<E>)>,
+    failed: impl Fn(&str, i16) -> E,
+    key_of: impl Fn(&E) -> &str,
+) -> (i32, Vec<E>) {
+    let mut throttle = 0;
+    let mut all = Vec::new();
+    for result in results {
+        match result {
+            KeyedResult::Answer(answer) => {
+                if let Some((t, e)) = entries(answer) {
+                    throttle = throttle.max(t);
+                    all.extend(e);
+                }
+            }
+            KeyedResult::Failed(keys, code) => all.extend(keys.iter().map(|k| failed(k, code))),
+        }
+    }
+    let rank = |key: &str| order.iter().position(|k| k == key).unwrap_or(usize::MAX);
+    all.sort_by_key(|e| rank(key_of(e)));
+    (throttle, all)
+}
+
 /// The keys whose coordinator moved, from a merged answer.
 pub fn stale(response: &ResponseKind) -> Vec<Stale> {
     let entries: Vec<(CoordinatorKeyType, &str, i16)> = match response {
         ResponseKind::ConsumerGroupDescribe(r) => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    CoordinatorKeyType::Group,
+                    g.group_id.0.as_str(),
+                    g.error_code,
+                )
+            })
+            .collect(),
+        ResponseKind::StreamsGroupDescribe(r) => r
             .groups
             .iter()
             .map(|g| {

@@ -19,14 +19,14 @@
 //!   decoding and re-encoding, records included, so the driver does it only
 //!   when the answer carries a partition error ([`produce_needs_rewrite`],
 //!   [`fetch_needs_rewrite`]).
-//! - **The raw pass-through check.** A Fetch answer forwarded unmerged is
-//!   never decoded when [`fetch_may_need_rewrite`] can rule hints out: it
-//!   walks the partition headers (fixed offsets, records skipped by their
-//!   length) and allocates nothing. The trade-off: the walk reads every
-//!   partition header of every fetch answer (cheap, linear in partitions) to
-//!   spare the common case a decode and a re-encode that would copy every
-//!   record byte. Produce answers carry no records, so they are simply
-//!   decoded (without being marked for re-encoding) and checked.
+//! - **The raw pass-through check.** A Fetch or Produce answer forwarded
+//!   unmerged is never decoded when [`fetch_may_need_rewrite`] or
+//!   [`produce_may_need_rewrite`] can rule errors and hints out: each walks
+//!   the partition headers (fixed offsets, records skipped by their length)
+//!   and allocates nothing. The trade-off: the walk reads every partition
+//!   header of every answer (cheap, linear in partitions) to spare the
+//!   common case a decode (and, for a fetch, a re-encode that would copy
+//!   every record byte).
 //! - **Staleness**: per-partition error codes that say the view is out of
 //!   date ([`stale_partitions`]).
 //! - **Produce goes only where it is shown** ([`ShownHere`]). A Sluice node
@@ -224,6 +224,18 @@ pub fn fetch_may_need_rewrite(body: &[u8], version: i16) -> bool {
     scan_fetch(body, version).unwrap_or(true)
 }
 
+/// Whether the body of a Produce answer (`body`: the bytes after the
+/// response header, at `version`) may carry something to rewrite or record:
+/// a partition error (which also says whether the view is stale), a
+/// partition tagged field (`current_leader`) or a top-level one
+/// (`node_endpoints`). The answer a producer gets for nearly every request
+/// has none, and is then forwarded without being decoded at all. Walks the
+/// partitions without allocating; a body it cannot walk answers `true`, so
+/// the full decode reports the problem.
+pub fn produce_may_need_rewrite(body: &[u8], version: i16) -> bool {
+    scan_produce(body, version).unwrap_or(true)
+}
+
 /// A bounds-checked reader over the body; `None` once anything is out of bounds.
 struct Scan<'a> {
     buf: &'a [u8],
@@ -317,6 +329,56 @@ fn scan_fetch(body: &[u8], version: i16) -> Option<bool> {
         return Some(true);
     }
     Some(false)
+}
+
+/// The walk behind [`produce_may_need_rewrite`] (Produce v3–v13 layout).
+fn scan_produce(body: &[u8], version: i16) -> Option<bool> {
+    let flexible = version >= 9;
+    let mut s = Scan { buf: body, pos: 0 };
+    let topics = s.len(flexible, true)?.unwrap_or(0);
+    for _ in 0..topics {
+        if version >= 13 {
+            s.take(16)?; // topic_id
+        } else {
+            let name = s.len(flexible, false)?.unwrap_or(0);
+            s.take(name)?;
+        }
+        let partitions = s.len(flexible, true)?.unwrap_or(0);
+        for _ in 0..partitions {
+            s.take(4)?; // index
+            if s.i16()? != 0 {
+                return Some(true);
+            }
+            s.take(8 + 8)?; // base_offset, log_append_time_ms
+            if version >= 5 {
+                s.take(8)?; // log_start_offset
+            }
+            if version >= 8 {
+                let errors = s.len(flexible, true)?.unwrap_or(0);
+                for _ in 0..errors {
+                    s.take(4)?; // batch_index
+                    let message = s.len(flexible, false)?.unwrap_or(0);
+                    s.take(message)?;
+                    if flexible {
+                        s.tagged()?;
+                    }
+                }
+                let message = s.len(flexible, false)?.unwrap_or(0);
+                s.take(message)?;
+            }
+            if flexible && s.tagged()? > 0 {
+                return Some(true);
+            }
+        }
+        if flexible {
+            s.tagged()?;
+        }
+    }
+    s.take(4)?; // throttle_time_ms
+    if flexible && s.tagged()? > 0 {
+        return Some(true);
+    }
+    Some(s.pos != body.len())
 }
 
 /// One partition of a Fetch answer; `Some(true)` when it has an error or a
@@ -425,6 +487,87 @@ mod tests {
         // Partition 1 came from its leader: its OFFSET_OUT_OF_RANGE is true.
         assert_eq!(codes, vec![NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, 74]);
         assert!(!soften_follower_errors(&mut resp, 12, &errors[1..]));
+    }
+
+    /// A Produce answer at `version` for topics `a` (partitions 0, 1) and
+    /// `b` (partition 2), as a broker writes it; `edit` changes it first.
+    fn produce_body(version: i16, edit: impl FnOnce(&mut ProduceResponse)) -> Vec<u8> {
+        use sluice_codec::kafka_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        use sluice_codec::kafka_protocol::protocol::Encodable;
+        let partition = |index: i32| {
+            PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(1000 + i64::from(index))
+                .with_log_start_offset(if version >= 5 { 7 } else { -1 })
+        };
+        let topic = |name: &'static str, id: u128, partitions: Vec<PartitionProduceResponse>| {
+            let topic = TopicProduceResponse::default().with_partition_responses(partitions);
+            if version >= 13 {
+                topic.with_topic_id(uuid::Uuid::from_u128(id))
+            } else {
+                topic.with_name(TopicName(StrBytes::from_static_str(name)))
+            }
+        };
+        let mut answer = ProduceResponse::default()
+            .with_throttle_time_ms(5)
+            .with_responses(vec![
+                topic("a", 1, vec![partition(0), partition(1)]),
+                topic("b", 2, vec![partition(2)]),
+            ]);
+        edit(&mut answer);
+        let mut buf = bytes::BytesMut::new();
+        answer.encode(&mut buf, version).unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn a_clean_produce_answer_is_seen_clean_without_decoding_at_every_version() {
+        use sluice_codec::kafka_protocol::messages::produce_response::{
+            BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint,
+        };
+        for version in 3..=13 {
+            let clean = produce_body(version, |_| {});
+            assert!(!produce_may_need_rewrite(&clean, version), "v{version}");
+            let error = produce_body(version, |r| {
+                r.responses[1].partition_responses[0].error_code = NOT_LEADER_OR_FOLLOWER;
+            });
+            assert!(produce_may_need_rewrite(&error, version), "v{version}");
+            for cut in [1, 4, clean.len() / 2, clean.len() - 1] {
+                assert!(
+                    produce_may_need_rewrite(&clean[..cut], version),
+                    "v{version}: truncated at {cut}"
+                );
+            }
+            let mut longer = clean.clone();
+            longer.push(0);
+            assert!(produce_may_need_rewrite(&longer, version), "v{version}");
+            if version >= 8 {
+                let record_errors = produce_body(version, |r| {
+                    let p = &mut r.responses[0].partition_responses[1];
+                    p.record_errors =
+                        vec![BatchIndexAndErrorMessage::default().with_batch_index(3)];
+                    p.error_message = Some(StrBytes::from_static_str("bad record"));
+                });
+                // Walked past, and the partition itself is clean.
+                assert!(
+                    !produce_may_need_rewrite(&record_errors, version),
+                    "v{version}"
+                );
+            }
+            if version >= 10 {
+                let hint = produce_body(version, |r| {
+                    r.responses[0].partition_responses[0].current_leader =
+                        LeaderIdAndEpoch::default().with_leader_id(BrokerId(2).0.into());
+                });
+                assert!(produce_may_need_rewrite(&hint, version), "v{version}");
+                let endpoints = produce_body(version, |r| {
+                    r.node_endpoints = vec![NodeEndpoint::default().with_node_id(2.into())];
+                });
+                assert!(produce_may_need_rewrite(&endpoints, version), "v{version}");
+            }
+        }
     }
 
     #[test]

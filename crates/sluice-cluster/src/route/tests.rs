@@ -7,7 +7,8 @@
 //! policies). `errors`: synthesized answers; `admin`: admin and inter-broker
 //! APIs; `groups` and `keyed`: coordinator keys, multi-key splits;
 //! `produce_fetch`: staleness and the Fetch header walk; `meta`: internal
-//! requests and the versions offered to clients.
+//! requests and the versions offered to clients; `streams`: the Streams
+//! group APIs (KIP-1071) and the audit of their answers' fields.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
@@ -16,6 +17,7 @@ mod groups;
 mod keyed;
 mod meta;
 mod produce_fetch;
+mod streams;
 
 use bytes::BytesMut;
 use sluice_codec::kafka_protocol::ResponseError;
@@ -134,8 +136,10 @@ fn families() {
 fn offered_versions_clamp_to_what_sluice_decodes() {
     let produce = offered_versions(ApiKey::Produce).unwrap();
     assert_eq!((produce.min, produce.max), (3, 13));
-    let commit = offered_versions(ApiKey::OffsetCommit).unwrap();
-    assert_eq!(commit.max, 9, "kafka-protocol overstates OffsetCommit");
+    let init = offered_versions(ApiKey::InitProducerId).unwrap();
+    assert_eq!(init.max, 5, "kafka-protocol overstates InitProducerId");
+    let api_versions = offered_versions(ApiKey::ApiVersions).unwrap();
+    assert_eq!(api_versions.max, 4, "v5 names a node id (KIP-1242)");
     // Admin APIs forwarded undecoded keep the codec's range.
     let partitions = offered_versions(ApiKey::CreatePartitions).unwrap();
     assert_eq!(partitions, ApiKey::CreatePartitions.valid_versions());

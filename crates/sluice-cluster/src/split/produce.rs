@@ -1,8 +1,12 @@
 //! Produce (v3–v13): split by partition leader, merge per topic.
 //!
-//! Topics are named by `name` up to v12 and by `topic_id` from v13. Every part
-//! keeps the request's `transactional_id`, `acks` and `timeout_ms`; record
-//! batches move into the parts as the same `Bytes`, never decoded or copied.
+//! Topics are named by `name` up to v12 and by `topic_id` from v13. A
+//! request whose partitions all have one leader is not cut at all: it is
+//! forwarded as the client's bytes (see `route::whole_to_one_leader`).
+//! Otherwise every part keeps the request's `transactional_id`, `acks` and
+//! `timeout_ms`, and record batches move into the parts as the same `Bytes`,
+//! slices of the client's frame, never decoded or copied (the codec writes
+//! a part's batches from those slices too).
 //!
 //! The merge concatenates the parts' topics (one entry per topic, partitions
 //! in request order), takes the largest throttle time, and collects the
@@ -46,6 +50,9 @@ impl SplitApi for ProduceRequest {
     const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
+        if let Some(whole) = route::whole_to_one_leader(self, &self.topic_data, version, routing) {
+            return whole;
+        }
         let base = ProduceRequest::default()
             .with_transactional_id(self.transactional_id.clone())
             .with_acks(self.acks)

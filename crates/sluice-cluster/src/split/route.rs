@@ -117,6 +117,47 @@ where
     pieces.into_split(plan, rebuild)
 }
 
+/// The split of a request whose partitions all have the same known leader:
+/// one part, the request itself, which [`Split::passthrough`] then forwards
+/// as the client's bytes. `None` when the partitions need more than one
+/// broker, or some have no known leader, or there are none: then the
+/// request is cut by [`split_by_leader`].
+///
+/// The common case of a producer or consumer that follows the leaders it is
+/// shown, so it is decided with one leader lookup per partition and nothing
+/// allocated but the part and its skeleton: no per-broker lists and no
+/// partition order to restore (one part's answer is already in request
+/// order, and a failed part's synthesized answer is built from the request).
+pub(crate) fn whole_to_one_leader<Req, T, L>(
+    request: &Req,
+    topics: &[T],
+    version: i16,
+    leaders: &L,
+) -> Option<Split<Req>>
+where
+    Req: SplitApi,
+    T: TopicEntry,
+    L: PartitionLeaders + ?Sized,
+{
+    let mut only = None;
+    for topic in topics {
+        let key = topic.topic_ref(version);
+        for partition in topic.partitions() {
+            let leader = leaders.leader(&key, T::partition_index(partition))?;
+            if *only.get_or_insert(leader) != leader {
+                return None;
+            }
+        }
+    }
+    let plan = Plan::new(version, Order::Unordered, false);
+    Some(Split::assemble(
+        plan,
+        vec![(only?, request.clone())],
+        None,
+        Vec::new(),
+    ))
+}
+
 /// Splits items keyed by group id by their group coordinator; the plan
 /// restores the request's group order. `rebuild` makes a request from the
 /// items of one part.

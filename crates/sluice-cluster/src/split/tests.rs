@@ -139,6 +139,11 @@ impl FakeCluster {
         cluster
     }
 
+    /// Makes `leader` the leader of `partition` of `topic` (as named).
+    pub(super) fn set_leader(&mut self, topic: TopicRef, partition: i32, leader: BrokerId) {
+        self.leaders.insert((topic, partition), leader);
+    }
+
     /// No broker, leader or coordinator known.
     pub(super) fn empty() -> Self {
         Self {

@@ -1,50 +1,94 @@
-//! A merged Fetch response written without copying its record batches.
+//! Re-encoded frames written without copying their record batches.
 //!
 //! `kafka-protocol` encodes a body into one buffer, so it would copy every
-//! record batch a merged fetch carries. Here the response's *structure* is
-//! encoded twice instead, once with every partition's `records` null and
-//! once with every one empty. The two encodings have the same length and
-//! differ only where each partition's records length is written (compact
-//! versions: `0x00` against `0x01`; older ones: `-1` against `0`), in
-//! partition order. The frame is the empty-records encoding with the real
-//! length and the record batch itself, shared, put in at each place.
+//! record batch a merged Fetch answer or a part of a split Produce request
+//! carries. Here the message's *structure* is encoded twice instead, once
+//! with every partition's `records` null and once with every one empty. The
+//! two encodings have the same length and differ only where each
+//! partition's records length is written (compact versions: `0x00` against
+//! `0x01`; older ones: `-1` against `0`), in partition order. The frame is
+//! the empty-records encoding with the real length and the record batch
+//! itself, shared, put in at each place.
 //!
 //! Anything unexpected (a count of differences other than the partitions,
 //! a length mismatch) returns `None`, and the caller encodes as usual.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::FetchResponse;
 use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{FetchResponse, ProduceRequest};
 use kafka_protocol::protocol::Encodable;
 
 use crate::out::SHARE_MIN_BYTES;
 
 /// The first Fetch version with compact (flexible) encoding.
-const FIRST_FLEXIBLE_VERSION: i16 = 12;
+const FIRST_FLEXIBLE_FETCH: i16 = 12;
+
+/// The first Produce version with compact (flexible) encoding.
+const FIRST_FLEXIBLE_PRODUCE: i16 = 9;
 
 /// The body of `response` at `version` as pieces to write in order; large
 /// record batches are shared, not copied. `None` when sharing saves
 /// nothing or the body cannot be laid out this way.
 pub(super) fn fetch_body(response: &FetchResponse, version: i16) -> Option<Vec<Bytes>> {
     let records: Vec<Option<&Bytes>> = partitions(response).map(|p| p.records.as_ref()).collect();
+    spliced(
+        response,
+        version,
+        version >= FIRST_FLEXIBLE_FETCH,
+        &records,
+        |skeleton, to| partitions_mut(skeleton).for_each(|p| p.records.clone_from(&to)),
+    )
+}
+
+/// The body of a Produce request (a part of a split one, above all) at
+/// `version` as pieces to write in order, its record batches shared as in
+/// [`fetch_body`].
+pub(super) fn produce_body(request: &ProduceRequest, version: i16) -> Option<Vec<Bytes>> {
+    let records: Vec<Option<&Bytes>> = request
+        .topic_data
+        .iter()
+        .flat_map(|t| t.partition_data.iter())
+        .map(|p| p.records.as_ref())
+        .collect();
+    spliced(
+        request,
+        version,
+        version >= FIRST_FLEXIBLE_PRODUCE,
+        &records,
+        |skeleton, to| {
+            skeleton
+                .topic_data
+                .iter_mut()
+                .flat_map(|t| t.partition_data.iter_mut())
+                .for_each(|p| p.records.clone_from(&to));
+        },
+    )
+}
+
+/// `message` at `version` as pieces, each partition's `records` (in
+/// encoding order) put in shared; `set_records` sets every partition's
+/// `records` of a copy to one value.
+fn spliced<M: Encodable + Clone>(
+    message: &M,
+    version: i16,
+    compact: bool,
+    records: &[Option<&Bytes>],
+    set_records: impl Fn(&mut M, Option<Bytes>),
+) -> Option<Vec<Bytes>> {
     if !records.iter().flatten().any(|r| r.len() >= SHARE_MIN_BYTES) {
         return None;
     }
-    let mut skeleton = response.clone();
-    partitions_mut(&mut skeleton).for_each(|p| p.records = None);
+    let mut skeleton = message.clone();
+    set_records(&mut skeleton, None);
     let null = encoded(&skeleton, version)?;
-    partitions_mut(&mut skeleton).for_each(|p| p.records = Some(Bytes::new()));
+    set_records(&mut skeleton, Some(Bytes::new()));
     let empty = encoded(&skeleton, version)?.freeze();
     if null.len() != empty.len() {
         return None;
     }
-    let width = if version >= FIRST_FLEXIBLE_VERSION {
-        1
-    } else {
-        4
-    };
+    let width = if compact { 1 } else { 4 };
     let mut pieces = Vec::with_capacity(3 * records.len() + 1);
-    let mut records = records.into_iter();
+    let mut records = records.iter();
     let (mut from, mut at) = (0, 0);
     while at < empty.len() {
         if null.get(at) == empty.get(at) {
@@ -65,9 +109,9 @@ pub(super) fn fetch_body(response: &FetchResponse, version: i16) -> Option<Vec<B
     Some(pieces)
 }
 
-fn encoded(response: &FetchResponse, version: i16) -> Option<BytesMut> {
+fn encoded<M: Encodable>(message: &M, version: i16) -> Option<BytesMut> {
     let mut buf = BytesMut::new();
-    response.encode(&mut buf, version).ok()?;
+    message.encode(&mut buf, version).ok()?;
     Some(buf)
 }
 
@@ -252,6 +296,75 @@ mod tests {
         rt.block_on(out.write_to(&mut shared)).unwrap();
         assert_eq!(shared, copied.to_vec());
         assert_eq!(shared[8..12], 1234i32.to_be_bytes());
+    }
+
+    /// A Produce request naming two topics, with large, small, empty and
+    /// null record batches, all slices of one `frame`.
+    fn produce(version: i16, frame: &Bytes) -> ProduceRequest {
+        use kafka_protocol::messages::TopicName;
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let partition = |index: i32, records: Option<Bytes>| {
+            PartitionProduceData::default()
+                .with_index(index)
+                .with_records(records)
+        };
+        let topic = |name: &'static str, id: u128, partitions| {
+            let topic = TopicProduceData::default().with_partition_data(partitions);
+            if version >= 13 {
+                topic.with_topic_id(uuid::Uuid::from_u128(id))
+            } else {
+                topic.with_name(TopicName(StrBytes::from_static_str(name)))
+            }
+        };
+        ProduceRequest::default()
+            .with_transactional_id((version >= 3).then(|| StrBytes::from_static_str("tx").into()))
+            .with_acks(-1)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![
+                topic("a", 1, vec![partition(0, Some(frame.slice(0..5000)))]),
+                topic(
+                    "b",
+                    2,
+                    vec![
+                        partition(3, Some(frame.slice(5000..5100))),
+                        partition(1, None),
+                        partition(2, Some(Bytes::new())),
+                        partition(0, Some(frame.slice(5100..205_100))),
+                    ],
+                ),
+            ])
+    }
+
+    #[test]
+    fn a_built_produce_shares_its_record_batches_at_every_version() {
+        use kafka_protocol::messages::RequestKind;
+        let frame = Bytes::from((0..205_100u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let inside = frame.as_ptr_range();
+        for version in 3..=13 {
+            let body = RequestKind::Produce(produce(version, &frame));
+            let client_id = Some(Bytes::from_static(b"client"));
+            let built = crate::Request::from_body(ApiKey::Produce, version, 42, client_id, body);
+            let mut copied = BytesMut::new();
+            built.encode(&mut copied).unwrap();
+            let mut out = OutFrames::default();
+            built.encode_into(&mut out).unwrap();
+            let shared: Vec<usize> = out
+                .chunks()
+                .filter(|c| inside.contains(&c.as_ptr()))
+                .map(Bytes::len)
+                .collect();
+            assert_eq!(
+                shared,
+                vec![5000, 200_000],
+                "v{version}: the large batches are the frame's own bytes"
+            );
+            let mut written = Vec::new();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(out.write_to(&mut written)).unwrap();
+            assert_eq!(written, copied.to_vec(), "Produce v{version}");
+        }
     }
 
     #[test]

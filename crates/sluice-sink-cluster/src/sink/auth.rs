@@ -10,7 +10,7 @@
 //!
 //! A re-authentication (KIP-368, rules in [`sluice_cluster::client_auth::reauth`]) goes the
 //! same way: its SaslAuthenticate rounds are sent on a fresh connection
-//! opened for it ([`Connections::open_reauth`](crate::connections::Connections::open_reauth))
+//! opened for it ([`Pool::open_reauth`](crate::pool::Pool::open_reauth))
 //! and settled before the next request; a broker that fails meanwhile
 //! becomes a NETWORK_EXCEPTION answer, not a silent close.
 //!
@@ -27,8 +27,8 @@ use tracing::{debug, info, warn};
 use super::send::{Dest, ready};
 use super::{KafkaSinkCluster, now};
 use crate::close::{CloseError, Invariant, gate_error};
-use crate::kafka_connection::login::Login;
 use crate::pending::{Combine, PartState, PendingResponse, Post};
+use crate::pool::Login;
 use sluice_cluster::client_auth::{Admit, Mechanism, Outcome, SaslStep};
 use sluice_cluster::route::{self, Meta, OnFailure};
 

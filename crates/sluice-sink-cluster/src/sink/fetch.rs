@@ -21,8 +21,8 @@ use super::finish::count_synthesized;
 use super::send::Dest;
 use super::{KafkaSinkCluster, now};
 use crate::close::Invariant;
-use crate::connections::Target;
 use crate::pending::{Combine, Part, PendingResponse};
+use crate::pool::Target;
 use sluice_cluster::consume::{
     FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, PartitionKey, Planned, Prepared,
     ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_name,
@@ -427,7 +427,8 @@ impl KafkaSinkCluster {
             return;
         };
         let version = state.upstream.version();
-        for (broker, id) in state.upstream.held() {
+        let held: Vec<_> = state.upstream.held().collect();
+        for (broker, id) in held {
             let close = FetchRequest::default()
                 .with_max_wait_ms(0)
                 .with_min_bytes(0)

@@ -35,10 +35,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
-use super::failures::Verdict;
 use crate::close::{CloseError, Invariant};
-use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::pool::health::Verdict;
+use crate::pool::{ConnError, Target};
 use sluice_cluster::api::{Family, describe};
 use sluice_cluster::error_codes;
 use sluice_cluster::rewrite::{RewriteError, Rewriter};
@@ -378,7 +378,7 @@ impl KafkaSinkCluster {
 
     /// Logs a failed request: at WARN at most once per broker per
     /// `WARN_EVERY` (saying how many were logged at DEBUG in between), else
-    /// at DEBUG (see `sink/failures.rs`).
+    /// at DEBUG (see `pool/health.rs`).
     /// `broker`: `None` when the request found no broker address (the
     /// error says what it looked for).
     fn log_failure(
@@ -391,7 +391,7 @@ impl KafkaSinkCluster {
         let now = Instant::now();
         let (verdict, shown, broker_id) = match broker {
             Some(broker) => (
-                self.shared.failures.record(broker, now),
+                self.shared.health.failed(broker, now),
                 broker.to_string(),
                 broker.id,
             ),
@@ -399,7 +399,7 @@ impl KafkaSinkCluster {
                 let target = e.target().to_string();
                 let id = e.unaddressed().and_then(|u| u.broker_id());
                 (
-                    self.shared.failures.record_unaddressed(target.clone(), now),
+                    self.shared.health.failed_unaddressed(target.clone(), now),
                     target,
                     id,
                 )
@@ -432,7 +432,18 @@ impl KafkaSinkCluster {
         broker: Option<&BrokerAddress>,
     ) -> Result<(), ChainError> {
         let (api, version) = (response.api_key(), response.api_version());
-        if raw && api == ApiKey::Fetch && !fetch_may_need_rewrite(response) {
+        // A clean answer passed through (no partition error, no hint) has
+        // nothing to record or rewrite: it is forwarded undecoded.
+        let scan = match api {
+            ApiKey::Fetch => Some(produce_fetch::fetch_may_need_rewrite as fn(&[u8], i16) -> bool),
+            ApiKey::Produce => {
+                Some(produce_fetch::produce_may_need_rewrite as fn(&[u8], i16) -> bool)
+            }
+            _ => None,
+        };
+        if let Some(scan) = scan.filter(|_| raw)
+            && !raw_may_need_rewrite(response, scan)
+        {
             return Ok(());
         }
         let decode_error = |e: CodecError| protocol_error(broker, api, e);
@@ -616,16 +627,15 @@ fn part_broker(part: &Part) -> BrokerId {
     }
 }
 
-/// Whether an undecoded Fetch answer may carry something to rewrite or record.
-fn fetch_may_need_rewrite(response: &Response) -> bool {
+/// Whether an undecoded Fetch or Produce answer may carry something to
+/// rewrite or record, as `scan` (the api's walk of the body) says.
+fn raw_may_need_rewrite(response: &Response, scan: fn(&[u8], i16) -> bool) -> bool {
     let Some(frame) = response.raw_frame() else {
         return true;
     };
     let (api, version) = (response.api_key(), response.api_version());
     match response_body_offset(frame, api, version) {
-        Ok(offset) => {
-            produce_fetch::fetch_may_need_rewrite(frame.get(offset..).unwrap_or_default(), version)
-        }
+        Ok(offset) => scan(frame.get(offset..).unwrap_or_default(), version),
         Err(_) => true,
     }
 }

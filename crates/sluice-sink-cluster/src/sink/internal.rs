@@ -22,7 +22,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster};
-use crate::connections::ConnError;
+use crate::pool::ConnError;
 use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
 use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};

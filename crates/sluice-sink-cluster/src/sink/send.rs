@@ -18,8 +18,8 @@ use tracing::{debug, warn};
 
 use super::{InternalRequestError, KafkaSinkCluster, Shared};
 use crate::close::{CloseError, Invariant};
-use crate::connections::{ConnError, Target};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
+use crate::pool::{ConnError, Target};
 use sluice_chain::ChainError;
 use sluice_cluster::error_codes;
 use sluice_cluster::rewrite::Rewriter;
@@ -149,7 +149,7 @@ impl KafkaSinkCluster {
         };
         let broker = conn.address().clone();
         count_out_of_rack(&self.shared, target, request.api_key());
-        let stalls_at = super::stalled::stalls_at(&request, conn);
+        let stalls_at = super::stalled::stalls_at(&request, |wait| conn.answer_due(wait));
         Ok(match conn.send(request).await {
             Ok(Some(receiver)) => Some(Part::sent(target, broker, receiver).stalling_at(stalls_at)),
             Ok(None) => None,
@@ -159,14 +159,14 @@ impl KafkaSinkCluster {
 
     /// Sends `request` to broker `id` without waiting: only on a connection
     /// already open that needs no replacing (its token or SASL session not
-    /// at risk: see [`crate::connections::Connections::ready`]), only if
+    /// at risk: see [`crate::pool::Pool::ready`]), only if
     /// its queue has room now. For work that may as well be skipped (a
     /// fetch read ahead: `sluice_cluster::consume::ahead`).
-    pub(super) fn try_send_part(&self, id: BrokerId, request: Request) -> Option<Part> {
+    pub(super) fn try_send_part(&mut self, id: BrokerId, request: Request) -> Option<Part> {
         let target = Target::Broker(id);
         let conn = self.connections.ready(target)?;
         let broker = conn.address().clone();
-        let stalls_at = super::stalled::stalls_at(&request, conn);
+        let stalls_at = super::stalled::stalls_at(&request, |wait| conn.answer_due(wait));
         let api = request.api_key();
         let receiver = conn.try_send(request)?;
         count_out_of_rack(&self.shared, target, api);

@@ -16,12 +16,13 @@
 //! can start on it: a broker serves one request of a connection at a time,
 //! so a part queued behind a JoinGroup, a long Fetch or a client's other
 //! pipelined requests on the same broker connection waits for them too
-//! ([`BrokerConnection::answer_due`]). While the client's oldest owed answer
+//! ([`BrokerConnection::answer_due`](sluice_broker::BrokerConnection::answer_due)). While the client's oldest owed answer
 //! waits, the sink also watches for the earliest stall time of anything it
 //! is owed. When one passes and the broker has answered nothing for
-//! [`STALL_AFTER`], on that connection or on any other of the sink
-//! ([`sluice_broker::LastHeard`]: a broker slow to get to one connection
-//! while it answers the others is alive), the broker list is refreshed from
+//! [`STALL_AFTER`], on that connection nor on any other connection of the
+//! sink (the per-broker health record: a part can wait behind a loaded
+//! machine's scheduler while the broker answers everyone else), the
+//! broker list is refreshed from
 //! another broker (one Metadata request, waited for at most
 //! [`RECHECK_EVERY`]), and every part still owed by a broker that has left
 //! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`],
@@ -64,15 +65,15 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sluice_broker::{BrokerAddress, BrokerConnection, BrokerError};
+use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_codec::{ApiKey, Request};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
-use super::failures::Verdict;
-use crate::connections::Target;
 use crate::pending::StallClock;
+use crate::pool::Target;
+use crate::pool::health::Verdict;
 use sluice_cluster::topology::BrokerId;
 
 /// How long past its legitimate wait a part may go unanswered before the
@@ -97,13 +98,17 @@ pub(crate) fn own_wait(request: &Request) -> Duration {
 /// The stall clock of `request`, about to be sent on `conn`: checked
 /// [`STALL_AFTER`] past the time the broker may have answered it by design,
 /// which counts the waits of the requests queued ahead of it on the same
-/// connection ([`BrokerConnection::answer_due`]): a Heartbeat behind a
+/// connection ([`BrokerConnection::answer_due`](sluice_broker::BrokerConnection::answer_due)): a Heartbeat behind a
 /// JoinGroup, a Fetch behind a fetch part still out, a client's pipelined
 /// requests. Its broker may be suspect only once the request's whole wait
 /// ([`Request::broker_wait`], a Produce's `timeout_ms` included) is over.
-pub(crate) fn stalls_at(request: &Request, conn: &BrokerConnection) -> StallClock {
+/// `answer_due` is the connection's [`BrokerConnection::answer_due`](sluice_broker::BrokerConnection::answer_due).
+pub(crate) fn stalls_at(
+    request: &Request,
+    answer_due: impl FnOnce(Duration) -> Instant,
+) -> StallClock {
     let own = own_wait(request);
-    let check_at = conn.answer_due(own) + STALL_AFTER;
+    let check_at = answer_due(own) + STALL_AFTER;
     StallClock::new(
         check_at,
         check_at + request.broker_wait().saturating_sub(own),
@@ -128,7 +133,6 @@ impl KafkaSinkCluster {
         // Each with the API of the request found waiting there, for the log.
         let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
         let connections = &self.connections;
-        let shared = &self.shared;
         let parts = self.pending.iter_mut().flat_map(|e| {
             let api = e.api_key;
             e.parts.iter_mut().map(move |part| (api, part))
@@ -144,16 +148,11 @@ impl KafkaSinkCluster {
             };
             clock.check_at = now + RECHECK_EVERY;
             // A broker working through a long queue answers as it goes,
-            // and one slow to get to this connection may be answering the
-            // process's others: only one that has answered nothing lately,
-            // here or on any connection of the sink, is stalled.
-            let quiet = connections
-                .get(part.target)
-                .is_some_and(|c| c.quiet_for(now) >= STALL_AFTER);
-            let Some(broker) = part.broker.as_ref().filter(|_| quiet) else {
-                continue;
-            };
-            if shared.last_heard(broker).quiet_for(now) >= STALL_AFTER {
+            // and one whose answers to other connections of the sink flow
+            // is alive: only one that nobody has heard from lately is
+            // stalled.
+            let quiet = connections.quiet_for(part.target, now) >= STALL_AFTER;
+            if quiet && let Some(broker) = &part.broker {
                 let key = (broker.id.unwrap_or(-1), broker.to_string());
                 let first = quiet_brokers.insert(key);
                 let again = std::mem::replace(&mut clock.checked, true);
@@ -171,7 +170,7 @@ impl KafkaSinkCluster {
         // Only a broker still quiet when checked again is suspect: a false
         // alarm costs the one Metadata request below.
         for (broker, api) in &suspects {
-            if let Verdict::Warn { quieted } = self.shared.failures.record(broker, now) {
+            if let Verdict::Warn { quieted } = self.shared.health.failed(broker, now) {
                 warn!(
                     broker = %broker,
                     api = ?api,

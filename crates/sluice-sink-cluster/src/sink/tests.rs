@@ -268,12 +268,11 @@ fn topic() -> TopicName {
 }
 
 fn builder(broker: SocketAddr) -> KafkaSinkClusterBuilder {
-    builder_with_read_timeout(broker, 5)
+    builder_reading_within(broker, 5)
 }
 
-/// [`builder`], failing a broker connection whose oldest request waits
-/// `read_timeout_s`.
-fn builder_with_read_timeout(broker: SocketAddr, read_timeout_s: u64) -> KafkaSinkClusterBuilder {
+/// [`builder`] with a read timeout of `read_timeout_secs`.
+fn builder_reading_within(broker: SocketAddr, read_timeout_secs: u64) -> KafkaSinkClusterBuilder {
     let yaml = format!(
         r#"sources:
   - Kafka:
@@ -289,7 +288,7 @@ fn builder_with_read_timeout(broker: SocketAddr, read_timeout_s: u64) -> KafkaSi
             local_shotover_broker_id: 0
             first_contact_points: ["{broker}"]
             connect_timeout_ms: 2000
-            read_timeout: {read_timeout_s}
+            read_timeout: {read_timeout_secs}
 "#
     );
     let topology = sluice_config::Topology::parse(&yaml, Path::new("t.yaml")).unwrap();
@@ -454,13 +453,13 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
     let mut sink = builder.build_cluster(&ctx());
     let ctx = ctx();
     exchange(&mut sink, &ctx, metadata(1), "metadata").await;
-    let target = crate::connections::Target::Broker(sluice_cluster::topology::BrokerId(1));
-    let conn = sink
+    let target = crate::pool::Target::Broker(sluice_cluster::topology::BrokerId(1));
+    let address = sink
         .connections
-        .get(target)
+        .address(target)
         .expect("the bootstrap connection serves broker 1");
-    assert_eq!(conn.address().id, Some(1), "{}", conn.address());
-    assert_eq!(conn.address().metric_label(), "1");
+    assert_eq!(address.id, Some(1), "{address}");
+    assert_eq!(address.metric_label(), "1");
 }
 
 #[tokio::test]

@@ -318,7 +318,7 @@ fn delete_groups(version: i16) {
 #[test]
 fn delete_groups_every_version() {
     let v = <DeleteGroupsRequest as Message>::VERSIONS;
-    assert_eq!((v.min, v.max), (0, 2));
+    assert_eq!((v.min, v.max), (0, 3));
     for version in v.min..=v.max {
         delete_groups(version);
     }

@@ -237,3 +237,89 @@ fn acks_zero_parts_keep_acks_zero() {
     // The unroutable partition is still reported, for the driver to log.
     assert_eq!(split.unroutable.len(), 1);
 }
+
+/// The standard request at `version` as a client sends it: the frame (no
+/// length prefix) and the request read back from it, its body decoded.
+fn from_the_wire(version: i16, request: ProduceRequest) -> (Bytes, sluice_codec::Request) {
+    let client_id = Some(Bytes::from_static(b"split-test"));
+    let mut wire = bytes::BytesMut::new();
+    let body = sluice_codec::RequestKind::Produce(request);
+    sluice_codec::Request::from_body(API, version, 41, client_id, body)
+        .encode(&mut wire)
+        .unwrap();
+    let frame = FrameCodec::default()
+        .decode_frame(&mut wire)
+        .unwrap()
+        .unwrap();
+    let mut parsed = sluice_codec::Request::parse(frame).unwrap();
+    parsed.body().unwrap();
+    (parsed.raw_frame().unwrap().clone(), parsed)
+}
+
+#[test]
+fn split_parts_carry_the_client_frames_own_record_bytes() {
+    let cluster = FakeCluster::three_brokers();
+    for version in [3, 9, 13] {
+        let (frame, mut request) = from_the_wire(version, produce_request(version));
+        let inside = frame.as_ptr_range();
+        let body = kind!(RequestKind::Produce, request.body().unwrap().clone());
+        let split = body.split(version, &cluster);
+        assert_eq!(split.parts.len(), 3);
+        for (to, part) in &split.parts {
+            for p in part.topic_data.iter().flat_map(|t| &t.partition_data) {
+                let records = p.records.as_ref().unwrap();
+                let range = records.as_ptr_range();
+                assert!(
+                    inside.contains(&range.start) && range.end <= inside.end,
+                    "v{version}: part for {to:?}, partition {}: its records are not a slice of the client's frame",
+                    p.index
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_produce_led_by_one_broker_passes_through_byte_for_byte() {
+    let cluster = FakeCluster::single_broker();
+    for version in [3, 9, 12, 13] {
+        let mut request = produce_request(version);
+        request.topic_data.truncate(2); // alpha and beta, both on broker 1
+        let (frame, mut request) = from_the_wire(version, request);
+        let body = kind!(RequestKind::Produce, request.body().unwrap().clone());
+        let split = body.split(version, &cluster);
+        assert_eq!(split.passthrough(), Some(BrokerId(1)), "v{version}");
+        assert!(!request.is_dirty(), "v{version}: routing did not mark it");
+        let mut out = bytes::BytesMut::new();
+        request.encode(&mut out).unwrap();
+        assert_eq!(&out[4..], &frame[..], "v{version}: the client's own bytes");
+        // A failed broker's part is answered for every partition, in order.
+        let merged = ProduceRequest::merge(
+            split.plan,
+            vec![PartResult::Failed {
+                error_code: NOT_LEADER_OR_FOLLOWER,
+            }],
+        )
+        .unwrap();
+        let answered = flatten(&merged.responses, version);
+        assert_eq!(answered, flatten(&body.topic_data, version), "v{version}");
+    }
+}
+
+#[test]
+fn one_partition_elsewhere_or_unknown_cuts_the_request() {
+    let version = 9;
+    let mut request = produce_request(version);
+    request.topic_data.truncate(2);
+    // All on broker 1 but alpha/1 (broker 2).
+    let mut cluster = FakeCluster::single_broker();
+    cluster.set_leader(topic_ref(0, false), 1, broker(2));
+    let split = request.split(version, &cluster);
+    assert_eq!(split.passthrough(), None);
+    assert_eq!(split.parts.len(), 2);
+    // All on broker 1 but gamma/0, whose leader is unknown.
+    let request = produce_request(version);
+    let split = request.split(version, &FakeCluster::single_broker());
+    assert_eq!(split.passthrough(), None);
+    assert_eq!(split.unroutable.len(), 1);
+}
