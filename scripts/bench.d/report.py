@@ -224,6 +224,13 @@ if lat:
                 row(f"{client} {rate}/s {name} (n={n_d}/{n_s})", f"{md:.1f}", f"{ms:.1f}",
                     f"{round(ms - md, 1) + 0.0:+.1f} ms ({each})" if len(d) > 1 else f"{round(ms - md, 1) + 0.0:+.1f} ms",
                     target)
+                b = lat.get((client, rate, "baseline"))
+                if b:
+                    mb = statistics.median(r[i] for r in b)
+                    each = "/".join(f"{y[i] - x[i]:+.1f}" for x, y in zip(d, b))
+                    row(f"{BASELINE} {client} {rate}/s {name} (n={sum(r[3] for r in b)})", "-", f"{mb:.1f}",
+                        f"{round(mb - md, 1) + 0.0:+.1f} ms ({each})" if len(d) > 1 else f"{round(mb - md, 1) + 0.0:+.1f} ms",
+                        "-")
 
 if idle:
     section(f"idle consumer: broker Fetch requests/s over {idle_secs} s")
