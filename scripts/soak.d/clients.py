@@ -48,6 +48,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 OP_TIMEOUT_SECS = 30
+# SOAK_RDKAFKA_DEBUG: librdkafka debug contexts for the transactional producers.
+DEBUG = os.environ.get("SOAK_RDKAFKA_DEBUG", "")
 
 
 class Out:
@@ -85,6 +87,8 @@ def txn_produce(args):
                 "transaction.timeout.ms": 60000,
                 "linger.ms": 20,
                 "error_cb": error_cb(out),
+                # librdkafka's debug contexts (e.g. "eos,msg"), to stderr.
+                **({"debug": DEBUG} if DEBUG else {}),
             }
         )
         while True:

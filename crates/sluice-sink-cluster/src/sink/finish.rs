@@ -456,7 +456,22 @@ impl KafkaSinkCluster {
             Family::ByLeader => {
                 let body = response.body().map_err(decode_error)?;
                 let needs = match body {
-                    ResponseKind::Produce(p) => produce_fetch::produce_needs_rewrite(p),
+                    ResponseKind::Produce(p) => {
+                        let needs = produce_fetch::produce_needs_rewrite(p);
+                        if needs && tracing::enabled!(tracing::Level::DEBUG) {
+                            let errors: Vec<(String, i32, i16)> = p
+                                .responses
+                                .iter()
+                                .flat_map(|t| {
+                                    t.partition_responses.iter().filter(|p| p.error_code != 0).map(
+                                        move |p| (t.name.to_string(), p.index, p.error_code),
+                                    )
+                                })
+                                .collect();
+                            debug!(broker = ?broker.map(ToString::to_string), ?errors, "a broker answered a Produce with partition errors");
+                        }
+                        needs
+                    }
                     ResponseKind::Fetch(f) => produce_fetch::fetch_needs_rewrite(f),
                     _ => false,
                 };

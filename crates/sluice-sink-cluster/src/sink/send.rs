@@ -511,6 +511,9 @@ impl KafkaSinkCluster {
         let client_id = request.header().client_id.clone();
         let expects_response = request.expects_response();
         let single = split.parts.len() == 1 && split.unroutable.is_empty();
+        if !split.unroutable.is_empty() {
+            debug!(api = ?api, correlation_id, unroutable = ?split.unroutable, "answering what no broker is routed for with an error");
+        }
         let mut parts = Vec::with_capacity(split.parts.len());
         match split.passthrough().filter(|_| !strip_rack) {
             Some(broker) => parts.extend(self.send_part(Dest::Broker(broker), request).await?),
