@@ -13,7 +13,8 @@ Reads the run's directory (see scripts/soak):
   report.py report --dir D --stuck-secs N --grace-secs G [--title T]
       prints a Markdown table and "soak: 1 passed, 0 failed" (or 0/1);
       exit 1 when a record was lost, a client was stuck for more than N s,
-      an ETL round failed, or Sluice logged an unexpected WARN/ERROR line.
+      an ETL round failed, more transactions failed through Sluice than
+      directly, or Sluice logged an unexpected WARN/ERROR line.
 
 WARN lines that these faults are expected to cause, each only while a fault
 lasts and for G seconds after it ends (a killed broker's end is when it
@@ -270,6 +271,14 @@ def report(args):
     rows.append(("control (the same producer directly at the brokers): committed / aborted / in doubt",
                  f"{len(c_committed)} / {len(c_aborted)} / {len(c_doubt)}"))
     rows += txn_error_rows(d, "control", "control producer")
+    # The faults can fail a transaction directly too; through Sluice no more
+    # may fail than directly, in the same run.
+    failed_txn = sum(txn_failures(d, "txn").values())
+    failed_control = sum(txn_failures(d, "control").values())
+    if failed_txn > failed_control:
+        failures.append(
+            f"{failed_txn} transactions failed through Sluice, {failed_control} directly"
+        )
 
     acked, send_errors = idem_acked(d)
     idem_lost = sorted(acked.keys() - idem_at.keys())
@@ -370,8 +379,8 @@ def report(args):
 TXNERR = re.compile(r"\|TXNERR\|[^|]*\| \[[^]]*\]: (?:Current transaction failed in state \w+: )?(.*)$")
 
 
-def txn_error_rows(d, name, who):
-    """Transactions that failed (librdkafka's TXNERR lines, by reason) and other client errors."""
+def txn_failures(d, name):
+    """Transactions that failed: librdkafka's TXNERR lines, by reason."""
     reasons = collections.Counter()
     try:
         for line in (d / f"{name}.err").read_text(errors="replace").splitlines():
@@ -380,6 +389,12 @@ def txn_error_rows(d, name, who):
                 reasons[short(re.sub(r" \(broker .*?\)", "", m.group(1)))] += 1
     except FileNotFoundError:
         pass
+    return reasons
+
+
+def txn_error_rows(d, name, who):
+    """Transactions that failed (by reason) and other client errors."""
+    reasons = txn_failures(d, name)
     others = collections.Counter(
         short(e["error"]) for e in jsonl(d / f"{name}.jsonl") if e["ev"] in ("error", "in-doubt")
     )
