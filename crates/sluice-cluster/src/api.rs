@@ -24,8 +24,7 @@ mod tests;
 use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::protocol::VersionRange;
 
-use crate::error_codes;
-use crate::error_codes::REQUEST_TIMED_OUT;
+use crate::error_codes::{self, ErrorCode, REQUEST_TIMED_OUT};
 use crate::split::groups::OFFSET_FETCH_GROUPS_VERSION;
 use crate::topology::CoordinatorKeyType;
 
@@ -98,12 +97,12 @@ const TOPIC_WRITE: Admin = Admin {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnFailure {
     /// The split module synthesizes this code for the part's partitions or groups.
-    SplitError(i16),
+    SplitError(ErrorCode),
     /// Synthesize a whole response carrying this code.
-    Synthesize(i16),
+    Synthesize(ErrorCode),
     /// Send the request once more, to another broker; if that fails too,
     /// synthesize this code where the response has a place for it.
-    RetryElsewhere(i16),
+    RetryElsewhere(ErrorCode),
     /// Nothing safe can be answered: close the client connection.
     Close,
 }

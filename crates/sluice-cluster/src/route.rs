@@ -40,7 +40,7 @@ mod tests;
 
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 
-use crate::error_codes::UNSUPPORTED_VERSION;
+use crate::error_codes::{ErrorCode, UNSUPPORTED_VERSION};
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 // The per-API facts routing decides by live in the API table.
@@ -53,7 +53,7 @@ pub fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
-    error_code: i16,
+    error_code: ErrorCode,
 ) -> Option<ResponseKind> {
     crate::split::dispatch::error_response(request, version, error_code)
         .or_else(|| groups::error_response(request, version, error_code))
@@ -78,7 +78,11 @@ pub enum Stale {
 }
 
 /// What a partition-level `error_code` says is stale about `topic`/`partition`.
-pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) -> Option<Stale> {
+pub fn partition_staleness(
+    error_code: ErrorCode,
+    topic: &TopicRef,
+    partition: i32,
+) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Leader => Some(Stale::Leader(topic.clone(), partition)),
         Staleness::Topic => Some(Stale::Topic(topic.clone())),
@@ -89,7 +93,7 @@ pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) ->
 }
 
 /// What a top-level `error_code` of an admin or meta response says is stale.
-pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
+pub fn top_level_staleness(error_code: ErrorCode) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Controller => Some(Stale::Controller),
         Staleness::Cluster => Some(Stale::Cluster),

@@ -13,6 +13,7 @@
 //! `error_response` (the whole request failed) is encoded too.
 
 use bytes::{Bytes, BytesMut};
+use sluice_cluster::error_codes::ErrorCode;
 use sluice_cluster::{PartResult, error_response, merge_responses, split_request};
 use sluice_codec::kafka_protocol::messages::{RequestKind, ResponseKind};
 use sluice_codec::{Request, Response};
@@ -37,7 +38,7 @@ pub fn split(data: &[u8]) {
     let [code, frame @ ..] = data else {
         return;
     };
-    let error_code = error_code(*code);
+    let error_code = ErrorCode::from_wire(error_code(*code));
     let Ok(request) = Request::parse(BytesMut::from(frame)) else {
         return;
     };

@@ -51,6 +51,7 @@ use sluice_codec::kafka_protocol::messages::*;
 
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
 
+use crate::error_codes::ErrorCode;
 use crate::topology::{TopicId, TopicRef};
 
 pub mod configs;
@@ -120,7 +121,7 @@ pub fn error_response(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
-    code: i16,
+    code: ErrorCode,
 ) -> Option<ResponseKind> {
     if let Some(response) = per_item_error(request, code) {
         return Some(response);
@@ -128,7 +129,8 @@ pub fn error_response(
     top_level_error_response(api, version, code)
 }
 
-fn per_item_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+fn per_item_error(request: &RequestKind, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     Some(match request {
         RequestKind::CreateTopics(r) => {
             let topics = r.topics.iter().map(|t| {
@@ -245,7 +247,12 @@ macro_rules! top_level_errors {
 
 /// A response to `api` whose top-level error code is `code`, for the APIs
 /// that have one (at `version`).
-pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
+pub fn top_level_error_response(
+    api: ApiKey,
+    version: i16,
+    code: ErrorCode,
+) -> Option<ResponseKind> {
+    let code = code.code();
     if api == ApiKey::ElectLeaders && version < 1 {
         return None;
     }

@@ -33,6 +33,7 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::Stale;
+use crate::error_codes::ErrorCode;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
 /// How long a SyncGroup may wait for the group's leader when the client's
@@ -75,7 +76,12 @@ pub fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, Str
 
 /// A response to a group API where the group (or each of its partitions or
 /// groups) carries `code`; `None` for other APIs.
-pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+pub fn error_response(
+    request: &RequestKind,
+    version: i16,
+    code: ErrorCode,
+) -> Option<ResponseKind> {
+    let code = code.code();
     let none = || Some(StrBytes::default());
     Some(match request {
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
@@ -228,7 +234,7 @@ pub fn stale_groups(response: &ResponseKind) -> Vec<Stale> {
     };
     groups
         .into_iter()
-        .filter(|(_, code)| staleness(*code) == Some(Staleness::Coordinator))
+        .filter(|(_, code)| staleness(ErrorCode::from_wire(*code)) == Some(Staleness::Coordinator))
         .map(|(group, _)| Stale::Coordinator(CoordinatorKeyType::Group, group.0.to_string()))
         .collect()
 }

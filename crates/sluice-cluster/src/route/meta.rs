@@ -20,6 +20,7 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{BATCHED_FIND_COORDINATOR_VERSION, UNSUPPORTED_VERSION};
+use crate::error_codes::ErrorCode;
 use crate::rewrite::intersect_api_versions;
 use crate::topology::{ClusterView, CoordinatorKeyType, TopicId, TopicRef};
 
@@ -61,7 +62,7 @@ pub fn unsupported_api_versions() -> ApiVersionsResponse {
     let range = sluice_codec::versions::decoded(ApiKey::ApiVersions);
     let (min, max) = range.map_or((0, 3), |r| (r.min, r.max));
     ApiVersionsResponse::default()
-        .with_error_code(UNSUPPORTED_VERSION)
+        .with_error_code(UNSUPPORTED_VERSION.code())
         .with_api_keys(vec![
             ApiVersion::default()
                 .with_api_key(ApiKey::ApiVersions as i16)
@@ -158,23 +159,28 @@ pub fn find_coordinator_requests(
 /// Error answers for the meta APIs, where they have a place for one:
 /// FindCoordinator (per key from v4), DescribeCluster, ApiVersions and
 /// Metadata v13+. Metadata before v13 has none.
-pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+pub fn error_response(
+    request: &RequestKind,
+    version: i16,
+    code: ErrorCode,
+) -> Option<ResponseKind> {
+    let wire = code.code();
     Some(match request {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator_failed(r, version, code))
         }
         RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
             DescribeClusterResponse::default()
-                .with_error_code(code)
+                .with_error_code(wire)
                 .with_controller_id(BrokerId(-1)),
         ),
         RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code))
+            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(wire))
         }
         RequestKind::Metadata(_) if version >= METADATA_ERROR_CODE_VERSION => {
             ResponseKind::Metadata(
                 MetadataResponse::default()
-                    .with_error_code(code)
+                    .with_error_code(wire)
                     .with_controller_id(BrokerId(-1)),
             )
         }
@@ -186,8 +192,9 @@ pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<
 pub fn find_coordinator_failed(
     request: &FindCoordinatorRequest,
     version: i16,
-    code: i16,
+    code: ErrorCode,
 ) -> FindCoordinatorResponse {
+    let code = code.code();
     if version < BATCHED_FIND_COORDINATOR_VERSION {
         return FindCoordinatorResponse::default()
             .with_error_code(code)

@@ -12,6 +12,7 @@
 //! - DescribeTransactions may name several ids: when they live on one
 //!   coordinator it goes there whole, else it is split (see [`super::keyed`]).
 
+use crate::error_codes::ErrorCode;
 use sluice_codec::kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
@@ -55,7 +56,8 @@ fn add_partitions_key(
 
 /// A response to a transaction API where the transaction (or each of its
 /// partitions or ids) carries `code`; `None` for other APIs.
-pub fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+pub fn error_response(request: &RequestKind, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     Some(match request {
         RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
             InitProducerIdResponse::default()

@@ -13,6 +13,8 @@ use sluice_codec::kafka_protocol::messages::{
     ProduceRequest, RequestKind, ResponseKind,
 };
 
+use crate::error_codes::ErrorCode;
+
 use super::{BrokerId, PartResult, Plan, Routing, Split, SplitApi, SplitError, Unroutable};
 
 /// A [`Split`] with its parts as `RequestKind`s.
@@ -104,7 +106,7 @@ macro_rules! split_apis {
         pub fn error_response(
             request: &RequestKind,
             version: i16,
-            error_code: i16,
+            error_code: ErrorCode,
         ) -> Option<ResponseKind> {
             match request {
                 $(RequestKind::$api(r) => {
@@ -117,7 +119,7 @@ macro_rules! split_apis {
         /// The error code to synthesize for parts of `api` that no broker
         /// serves or whose broker failed ([`SplitApi::UNAVAILABLE_ERROR`]);
         /// `None` for apis this module does not split.
-        pub fn unavailable_error(api: ApiKey) -> Option<i16> {
+        pub fn unavailable_error(api: ApiKey) -> Option<ErrorCode> {
             match api {
                 $(ApiKey::$api => Some(<$req as SplitApi>::UNAVAILABLE_ERROR),)*
                 _ => None,

@@ -40,7 +40,7 @@ use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCo
 use crate::pool::health::Verdict;
 use crate::pool::{ConnError, Target};
 use sluice_cluster::api::{Family, describe};
-use sluice_cluster::error_codes;
+use sluice_cluster::error_codes::{self, ErrorCode};
 use sluice_cluster::rewrite::{RewriteError, Rewriter};
 use sluice_cluster::route::keyed::KeyedResult;
 use sluice_cluster::route::{self, OnFailure, Stale, produce_fetch, produce_order};
@@ -560,7 +560,9 @@ impl KafkaSinkCluster {
                 let body = response.body().map_err(decode_error)?;
                 let moved = route::groups::response_error_codes(body)
                     .into_iter()
-                    .any(|code| staleness(code) == Some(Staleness::Coordinator));
+                    .any(|code| {
+                        staleness(ErrorCode::from_wire(code)) == Some(Staleness::Coordinator)
+                    });
                 if moved {
                     debug!(key = %key, "the coordinator moved");
                     self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
@@ -577,7 +579,7 @@ impl KafkaSinkCluster {
                 if route::admin::has_top_level_error(api) {
                     let body = response.body().map_err(decode_error)?;
                     let code = route::admin::top_level_error(body).unwrap_or(0);
-                    stale.extend(route::top_level_staleness(code));
+                    stale.extend(route::top_level_staleness(ErrorCode::from_wire(code)));
                 }
                 self.forget(&stale);
                 if describe(api).rewritten {

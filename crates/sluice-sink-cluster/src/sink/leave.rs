@@ -45,7 +45,7 @@ use tracing::{debug, info};
 use super::KafkaSinkCluster;
 use super::send::ready;
 use crate::pending::PendingResponse;
-use sluice_cluster::error_codes::{self, NOT_LEADER_OR_FOLLOWER};
+use sluice_cluster::error_codes::{self, ErrorCode, NOT_LEADER_OR_FOLLOWER};
 use sluice_cluster::route::{self, Family};
 use sluice_cluster::topology::SluiceNodes;
 
@@ -154,7 +154,7 @@ impl KafkaSinkCluster {
 
 /// `request` answered with `answer`, which carries `code` wherever it has a
 /// place for one; counted as synthesized.
-fn leaving_error(request: &Request, answer: ResponseKind, code: i16) -> PendingResponse {
+fn leaving_error(request: &Request, answer: ResponseKind, code: ErrorCode) -> PendingResponse {
     let (api, version) = (request.api_key(), request.api_version());
     debug!("leaving: answering {api:?} v{version} with error {code}");
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);

@@ -138,6 +138,6 @@ fn errors_land_where_clients_read_them() {
     assert_eq!(groups::response_error_codes(&body), [NOT_COORDINATOR]);
     // Metadata before v13 has no place for an error.
     let metadata = RequestKind::Metadata(MetadataRequest::default());
-    assert!(error_response(ApiKey::Metadata, &metadata, 12, 7).is_none());
-    assert!(error_response(ApiKey::Metadata, &metadata, 13, 7).is_some());
+    assert!(error_response(ApiKey::Metadata, &metadata, 12, REQUEST_TIMED_OUT).is_none());
+    assert!(error_response(ApiKey::Metadata, &metadata, 13, REQUEST_TIMED_OUT).is_some());
 }

@@ -51,13 +51,19 @@ fn stale_partitions_are_forgotten() {
     assert_eq!(view.leader(&orders, 1), None);
     assert!(view.leader(&orders, 0).is_some(), "only the stale one");
     assert!(view.topic(&TopicRef::Name(name("events"))).is_none());
-    assert_eq!(partition_staleness(0, &orders, 0), None);
     assert_eq!(
-        partition_staleness(16, &orders, 0),
+        partition_staleness(ErrorCode::from_wire(0), &orders, 0),
+        None
+    );
+    assert_eq!(
+        partition_staleness(ErrorCode::from_wire(16), &orders, 0),
         None,
         "not about partitions"
     );
-    assert_eq!(top_level_staleness(41), Some(Stale::Controller));
+    assert_eq!(
+        top_level_staleness(ErrorCode::from_wire(41)),
+        Some(Stale::Controller)
+    );
 }
 
 #[test]

@@ -92,7 +92,10 @@ fn a_failed_coordinator_answers_not_coordinator_where_the_client_reads_it() {
         .iter()
         .map(|g| (g.group_id.0.as_str(), g.error_code))
         .collect();
-    assert_eq!(got, [("a", NOT_COORDINATOR), ("b", NOT_COORDINATOR)]);
+    assert_eq!(
+        got,
+        [("a", NOT_COORDINATOR.code()), ("b", NOT_COORDINATOR.code())]
+    );
     let update = RequestKind::StreamsGroupTopologyDescriptionUpdate(Default::default());
     let api = ApiKey::StreamsGroupTopologyDescriptionUpdate;
     let body = error_response(api, &update, 0, NOT_COORDINATOR).unwrap();
@@ -130,7 +133,10 @@ fn streams_group_describe_of_several_coordinators_is_split_and_merged() {
     };
     let answer = StreamsGroupDescribeResponse::default()
         .with_throttle_time_ms(7)
-        .with_groups(vec![described("c", 0), described("a", NOT_COORDINATOR)]);
+        .with_groups(vec![
+            described("c", 0),
+            described("a", NOT_COORDINATOR.code()),
+        ]);
     let merged = keyed::merge(
         &request,
         vec![
