@@ -46,6 +46,6 @@ pub mod consume;
 
 pub use client_auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
 pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};
-pub use split::dispatch::{error_response, merge_responses, split_request};
+pub use split::dispatch::{SplitAnswers, merge_responses, split_request};
 pub use split::{Coordinators, PartResult, PartitionLeaders, Routing};
 pub use topology::{Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef};

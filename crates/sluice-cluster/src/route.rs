@@ -40,26 +40,44 @@ mod tests;
 
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 
+use crate::api::failure::{FailureAnswer, NoAnswer};
 use crate::error_codes::{ErrorCode, UNSUPPORTED_VERSION};
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 // The per-API facts routing decides by live in the API table.
 pub use crate::api::{Admin, Family, Meta, OnFailure, offered_versions};
 
-/// A whole response to `request` where the request's items (or the response's
-/// top level) carry `error_code`; `None` when the response has no place for
-/// an error that a client would act on.
-pub fn error_response(
+/// The answer a client gets when `request` (of `api`, decoded at `version`)
+/// fails with `code`: the request's items (or the response's top level)
+/// carry `code`. Built by the [`FailureAnswer`] of the API's family, read
+/// from its row in the API table; `None` when the row says its answer has no
+/// place for an error at `version` (the caller then closes the client).
+pub fn failure_answer(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
-    error_code: ErrorCode,
+    code: ErrorCode,
 ) -> Option<ResponseKind> {
-    crate::split::dispatch::error_response(request, version, error_code)
-        .or_else(|| groups::error_response(request, version, error_code))
-        .or_else(|| transactions::error_response(request, error_code))
-        .or_else(|| meta::error_response(request, version, error_code))
-        .or_else(|| admin::error_response(api, request, version, error_code))
+    let row = crate::api::describe(api);
+    if !row.has_failure_answer(version) {
+        return None;
+    }
+    answers_of(row.family).failure_answer(api, request, version, code)
+}
+
+/// Who builds the failure answers of an API family.
+pub fn answers_of(family: Family) -> &'static dyn FailureAnswer {
+    match family {
+        Family::ByLeader | Family::ByCoordinator | Family::FanOut => {
+            &crate::split::dispatch::SplitAnswers
+        }
+        Family::Coordinator(CoordinatorKeyType::Group) => &groups::GroupAnswers,
+        Family::Coordinator(CoordinatorKeyType::Transaction) => &transactions::TransactionAnswers,
+        Family::Meta(_) => &meta::MetaAnswers,
+        Family::Admin(_) | Family::NotForClients => &admin::AdminAnswers,
+        // No API is routed to a share coordinator by its key.
+        Family::Sasl | Family::Coordinator(CoordinatorKeyType::Share) => &NoAnswer,
+    }
 }
 
 /// Something a response says is out of date in the view.

@@ -13,9 +13,10 @@
 //! split (see [`super::keyed`]).
 //!
 //! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
-//! places the API has for errors ([`error_response`]), looks the coordinator
+//! places the API has for errors ([`GroupAnswers`]), looks the coordinator
 //! up again and retries.
 
+use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use sluice_codec::kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -33,6 +34,7 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::Stale;
+use crate::api::failure::FailureAnswer;
 use crate::error_codes::ErrorCode;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
@@ -74,13 +76,25 @@ pub fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, Str
     super::transactions::transaction_key(request).map(|k| (CoordinatorKeyType::Transaction, k))
 }
 
+/// The failure answers of the group APIs (to the group coordinator).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupAnswers;
+
+impl FailureAnswer for GroupAnswers {
+    fn failure_answer(
+        &self,
+        _api: ApiKey,
+        request: &RequestKind,
+        version: i16,
+        code: ErrorCode,
+    ) -> Option<ResponseKind> {
+        error_response(request, version, code)
+    }
+}
+
 /// A response to a group API where the group (or each of its partitions or
 /// groups) carries `code`; `None` for other APIs.
-pub fn error_response(
-    request: &RequestKind,
-    version: i16,
-    code: ErrorCode,
-) -> Option<ResponseKind> {
+fn error_response(request: &RequestKind, version: i16, code: ErrorCode) -> Option<ResponseKind> {
     let code = code.code();
     let none = || Some(StrBytes::default());
     Some(match request {

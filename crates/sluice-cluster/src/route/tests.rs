@@ -13,6 +13,7 @@
 
 mod admin;
 mod errors;
+mod failure;
 mod groups;
 mod keyed;
 mod meta;

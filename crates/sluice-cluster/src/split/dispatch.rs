@@ -3,8 +3,8 @@
 //!
 //! [`split_request`] says whether an api is split here at all; [`MergePlan`]
 //! remembers which api a split was for, so that [`merge_responses`] needs no
-//! type parameter; [`error_response`] builds a full error response for any
-//! split api.
+//! type parameter; [`SplitAnswers`] builds the failure answer of any split
+//! api.
 
 use sluice_codec::kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DeleteRecordsRequest, DescribeGroupsRequest,
@@ -13,6 +13,7 @@ use sluice_codec::kafka_protocol::messages::{
     ProduceRequest, RequestKind, ResponseKind,
 };
 
+use crate::api::failure::FailureAnswer;
 use crate::error_codes::ErrorCode;
 
 use super::{BrokerId, PartResult, Plan, Routing, Split, SplitApi, SplitError, Unroutable};
@@ -100,19 +101,27 @@ macro_rules! split_apis {
             }
         }
 
-        /// A full response to `request` at `version` where every partition or
-        /// group carries `error_code` (see `SplitApi::error_response_for`);
-        /// `None` for apis not split by this module.
-        pub fn error_response(
-            request: &RequestKind,
-            version: i16,
-            error_code: ErrorCode,
-        ) -> Option<ResponseKind> {
-            match request {
-                $(RequestKind::$api(r) => {
-                    Some(ResponseKind::$api(r.error_response_for(version, error_code)))
-                })*
-                _ => None,
+        /// The failure answers of the split apis: a full response to the
+        /// request where every partition or group carries the code (see
+        /// [`SplitApi::error_response_for`]); `None` for apis not split by
+        /// this module.
+        #[derive(Debug, Clone, Copy)]
+        pub struct SplitAnswers;
+
+        impl FailureAnswer for SplitAnswers {
+            fn failure_answer(
+                &self,
+                _api: ApiKey,
+                request: &RequestKind,
+                version: i16,
+                code: ErrorCode,
+            ) -> Option<ResponseKind> {
+                match request {
+                    $(RequestKind::$api(r) => {
+                        Some(ResponseKind::$api(r.error_response_for(version, code)))
+                    })*
+                    _ => None,
+                }
             }
         }
 

@@ -247,7 +247,7 @@ impl KafkaSinkCluster {
         let body = original
             .body()
             .ok()
-            .and_then(|request| route::error_response(api, request, version, code));
+            .and_then(|request| route::failure_answer(api, request, version, code));
         let Some(body) = body else {
             return Err(ChainError::Broker(error));
         };

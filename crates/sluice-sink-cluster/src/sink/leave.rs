@@ -132,7 +132,7 @@ impl KafkaSinkCluster {
             _ => return Ok(None),
         };
         let version = request.api_version();
-        let answer = route::error_response(api, request.body()?, version, code);
+        let answer = route::failure_answer(api, request.body()?, version, code);
         Ok(answer.map(|answer| leaving_error(request, answer, code)))
     }
 
@@ -147,7 +147,7 @@ impl KafkaSinkCluster {
             return None;
         }
         let (api, version) = (request.api_key(), request.api_version());
-        let answer = route::error_response(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
+        let answer = route::failure_answer(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
         Some(leaving_error(request, answer, NOT_LEADER_OR_FOLLOWER))
     }
 }

@@ -753,7 +753,7 @@ pub(super) fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
 /// request (e.g. no coordinator could be found), counted as synthesized.
 fn synthesized(request: &mut Request, code: ErrorCode) -> Result<PendingResponse, ChainError> {
     let (api, version) = (request.api_key(), request.api_version());
-    let body = route::error_response(api, request.body()?, version, code)
+    let body = route::failure_answer(api, request.body()?, version, code)
         .ok_or(Invariant::NoPlaceForError { api, version, code })?;
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
     Ok(ready(request, body))

@@ -4,11 +4,12 @@ use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::Message;
 
 use super::super::dispatch::unavailable_error;
-use super::super::dispatch::{error_response, merge_responses, split_request};
+use super::super::dispatch::{SplitAnswers, merge_responses, split_request};
 use super::super::{PartResult, SplitApi, SplitError};
 use super::fetch::fetch_request;
 use super::produce::produce_request;
 use super::*;
+use crate::api::failure::FailureAnswer;
 use crate::error_codes::{NONE, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
 
 #[test]
@@ -68,7 +69,9 @@ fn a_response_of_another_api_is_refused() {
 fn other_apis_are_not_split() {
     let request = RequestKind::Metadata(MetadataRequest::default());
     assert!(split_request(&request, 12, &FakeCluster::three_brokers()).is_none());
-    assert!(error_response(&request, 12, NOT_LEADER_OR_FOLLOWER).is_none());
+    let answer =
+        SplitAnswers.failure_answer(ApiKey::Metadata, &request, 12, NOT_LEADER_OR_FOLLOWER);
+    assert!(answer.is_none());
     assert_eq!(unavailable_error(ApiKey::Metadata), None);
     assert_eq!(unavailable_error(ApiKey::FindCoordinator), None);
 }
@@ -114,7 +117,9 @@ fn error_responses_encode_at_every_version_of_every_split_api() {
     for (api, request, (min, max)) in every_split_api() {
         let code = unavailable_error(api).unwrap();
         for version in min..=max {
-            let response = error_response(&request, version, code).unwrap();
+            let response = SplitAnswers
+                .failure_answer(api, &request, version, code)
+                .unwrap();
             broker_roundtrip(api, version, response);
         }
     }
