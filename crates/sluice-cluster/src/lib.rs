@@ -49,3 +49,19 @@ pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_conf
 pub use split::dispatch::{SplitAnswers, merge_responses, split_request};
 pub use split::{Coordinators, PartResult, PartitionLeaders, Routing};
 pub use topology::{Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef};
+
+#[cfg(test)]
+mod tests {
+    /// The core neither does IO nor logs: it returns what happened, and the
+    /// driver logs it. Neither an async runtime nor a logger is a dependency.
+    #[test]
+    fn the_core_depends_on_no_runtime_and_no_logger() {
+        let manifest = include_str!("../Cargo.toml");
+        for line in manifest.lines().map(str::trim) {
+            assert!(
+                !line.starts_with("tokio") && !line.starts_with("tracing"),
+                "sluice-cluster depends on {line}"
+            );
+        }
+    }
+}

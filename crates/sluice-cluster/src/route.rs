@@ -119,10 +119,19 @@ pub fn top_level_staleness(error_code: ErrorCode) -> Option<Stale> {
     }
 }
 
-/// Forgets what `stale` names from the view. Returns how many entries were
-/// forgotten (for logs).
-pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
-    let mut forgotten = 0;
+/// What [`forget`] did, for the driver to log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// How many entries of the view were forgotten.
+    pub entries: usize,
+    /// A broker answered REBOOTSTRAP_REQUIRED ([`Stale::Cluster`]): nothing
+    /// is forgotten for it, topics are refreshed as clients touch them.
+    pub rebootstrap_required: bool,
+}
+
+/// Forgets what `stale` names from the view.
+pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> Forgotten {
+    let mut forgotten = Forgotten::default();
     for s in stale {
         let changed = match s {
             Stale::Leader(topic, partition) => view.forget_leader(topic, *partition),
@@ -134,13 +143,11 @@ pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
                 had
             }
             Stale::Cluster => {
-                tracing::warn!(
-                    "a broker answered REBOOTSTRAP_REQUIRED; topics are refreshed as clients touch them"
-                );
+                forgotten.rebootstrap_required = true;
                 false
             }
         };
-        forgotten += usize::from(changed);
+        forgotten.entries += usize::from(changed);
     }
     forgotten
 }

@@ -537,6 +537,7 @@ impl KafkaSinkCluster {
                 let version = response.api_version();
                 if let ResponseKind::Metadata(m) = response.body().map_err(decode_error)? {
                     let applied = self.shared.view.write().apply_metadata(version, m);
+                    super::internal::log_applied(&applied);
                     self.connections.on_metadata(&applied);
                 }
                 self.rewrite(response, None, broker)
@@ -638,8 +639,16 @@ impl KafkaSinkCluster {
             return;
         }
         let forgotten = route::forget(&mut self.shared.view.write(), stale);
-        if forgotten > 0 {
-            debug!(forgotten, "forgot stale routing entries");
+        if forgotten.rebootstrap_required {
+            warn!(
+                "a broker answered REBOOTSTRAP_REQUIRED; topics are refreshed as clients touch them"
+            );
+        }
+        if forgotten.entries > 0 {
+            debug!(
+                forgotten = forgotten.entries,
+                "forgot stale routing entries"
+            );
         }
     }
 }

@@ -47,7 +47,11 @@ fn stale_partitions_are_forgotten() {
             Stale::Topic(TopicRef::Name(name("events")))
         ]
     );
-    assert_eq!(forget(&mut view, &stale), 2);
+    let forgotten = forget(&mut view, &stale);
+    assert_eq!(forgotten.entries, 2);
+    assert!(!forgotten.rebootstrap_required);
+    let cluster = forget(&mut view, &[Stale::Cluster]);
+    assert_eq!((cluster.entries, cluster.rebootstrap_required), (0, true));
     assert_eq!(view.leader(&orders, 1), None);
     assert!(view.leader(&orders, 0).is_some(), "only the stale one");
     assert!(view.topic(&TopicRef::Name(name("events"))).is_none());
