@@ -12,9 +12,12 @@
 //! and the OffsetFetch split version), and `route` and `rewrite` use each
 //! other (the ApiVersions intersection and the config-resource plan).
 //!
-//! - `error_codes`: the Kafka error codes Sluice reads or writes, by name.
+//! - `error_codes`: `ErrorCode`, the Kafka error codes Sluice reads or
+//!   writes, by name.
 //! - `api`: one descriptor per Kafka API, the table everything that
-//!   depends on an API's key reads.
+//!   depends on an API's key reads; `api::failure`, the trait that builds
+//!   the answer to a failed request (implemented per family in `split` and
+//!   `route`, found from the row by `route::failure_answer`).
 //! - `topology`: the cluster as Sluice sees it (brokers, partition leaders,
 //!   coordinators) and the Sluice nodes that clients see instead.
 //! - `split`: requests that span brokers split per broker, and their
