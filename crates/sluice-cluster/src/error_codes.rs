@@ -77,99 +77,67 @@ impl PartialEq<i16> for ErrorCode {
     }
 }
 
-const fn code(error: ResponseError) -> ErrorCode {
-    ErrorCode(error.code())
+/// Declares each named code once: its constant, Kafka's name for it (the
+/// constant's) and whether `Errors.java` makes it retriable (its exception
+/// extends `RetriableException`), and the table [`ErrorCode::name`] and
+/// [`ErrorCode::retriable`] read. A test checks the flags against
+/// `kafka-protocol`'s copy of Kafka's classification.
+macro_rules! named_codes {
+    ($($(#[doc = $doc:literal])* $name:ident = $variant:ident, retriable: $retriable:literal;)*) => {
+        $(
+            $(#[doc = $doc])*
+            pub const $name: ErrorCode = ErrorCode(ResponseError::$variant.code());
+        )*
+
+        /// Every named code: Kafka's name, and whether it is retriable.
+        const KNOWN: &[(ErrorCode, &str, bool)] = &[
+            (NONE, "NONE", false),
+            $(($name, stringify!($name), $retriable),)*
+        ];
+    };
 }
 
 /// No error.
 pub const NONE: ErrorCode = ErrorCode(0);
-/// The broker is not the partition's leader: refresh metadata, retry.
-pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = code(ResponseError::NotLeaderOrFollower);
-/// No such topic id: refresh metadata.
-pub const UNKNOWN_TOPIC_ID: ErrorCode = code(ResponseError::UnknownTopicId);
-/// No such topic or partition: refresh metadata.
-pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = code(ResponseError::UnknownTopicOrPartition);
-/// The server disconnected before a response was received.
-pub const NETWORK_EXCEPTION: ErrorCode = code(ResponseError::NetworkException);
-/// The coordinator is loading: retry.
-pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = code(ResponseError::CoordinatorLoadInProgress);
-/// The coordinator is not available: retry.
-pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = code(ResponseError::CoordinatorNotAvailable);
-/// The broker is not the coordinator: find it again, retry.
-pub const NOT_COORDINATOR: ErrorCode = code(ResponseError::NotCoordinator);
-/// The request is malformed: a refused config resource's code.
-pub const INVALID_REQUEST: ErrorCode = code(ResponseError::InvalidRequest);
-/// The version of the API is not supported.
-pub const UNSUPPORTED_VERSION: ErrorCode = code(ResponseError::UnsupportedVersion);
-/// No answer in time: retriable, and what a request that cannot wait for a
-/// broker is answered with.
-pub const REQUEST_TIMED_OUT: ErrorCode = code(ResponseError::RequestTimedOut);
-/// The fetch offset is out of the partition's range (a follower may be
-/// behind its leader).
-pub const OFFSET_OUT_OF_RANGE: ErrorCode = code(ResponseError::OffsetOutOfRange);
-/// The client's fetch session is not known (any more).
-pub const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = code(ResponseError::FetchSessionIdNotFound);
-/// The fetch session's epoch is not the next one.
-pub const INVALID_FETCH_SESSION_EPOCH: ErrorCode = code(ResponseError::InvalidFetchSessionEpoch);
-/// A fetch session mixed topic names and topic ids.
-pub const FETCH_SESSION_TOPIC_ID_ERROR: ErrorCode = code(ResponseError::FetchSessionTopicIdError);
-/// The client asked for a SASL mechanism that is not offered.
-pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = code(ResponseError::UnsupportedSaslMechanism);
-/// Wrong credentials.
-pub const SASL_AUTHENTICATION_FAILED: ErrorCode = code(ResponseError::SaslAuthenticationFailed);
-/// A SASL request out of the exchange's order.
-pub const ILLEGAL_SASL_STATE: ErrorCode = code(ResponseError::IllegalSaslState);
 
-/// Every named code: Kafka's name and whether `Errors.java` makes it
-/// retriable (its exception extends `RetriableException`).
-const KNOWN: [(ErrorCode, &str, bool); 18] = [
-    (NONE, "NONE", false),
-    (OFFSET_OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE", false),
-    (
-        UNKNOWN_TOPIC_OR_PARTITION,
-        "UNKNOWN_TOPIC_OR_PARTITION",
-        true,
-    ),
-    (NOT_LEADER_OR_FOLLOWER, "NOT_LEADER_OR_FOLLOWER", true),
-    (REQUEST_TIMED_OUT, "REQUEST_TIMED_OUT", true),
-    (NETWORK_EXCEPTION, "NETWORK_EXCEPTION", true),
-    (
-        COORDINATOR_LOAD_IN_PROGRESS,
-        "COORDINATOR_LOAD_IN_PROGRESS",
-        true,
-    ),
-    (COORDINATOR_NOT_AVAILABLE, "COORDINATOR_NOT_AVAILABLE", true),
-    (NOT_COORDINATOR, "NOT_COORDINATOR", true),
-    (
-        UNSUPPORTED_SASL_MECHANISM,
-        "UNSUPPORTED_SASL_MECHANISM",
-        false,
-    ),
-    (ILLEGAL_SASL_STATE, "ILLEGAL_SASL_STATE", false),
-    (UNSUPPORTED_VERSION, "UNSUPPORTED_VERSION", false),
-    (INVALID_REQUEST, "INVALID_REQUEST", false),
-    (
-        SASL_AUTHENTICATION_FAILED,
-        "SASL_AUTHENTICATION_FAILED",
-        false,
-    ),
-    (
-        FETCH_SESSION_ID_NOT_FOUND,
-        "FETCH_SESSION_ID_NOT_FOUND",
-        true,
-    ),
-    (
-        INVALID_FETCH_SESSION_EPOCH,
-        "INVALID_FETCH_SESSION_EPOCH",
-        true,
-    ),
-    (UNKNOWN_TOPIC_ID, "UNKNOWN_TOPIC_ID", true),
-    (
-        FETCH_SESSION_TOPIC_ID_ERROR,
-        "FETCH_SESSION_TOPIC_ID_ERROR",
-        true,
-    ),
-];
+named_codes! {
+    /// The broker is not the partition's leader: refresh metadata, retry.
+    NOT_LEADER_OR_FOLLOWER = NotLeaderOrFollower, retriable: true;
+    /// No such topic id: refresh metadata.
+    UNKNOWN_TOPIC_ID = UnknownTopicId, retriable: true;
+    /// No such topic or partition: refresh metadata.
+    UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartition, retriable: true;
+    /// The server disconnected before a response was received.
+    NETWORK_EXCEPTION = NetworkException, retriable: true;
+    /// The coordinator is loading: retry.
+    COORDINATOR_LOAD_IN_PROGRESS = CoordinatorLoadInProgress, retriable: true;
+    /// The coordinator is not available: retry.
+    COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailable, retriable: true;
+    /// The broker is not the coordinator: find it again, retry.
+    NOT_COORDINATOR = NotCoordinator, retriable: true;
+    /// The request is malformed: a refused config resource's code.
+    INVALID_REQUEST = InvalidRequest, retriable: false;
+    /// The version of the API is not supported.
+    UNSUPPORTED_VERSION = UnsupportedVersion, retriable: false;
+    /// No answer in time: retriable, and what a request that cannot wait
+    /// for a broker is answered with.
+    REQUEST_TIMED_OUT = RequestTimedOut, retriable: true;
+    /// The fetch offset is out of the partition's range (a follower may be
+    /// behind its leader).
+    OFFSET_OUT_OF_RANGE = OffsetOutOfRange, retriable: false;
+    /// The client's fetch session is not known (any more).
+    FETCH_SESSION_ID_NOT_FOUND = FetchSessionIdNotFound, retriable: true;
+    /// The fetch session's epoch is not the next one.
+    INVALID_FETCH_SESSION_EPOCH = InvalidFetchSessionEpoch, retriable: true;
+    /// A fetch session mixed topic names and topic ids.
+    FETCH_SESSION_TOPIC_ID_ERROR = FetchSessionTopicIdError, retriable: true;
+    /// The client asked for a SASL mechanism that is not offered.
+    UNSUPPORTED_SASL_MECHANISM = UnsupportedSaslMechanism, retriable: false;
+    /// Wrong credentials.
+    SASL_AUTHENTICATION_FAILED = SaslAuthenticationFailed, retriable: false;
+    /// A SASL request out of the exchange's order.
+    ILLEGAL_SASL_STATE = IllegalSaslState, retriable: false;
+}
 
 #[cfg(test)]
 mod tests {
@@ -177,12 +145,35 @@ mod tests {
 
     #[test]
     fn every_named_code_agrees_with_the_protocol_on_retriable() {
-        for (code, name, retriable) in KNOWN {
+        for &(code, name, retriable) in KNOWN {
             let protocol = ResponseError::try_from_code(code.code());
             let protocol_retriable = protocol.is_some_and(|e| e.is_retriable());
             assert_eq!(retriable, protocol_retriable, "{name}");
             assert_eq!(code.retriable(), retriable, "{name}");
         }
+    }
+
+    /// `NotLeaderOrFollower` -> `NOT_LEADER_OR_FOLLOWER`.
+    fn kafka_name(variant: &str) -> String {
+        let mut name = String::new();
+        for (i, c) in variant.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+        }
+        name
+    }
+
+    #[test]
+    fn every_name_is_kafkas_for_its_number() {
+        for &(code, name, _) in &KNOWN[1..] {
+            let Some(protocol) = ResponseError::try_from_code(code.code()) else {
+                panic!("{name} has no protocol error");
+            };
+            assert_eq!(kafka_name(&format!("{protocol:?}")), name);
+        }
+        assert_eq!(KNOWN[0], (NONE, "NONE", false));
     }
 
     #[test]
