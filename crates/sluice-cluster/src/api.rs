@@ -6,6 +6,7 @@
 //! | [`ApiDescriptor::family`] | where it goes: any broker, split by leader or coordinator, one coordinator, every broker, or nowhere (Sluice answers) | `sink/send.rs` |
 //! | [`ApiDescriptor::split_since`] | the first version that is split (OffsetFetch before v8 names one group and goes whole to its coordinator) | `sink/send.rs` |
 //! | [`ApiDescriptor::on_failure`] | what a client gets when the broker fails: a per-partition error, a whole error answer, a retry elsewhere, or a close | `sink/finish.rs`, `sink/send.rs` |
+//! | [`ApiDescriptor::failure_answer_since`] | from which version its answer has a place for an error (none: a failure closes the client); the answer itself is built by its family's [`failure::FailureAnswer`] | `route::failure_answer` |
 //! | [`ApiDescriptor::rewritten`] | its answer always passes through the rewriter (it names brokers) | `rewrite.rs`, `sink/finish.rs` |
 //! | [`ApiDescriptor::leader_hints_since`] | from which version its answer may carry leader hints naming brokers | `rewrite.rs`, `sink/finish.rs` |
 //! | [`ApiDescriptor::filtered_after_fan_out`] | each broker's answer is cut down to what the local Sluice node owns before merging | `sink/finish.rs` |
@@ -18,14 +19,15 @@
 //! failure policy uses. A test checks that the table's split families and
 //! that list agree.
 
+pub mod failure;
+
 #[cfg(test)]
 mod tests;
 
 use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::protocol::VersionRange;
 
-use crate::error_codes;
-use crate::error_codes::REQUEST_TIMED_OUT;
+use crate::error_codes::{self, ErrorCode, REQUEST_TIMED_OUT};
 use crate::split::groups::OFFSET_FETCH_GROUPS_VERSION;
 use crate::topology::CoordinatorKeyType;
 
@@ -98,12 +100,12 @@ const TOPIC_WRITE: Admin = Admin {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnFailure {
     /// The split module synthesizes this code for the part's partitions or groups.
-    SplitError(i16),
+    SplitError(ErrorCode),
     /// Synthesize a whole response carrying this code.
-    Synthesize(i16),
+    Synthesize(ErrorCode),
     /// Send the request once more, to another broker; if that fails too,
     /// synthesize this code where the response has a place for it.
-    RetryElsewhere(i16),
+    RetryElsewhere(ErrorCode),
     /// Nothing safe can be answered: close the client connection.
     Close,
 }
@@ -130,6 +132,10 @@ pub struct ApiDescriptor {
     pub split_since: i16,
     /// What the client gets when the broker serving it fails.
     pub on_failure: OnFailure,
+    /// The first version whose answer has a place for an error, which a
+    /// failure answer carries (see [`failure`]); `None`: never, a failure
+    /// closes the client.
+    pub failure_answer_since: Option<i16>,
     /// Its answer always passes through the rewriter: it names brokers.
     pub rewritten: bool,
     /// The first version whose answer may carry leader hints naming
@@ -149,6 +155,7 @@ impl ApiDescriptor {
             family,
             split_since: 0,
             on_failure,
+            failure_answer_since: Some(0),
             rewritten: false,
             leader_hints_since: None,
             filtered_after_fan_out: false,
@@ -213,6 +220,11 @@ impl ApiDescriptor {
         self
     }
 
+    const fn failure_answer_since(mut self, version: Option<i16>) -> Self {
+        self.failure_answer_since = version;
+        self
+    }
+
     /// Not offered to clients beyond what Sluice decodes: the share-group
     /// APIs (KIP-932) need the share coordinator and the partition leaders,
     /// which Sluice does not route yet. Left out of the ApiVersions answer;
@@ -226,6 +238,13 @@ impl ApiDescriptor {
     /// Whether a client may send it (else Sluice answers it with an error).
     pub fn is_client_facing(&self) -> bool {
         self.family != Family::NotForClients
+    }
+
+    /// Whether its answer at `version` has a place for an error, so that a
+    /// failure can be answered instead of closing the client.
+    pub fn has_failure_answer(&self, version: i16) -> bool {
+        self.failure_answer_since
+            .is_some_and(|since| version >= since)
     }
 
     /// Whether its answer at `version` may carry leader hints.
@@ -242,7 +261,10 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
     use CoordinatorKeyType::{Group, Transaction};
     let descriptor = match api {
         K::ApiVersions => A::meta(Meta::ApiVersions),
-        K::Metadata => A::meta(Meta::Metadata).rewritten(),
+        // Metadata has a top-level error code from v13 only.
+        K::Metadata => A::meta(Meta::Metadata)
+            .rewritten()
+            .failure_answer_since(Some(13)),
         K::FindCoordinator => {
             A::meta(Meta::FindCoordinator)
                 .rewritten()
@@ -287,22 +309,25 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         | K::EndTxn
         | K::DescribeTransactions => A::coordinator(Transaction),
 
+        // ElectLeaders has a top-level error code from v1 only.
+        K::ElectLeaders => A::admin(TOPIC_WRITE).failure_answer_since(Some(1)),
         K::CreateTopics
         | K::DeleteTopics
         | K::CreatePartitions
-        | K::ElectLeaders
         | K::AlterPartitionReassignments => A::admin(TOPIC_WRITE),
         K::AlterConfigs
         | K::IncrementalAlterConfigs
         | K::CreateAcls
         | K::DeleteAcls
-        | K::AlterUserScramCredentials
-        | K::AlterClientQuotas
         | K::CreateDelegationToken
         | K::RenewDelegationToken
         | K::ExpireDelegationToken
-        | K::AlterReplicaLogDirs
         | K::UpdateFeatures => A::admin(WRITE),
+        // Their errors live in per-entry results that Sluice does not build:
+        // a failed broker closes the client.
+        K::AlterUserScramCredentials | K::AlterClientQuotas | K::AlterReplicaLogDirs => {
+            A::admin(WRITE).failure_answer_since(None)
+        }
         K::AlterShareGroupOffsets | K::DeleteShareGroupOffsets => A::admin(WRITE).not_offered(),
         K::ShareGroupHeartbeat
         | K::ShareGroupDescribe
@@ -310,7 +335,9 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         | K::ShareAcknowledge
         | K::DescribeShareGroupOffsets => A::admin(READ).not_offered(),
 
-        K::SaslHandshake | K::SaslAuthenticate => A::closing(Family::Sasl),
+        K::SaslHandshake | K::SaslAuthenticate => {
+            A::closing(Family::Sasl).failure_answer_since(None)
+        }
         // Hidden from clients: inter-broker and controller-only APIs, which
         // no client sends, the share-group state APIs between brokers, and
         // the admin APIs about the controller quorum and broker membership,

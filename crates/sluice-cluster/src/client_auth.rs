@@ -75,7 +75,7 @@ use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseK
 
 pub use error::{ClaimError, ClientAuthError, GateError, SaslMisuse};
 
-use crate::error_codes::{SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM};
+use crate::error_codes::{ErrorCode, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM};
 pub use messages::{PlainCredentials, parse_scram_client_first};
 use reauth::Session;
 
@@ -189,7 +189,7 @@ pub enum Admit {
     },
     /// Answer it with its API's error answer carrying this code, then close
     /// the client (a request in the middle of a re-authentication).
-    Refuse(i16),
+    Refuse(ErrorCode),
     /// The client's session ended and it sent something other than a
     /// re-authentication: the client is closed (logged once at INFO, by the
     /// source when it closes the client: a routine close).
@@ -451,7 +451,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
             self.state = State::Closing(ClientAuthError::Claim(reason).into());
             Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default()
-                    .with_error_code(SASL_AUTHENTICATION_FAILED)
+                    .with_error_code(SASL_AUTHENTICATION_FAILED.code())
                     .with_error_message(Some(StrBytes::from_string(message))),
             )))
         }))
@@ -496,7 +496,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
                     _ => return Ok(self.unexpected_answer()),
                 };
                 let Some(mechanism) = self.carried(&requested) else {
-                    answer.error_code = UNSUPPORTED_SASL_MECHANISM;
+                    answer.error_code = UNSUPPORTED_SASL_MECHANISM.code();
                     self.state =
                         State::Closing(ClientAuthError::MechanismNotOffered { requested }.into());
                     return Ok(Outcome::Failed);
@@ -505,7 +505,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
                     self.state = State::Closing(
                         ClientAuthError::MechanismRefused {
                             mechanism: requested,
-                            code: answer.error_code,
+                            code: ErrorCode::from_wire(answer.error_code),
                         }
                         .into(),
                     );
@@ -521,7 +521,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
             }
             (SaslStep::Authenticate, ResponseKind::SaslAuthenticate(answer)) => {
                 let lifetime = lifetime_of(answer.session_lifetime_ms);
-                let code = answer.error_code;
+                let code = ErrorCode::from_wire(answer.error_code);
                 let message = answer.error_message.as_ref().map(|m| m.to_string());
                 Ok(self.on_authenticate(code, message, lifetime, now))
             }
@@ -534,7 +534,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
 
     fn on_authenticate(
         &mut self,
-        code: i16,
+        code: ErrorCode,
         message: Option<String>,
         session_lifetime: Option<Duration>,
         now: Instant,
@@ -548,7 +548,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
         else {
             return self.unexpected_answer();
         };
-        if code != 0 {
+        if !code.is_none() {
             self.state =
                 State::Closing(ClientAuthError::AuthenticationFailed { code, message }.into());
             return Outcome::Failed;

@@ -85,7 +85,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use std::time::Instant;
 use uuid::Uuid;
 
-use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
 use crate::split::fetch::{NO_SESSION_ID, error_partition, part_base, part_max_bytes};
 use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
@@ -273,7 +273,7 @@ enum Source {
     /// offsets (or other partitions).
     Pending,
     /// No broker serves it: answered with this error.
-    Error(i16),
+    Error(ErrorCode),
 }
 
 /// One partition of the client's fetch.
@@ -325,7 +325,7 @@ struct Arrived {
     /// Partition answers, by part index and partition.
     answered: HashMap<(usize, PartitionKey), PartitionData>,
     /// The parts that failed, with the error their partitions get.
-    failed: HashMap<usize, i16>,
+    failed: HashMap<usize, ErrorCode>,
     throttle_time_ms: i32,
     /// The first top-level error.
     error_code: i16,
@@ -341,7 +341,7 @@ pub enum Outcome {
     /// (0 when not read from a broker).
     Answer(FetchResponse, usize),
     /// No answer: its partitions get this error.
-    Failed(i16),
+    Failed(ErrorCode),
     /// Still out: parked.
     Parked,
 }
@@ -431,7 +431,7 @@ impl<P> FetchState<P> {
 
     /// Stashes `error_code` for every partition a failed parked part asked
     /// for, so that the client's next fetch of them learns it (at `now`).
-    pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: i16, now: Instant) {
+    pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: ErrorCode, now: Instant) {
         for (key, &at) in &meta.asked {
             let data = Box::new(error_partition(key.1, error_code));
             self.stash

@@ -12,9 +12,12 @@
 //! and the OffsetFetch split version), and `route` and `rewrite` use each
 //! other (the ApiVersions intersection and the config-resource plan).
 //!
-//! - `error_codes`: the Kafka error codes Sluice reads or writes, by name.
+//! - `error_codes`: `ErrorCode`, the Kafka error codes Sluice reads or
+//!   writes, by name.
 //! - `api`: one descriptor per Kafka API, the table everything that
-//!   depends on an API's key reads.
+//!   depends on an API's key reads; `api::failure`, the trait that builds
+//!   the answer to a failed request (implemented per family in `split` and
+//!   `route`, found from the row by `route::failure_answer`).
 //! - `topology`: the cluster as Sluice sees it (brokers, partition leaders,
 //!   coordinators) and the Sluice nodes that clients see instead.
 //! - `split`: requests that span brokers split per broker, and their
@@ -46,6 +49,22 @@ pub mod consume;
 
 pub use client_auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
 pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};
-pub use split::dispatch::{error_response, merge_responses, split_request};
+pub use split::dispatch::{SplitAnswers, merge_responses, split_request};
 pub use split::{Coordinators, PartResult, PartitionLeaders, Routing};
 pub use topology::{Address, ClusterView, CoordinatorKeyType, ShotoverNode, TopicRef};
+
+#[cfg(test)]
+mod tests {
+    /// The core neither does IO nor logs: it returns what happened, and the
+    /// driver logs it. Neither an async runtime nor a logger is a dependency.
+    #[test]
+    fn the_core_depends_on_no_runtime_and_no_logger() {
+        let manifest = include_str!("../Cargo.toml");
+        for line in manifest.lines().map(str::trim) {
+            assert!(
+                !line.starts_with("tokio") && !line.starts_with("tracing"),
+                "sluice-cluster depends on {line}"
+            );
+        }
+    }
+}

@@ -40,26 +40,44 @@ mod tests;
 
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
 
-use crate::error_codes::UNSUPPORTED_VERSION;
+use crate::api::failure::{FailureAnswer, NoAnswer};
+use crate::error_codes::{ErrorCode, UNSUPPORTED_VERSION};
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 // The per-API facts routing decides by live in the API table.
 pub use crate::api::{Admin, Family, Meta, OnFailure, offered_versions};
 
-/// A whole response to `request` where the request's items (or the response's
-/// top level) carry `error_code`; `None` when the response has no place for
-/// an error that a client would act on.
-pub fn error_response(
+/// The answer a client gets when `request` (of `api`, decoded at `version`)
+/// fails with `code`: the request's items (or the response's top level)
+/// carry `code`. Built by the [`FailureAnswer`] of the API's family, read
+/// from its row in the API table; `None` when the row says its answer has no
+/// place for an error at `version` (the caller then closes the client).
+pub fn failure_answer(
     api: ApiKey,
     request: &RequestKind,
     version: i16,
-    error_code: i16,
+    code: ErrorCode,
 ) -> Option<ResponseKind> {
-    crate::split::dispatch::error_response(request, version, error_code)
-        .or_else(|| groups::error_response(request, version, error_code))
-        .or_else(|| transactions::error_response(request, error_code))
-        .or_else(|| meta::error_response(request, version, error_code))
-        .or_else(|| admin::error_response(api, request, version, error_code))
+    let row = crate::api::describe(api);
+    if !row.has_failure_answer(version) {
+        return None;
+    }
+    answers_of(row.family).failure_answer(api, request, version, code)
+}
+
+/// Who builds the failure answers of an API family.
+pub fn answers_of(family: Family) -> &'static dyn FailureAnswer {
+    match family {
+        Family::ByLeader | Family::ByCoordinator | Family::FanOut => {
+            &crate::split::dispatch::SplitAnswers
+        }
+        Family::Coordinator(CoordinatorKeyType::Group) => &groups::GroupAnswers,
+        Family::Coordinator(CoordinatorKeyType::Transaction) => &transactions::TransactionAnswers,
+        Family::Meta(_) => &meta::MetaAnswers,
+        Family::Admin(_) | Family::NotForClients => &admin::AdminAnswers,
+        // No API is routed to a share coordinator by its key.
+        Family::Sasl | Family::Coordinator(CoordinatorKeyType::Share) => &NoAnswer,
+    }
 }
 
 /// Something a response says is out of date in the view.
@@ -78,7 +96,11 @@ pub enum Stale {
 }
 
 /// What a partition-level `error_code` says is stale about `topic`/`partition`.
-pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) -> Option<Stale> {
+pub fn partition_staleness(
+    error_code: ErrorCode,
+    topic: &TopicRef,
+    partition: i32,
+) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Leader => Some(Stale::Leader(topic.clone(), partition)),
         Staleness::Topic => Some(Stale::Topic(topic.clone())),
@@ -89,7 +111,7 @@ pub fn partition_staleness(error_code: i16, topic: &TopicRef, partition: i32) ->
 }
 
 /// What a top-level `error_code` of an admin or meta response says is stale.
-pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
+pub fn top_level_staleness(error_code: ErrorCode) -> Option<Stale> {
     match staleness(error_code)? {
         Staleness::Controller => Some(Stale::Controller),
         Staleness::Cluster => Some(Stale::Cluster),
@@ -97,10 +119,19 @@ pub fn top_level_staleness(error_code: i16) -> Option<Stale> {
     }
 }
 
-/// Forgets what `stale` names from the view. Returns how many entries were
-/// forgotten (for logs).
-pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
-    let mut forgotten = 0;
+/// What [`forget`] did, for the driver to log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// How many entries of the view were forgotten.
+    pub entries: usize,
+    /// A broker answered REBOOTSTRAP_REQUIRED ([`Stale::Cluster`]): nothing
+    /// is forgotten for it, topics are refreshed as clients touch them.
+    pub rebootstrap_required: bool,
+}
+
+/// Forgets what `stale` names from the view.
+pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> Forgotten {
+    let mut forgotten = Forgotten::default();
     for s in stale {
         let changed = match s {
             Stale::Leader(topic, partition) => view.forget_leader(topic, *partition),
@@ -112,13 +143,11 @@ pub fn forget(view: &mut ClusterView, stale: &[Stale]) -> usize {
                 had
             }
             Stale::Cluster => {
-                tracing::warn!(
-                    "a broker answered REBOOTSTRAP_REQUIRED; topics are refreshed as clients touch them"
-                );
+                forgotten.rebootstrap_required = true;
                 false
             }
         };
-        forgotten += usize::from(changed);
+        forgotten.entries += usize::from(changed);
     }
     forgotten
 }

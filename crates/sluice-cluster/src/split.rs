@@ -56,6 +56,7 @@ use sluice_error::{ErrorClass, ErrorSide};
 
 pub use crate::topology::{BrokerId, CoordinatorKeyType, TopicId, TopicRef};
 
+use crate::error_codes::ErrorCode;
 use crate::topology::ClusterView;
 
 use self::order::{GroupEntry, Order, TopicEntry, dedup_by_key};
@@ -227,7 +228,7 @@ pub enum PartResult<Resp> {
     /// merge synthesizes one where every partition or group has `error_code`.
     Failed {
         /// The Kafka error code to report, e.g. `SplitApi::UNAVAILABLE_ERROR`.
-        error_code: i16,
+        error_code: ErrorCode,
     },
 }
 
@@ -278,7 +279,7 @@ pub trait SplitApi: Sized + Clone {
     const API_KEY: ApiKey;
     /// The error code for partitions or groups that no broker serves, and the
     /// recommended code for [`PartResult::Failed`] (see [`error_codes`]).
-    const UNAVAILABLE_ERROR: i16;
+    const UNAVAILABLE_ERROR: ErrorCode;
 
     /// Splits the request (decoded at `version`) into parts per broker.
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self>;
@@ -294,7 +295,7 @@ pub trait SplitApi: Sized + Clone {
     /// group (or the whole response, where the protocol has no finer place)
     /// carries `error_code`. Used for failed parts and for whole requests
     /// whose broker connection failed.
-    fn error_response_for(&self, version: i16, error_code: i16) -> Self::Response;
+    fn error_response_for(&self, version: i16, error_code: ErrorCode) -> Self::Response;
 
     /// A copy keeping what [`SplitApi::error_response_for`] needs; Produce
     /// drops its record batches here.

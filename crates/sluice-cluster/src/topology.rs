@@ -20,11 +20,11 @@ mod stale;
 mod view;
 
 pub use error::TopologyError;
-pub use nodes::SluiceNodes;
 pub use nodes::{Address, ShotoverNode};
+pub use nodes::{Marked, SluiceNodes};
 pub use stale::{Staleness, staleness};
 pub use view::{ClusterView, CoordinatorKeyType, TopicRef};
-pub use view::{FOLLOWER_FETCH_VERSION, MetadataApplied, TopicId};
+pub use view::{FOLLOWER_FETCH_VERSION, MetadataApplied, OlderEpoch, TopicId};
 
 /// Re-exported so that callers name broker ids the way `kafka-protocol` does.
 pub use sluice_codec::kafka_protocol::messages::BrokerId;

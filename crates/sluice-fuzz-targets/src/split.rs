@@ -10,10 +10,12 @@
 //! unless the request itself does not; then `merge_responses` gets one
 //! `PartResult::Failed` per part, and must give a response (also encoded),
 //! while a wrong number of results must be an error, not a panic.
-//! `error_response` (the whole request failed) is encoded too.
+//! `SplitAnswers::failure_answer` (the whole request failed) is encoded too.
 
 use bytes::{Bytes, BytesMut};
-use sluice_cluster::{PartResult, error_response, merge_responses, split_request};
+use sluice_cluster::api::failure::FailureAnswer;
+use sluice_cluster::error_codes::ErrorCode;
+use sluice_cluster::{PartResult, SplitAnswers, merge_responses, split_request};
 use sluice_codec::kafka_protocol::messages::{RequestKind, ResponseKind};
 use sluice_codec::{Request, Response};
 
@@ -37,7 +39,7 @@ pub fn split(data: &[u8]) {
     let [code, frame @ ..] = data else {
         return;
     };
-    let error_code = error_code(*code);
+    let error_code = ErrorCode::from_wire(error_code(*code));
     let Ok(request) = Request::parse(BytesMut::from(frame)) else {
         return;
     };
@@ -47,7 +49,7 @@ pub fn split(data: &[u8]) {
     };
     let whole_encodes = encodes(&body, api, version);
 
-    if let Some(failed) = error_response(&body, version, error_code) {
+    if let Some(failed) = SplitAnswers.failure_answer(api, &body, version, error_code) {
         response_encodes(failed, api, version);
     }
 

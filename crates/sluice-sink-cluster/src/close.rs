@@ -14,7 +14,7 @@ use sluice_error::{ErrorClass, ErrorSide};
 
 use crate::pool::Target;
 use sluice_cluster::client_auth::{ClientAuthError, GateError, SaslStep};
-use sluice_cluster::error_codes::UNSUPPORTED_SASL_MECHANISM;
+use sluice_cluster::error_codes::{ErrorCode, UNSUPPORTED_SASL_MECHANISM};
 use sluice_cluster::split::SplitError;
 
 /// Why the cluster sink closes a client connection.
@@ -130,7 +130,7 @@ pub(crate) enum Invariant {
         /// The client's version.
         version: i16,
         /// The error code.
-        code: i16,
+        code: ErrorCode,
     },
     /// A Fetch whose body is not a Fetch.
     #[error("a fetch without a fetch body")]
@@ -183,13 +183,13 @@ impl CloseError {
     /// The error code a client's re-authentication is answered with when
     /// the broker refused Sluice's own SaslHandshake for it (`None`: the
     /// broker could not be asked; the answer is NETWORK_EXCEPTION).
-    pub(crate) fn reauth_answer_code(&self) -> Option<i16> {
+    pub(crate) fn reauth_answer_code(&self) -> Option<ErrorCode> {
         let CloseError::ReauthUnchecked { source, .. } = self else {
             return None;
         };
         match &**source {
             AuthError::MechanismNotEnabled { .. } => Some(UNSUPPORTED_SASL_MECHANISM),
-            AuthError::ErrorCode { code, .. } => Some(*code),
+            AuthError::ErrorCode { code, .. } => Some(ErrorCode::from_wire(*code)),
             _ => None,
         }
     }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use sluice_cluster::topology::{ShotoverNode, SluiceNodes};
+use sluice_cluster::topology::{Marked, ShotoverNode, SluiceNodes};
 
 /// Starts the health checks; they run until `cancel` fires.
 pub(crate) fn spawn(
@@ -51,7 +51,23 @@ pub(crate) async fn check_all(nodes: &SluiceNodes, timeout: Duration) {
     let results = futures::future::join_all(probes).await;
     for (peer, result) in peers.iter().zip(results) {
         let up = result.is_ok();
-        let changed = nodes.set_up(peer.broker_id, up);
+        let marked = nodes.set_up(peer.broker_id, up);
+        match marked {
+            Marked::UnknownNode => {
+                debug!(
+                    broker_id = peer.broker_id.0,
+                    "ignoring state of an unknown sluice node"
+                );
+            }
+            Marked::Changed => info!(
+                broker_id = peer.broker_id.0,
+                address = %peer.address_for_clients,
+                "sluice node is now {}",
+                if up { "up" } else { "down" }
+            ),
+            Marked::Unchanged => {}
+        }
+        let changed = marked.changed();
         if let Err(reason) = result {
             if changed {
                 warn!(

@@ -8,7 +8,7 @@ use sluice_codec::{ApiKey, CodecError};
 use sluice_error::{ErrorClass, ErrorSide};
 
 use super::messages::MessageError;
-use crate::error_codes::SASL_AUTHENTICATION_FAILED;
+use crate::error_codes::{ErrorCode, SASL_AUTHENTICATION_FAILED};
 
 /// Why the client authentication state machine closes a client.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum ClientAuthError {
         /// The mechanism.
         mechanism: String,
         /// The broker's error code.
-        code: i16,
+        code: ErrorCode,
     },
     /// The broker refused the client's authentication.
     #[error(
@@ -40,7 +40,7 @@ pub enum ClientAuthError {
     )]
     AuthenticationFailed {
         /// The broker's error code.
-        code: i16,
+        code: ErrorCode,
         /// The broker's message.
         message: Option<String>,
     },
@@ -71,7 +71,7 @@ pub enum ClientAuthError {
     )]
     ReauthenticationFailed {
         /// The broker's error code.
-        code: i16,
+        code: ErrorCode,
         /// The broker's message.
         message: Option<String>,
     },

@@ -56,7 +56,8 @@ use super::{
     SaslMisuse, State, lifetime_of,
 };
 use crate::error_codes::{
-    ILLEGAL_SASL_STATE, NETWORK_EXCEPTION, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+    ErrorCode, ILLEGAL_SASL_STATE, NETWORK_EXCEPTION, NONE, SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
 };
 
 /// Kafka's shortest interval between two re-authentications of a connection.
@@ -144,11 +145,11 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
         }
         Ok(match api {
             ApiKey::SaslHandshake => Admit::Answer(Box::new(ResponseKind::SaslHandshake(
-                SaslHandshakeResponse::default().with_error_code(ILLEGAL_SASL_STATE),
+                SaslHandshakeResponse::default().with_error_code(ILLEGAL_SASL_STATE.code()),
             ))),
             ApiKey::SaslAuthenticate => Admit::Answer(Box::new(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default()
-                    .with_error_code(ILLEGAL_SASL_STATE)
+                    .with_error_code(ILLEGAL_SASL_STATE.code())
                     .with_error_message(Some(StrBytes::from_static_str(
                         "SaslAuthenticate request received after successful authentication",
                     ))),
@@ -167,10 +168,10 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
         };
         let requested = body.mechanism.to_string();
         let offered = self.offered.clone();
-        let answer = |code: i16| {
+        let answer = |code: ErrorCode| {
             Admit::Answer(Box::new(ResponseKind::SaslHandshake(
                 SaslHandshakeResponse::default()
-                    .with_error_code(code)
+                    .with_error_code(code.code())
                     .with_mechanisms(offered),
             )))
         };
@@ -198,7 +199,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
                 pending: None,
             };
         }
-        Ok(answer(0))
+        Ok(answer(NONE))
     }
 
     /// The gate during a re-authentication: only its SaslAuthenticate rounds.
@@ -256,7 +257,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
         if answer.error_code != 0 {
             self.state = State::Closing(
                 ClientAuthError::ReauthenticationFailed {
-                    code: answer.error_code,
+                    code: ErrorCode::from_wire(answer.error_code),
                     message: answer.error_message.as_ref().map(|m| m.to_string()),
                 }
                 .into(),
@@ -280,7 +281,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
                 identity.username()
             );
             *answer = SaslAuthenticateResponse::default()
-                .with_error_code(SASL_AUTHENTICATION_FAILED)
+                .with_error_code(SASL_AUTHENTICATION_FAILED.code())
                 .with_error_message(Some(StrBytes::from_string(message)));
             self.state = State::Closing(
                 ClientAuthError::PrincipalChanged {
@@ -304,7 +305,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
     /// SaslAuthenticate gets this answer (NETWORK_EXCEPTION, which Kafka's
     /// clients retry by reconnecting, unless the broker refused Sluice's
     /// own SaslHandshake for it with `refused`), then the client is closed.
-    pub fn reauth_unchecked(&mut self, reason: R, refused: Option<i16>) -> ResponseKind
+    pub fn reauth_unchecked(&mut self, reason: R, refused: Option<ErrorCode>) -> ResponseKind
     where
         R: std::fmt::Display,
     {
@@ -313,7 +314,7 @@ impl<R: From<ClientAuthError>> ClientAuth<R> {
         self.fail(reason);
         ResponseKind::SaslAuthenticate(
             SaslAuthenticateResponse::default()
-                .with_error_code(code)
+                .with_error_code(code.code())
                 .with_error_message(Some(StrBytes::from_string(message))),
         )
     }

@@ -328,7 +328,7 @@ fn without_scram_over_mtls_a_scram_handshake_is_unsupported_and_closes() {
     assert!(matches!(outcome, Outcome::Failed));
     assert_eq!(
         mechanisms(&mut answer),
-        (UNSUPPORTED_SASL_MECHANISM, vec!["PLAIN".to_owned()])
+        (UNSUPPORTED_SASL_MECHANISM.code(), vec!["PLAIN".to_owned()])
     );
     assert!(
         auth.closing()
@@ -352,7 +352,7 @@ fn with_scram_over_mtls_scram_and_plain_are_offered_but_not_gssapi() {
     assert_eq!(
         mechanisms(&mut answer),
         (
-            UNSUPPORTED_SASL_MECHANISM,
+            UNSUPPORTED_SASL_MECHANISM.code(),
             vec![
                 "SCRAM-SHA-256".to_owned(),
                 "SCRAM-SHA-512".to_owned(),
@@ -367,7 +367,7 @@ fn with_scram_over_mtls_scram_and_plain_are_offered_but_not_gssapi() {
 fn a_handshake_the_broker_refuses_closes_after_the_answer() {
     let mut auth = ClientAuth::<ClientAuthError>::new(true);
     admitted_to_auth(auth.admit(&mut handshake("SCRAM-SHA-256"), now()));
-    let mut answer = handshake_answer(UNSUPPORTED_SASL_MECHANISM, &["PLAIN"]);
+    let mut answer = handshake_answer(UNSUPPORTED_SASL_MECHANISM.code(), &["PLAIN"]);
     let outcome = auth
         .on_answer(SaslStep::Handshake, &mut answer, now())
         .unwrap();
@@ -463,13 +463,16 @@ fn a_failed_authentication_is_answered_then_closes() {
     let mut auth = ClientAuth::<ClientAuthError>::new(true);
     accepted_handshake(&mut auth, "SCRAM-SHA-256");
     admitted_to_auth(auth.admit(&mut authenticate(b"n,,n=admin,r=nonce"), now()));
-    let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED, 0);
+    let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED.code(), 0);
     let outcome = auth
         .on_answer(SaslStep::Authenticate, &mut answer, now())
         .unwrap();
     assert!(matches!(outcome, Outcome::Failed));
     let reason = auth.closing().unwrap().to_string();
-    assert!(reason.contains("error 58"), "{reason}");
+    assert!(
+        reason.contains("error SASL_AUTHENTICATION_FAILED (58)"),
+        "{reason}"
+    );
     assert!(matches!(
         auth.admit(&mut metadata(), now()).unwrap(),
         Admit::Drop

@@ -15,6 +15,7 @@ use super::{
     Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Position,
     Source, UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
+use crate::error_codes::ErrorCode;
 use crate::split::order::TopicEntry;
 use crate::topology::BrokerId;
 
@@ -250,7 +251,7 @@ impl FetchCombine {
     /// Answers each partition no broker serves with `error_of` its key
     /// (planned NOT_LEADER_OR_FOLLOWER): an unknown topic is not a leader
     /// move.
-    pub fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> i16) {
+    pub fn answer_unroutable(&mut self, error_of: impl Fn(&PartitionKey) -> ErrorCode) {
         for topic in &mut self.topics {
             for plan in &mut topic.partitions {
                 if let Source::Error(code) = &mut plan.source {

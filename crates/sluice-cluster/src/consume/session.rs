@@ -46,7 +46,8 @@ use uuid::Uuid;
 use super::kept::owned_name;
 use super::{Marks, PartitionKey};
 use crate::error_codes::{
-    FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode, FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR,
+    INVALID_FETCH_SESSION_EPOCH,
 };
 use crate::split::fetch::{FINAL_EPOCH, NO_SESSION_ID};
 use crate::split::order::TopicEntry;
@@ -117,7 +118,7 @@ impl ClientSessions {
         &mut self,
         request: &FetchRequest,
         version: i16,
-    ) -> Result<(Option<FetchRequest>, SessionReply), i16> {
+    ) -> Result<(Option<FetchRequest>, SessionReply), ErrorCode> {
         let applied = self.apply_fields(request, version);
         match &applied {
             Ok((_, SessionReply::Opened(_))) => {
@@ -139,7 +140,7 @@ impl ClientSessions {
         &mut self,
         request: &FetchRequest,
         version: i16,
-    ) -> Result<(Option<FetchRequest>, SessionReply), i16> {
+    ) -> Result<(Option<FetchRequest>, SessionReply), ErrorCode> {
         if version < SESSION_VERSION {
             return Ok((None, SessionReply::None));
         }
@@ -400,11 +401,11 @@ pub enum SessionEvent {
     /// An incremental fetch went through a session.
     Incremental(SessionSide),
     /// A session failed with this error code.
-    Error(SessionSide, i16),
+    Error(SessionSide, ErrorCode),
 }
 
 /// The name of a fetch session error code, as a metric label.
-pub fn session_error_name(code: i16) -> &'static str {
+pub fn session_error_name(code: ErrorCode) -> &'static str {
     match code {
         FETCH_SESSION_ID_NOT_FOUND => "FETCH_SESSION_ID_NOT_FOUND",
         FETCH_SESSION_TOPIC_ID_ERROR => "FETCH_SESSION_TOPIC_ID_ERROR",

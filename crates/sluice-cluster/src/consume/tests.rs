@@ -432,7 +432,7 @@ fn a_failed_part_answers_at_once_with_a_retriable_error() {
     let (response, _) = state.assemble(combine, outcomes, now());
     assert_eq!(
         partitions(&response),
-        vec![(0, 0, NOT_LEADER_OR_FOLLOWER, -1), (1, 0, 0, -1)]
+        vec![(0, 0, NOT_LEADER_OR_FOLLOWER.code(), -1), (1, 0, 0, -1)]
     );
 }
 
@@ -818,7 +818,11 @@ fn a_failed_parked_part_answers_the_next_fetch_with_a_retriable_error() {
     let errors: Vec<i16> = partitions(&response).iter().map(|p| p.2).collect();
     assert_eq!(
         errors,
-        vec![0, NOT_LEADER_OR_FOLLOWER, NOT_LEADER_OR_FOLLOWER]
+        vec![
+            0,
+            NOT_LEADER_OR_FOLLOWER.code(),
+            NOT_LEADER_OR_FOLLOWER.code()
+        ]
     );
 }
 
@@ -838,7 +842,7 @@ fn an_unroutable_partition_is_answered_not_leader() {
     let (response, _) = state.assemble(combine, outcomes, now());
     assert_eq!(
         partitions(&response),
-        vec![(0, 0, 0, 10), (1, 0, NOT_LEADER_OR_FOLLOWER, -1)]
+        vec![(0, 0, 0, 10), (1, 0, NOT_LEADER_OR_FOLLOWER.code(), -1)]
     );
     assert_eq!(key(1).1, 1);
 }

@@ -57,7 +57,8 @@ use super::kept::owned_name;
 use super::session::{SESSION_VERSION, SessionEvent, SessionSide, TOPIC_ID_VERSION};
 use super::{FetchPart, PartMeta, PartitionKey};
 use crate::error_codes::{
-    FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR, INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode, FETCH_SESSION_ID_NOT_FOUND, FETCH_SESSION_TOPIC_ID_ERROR,
+    INVALID_FETCH_SESSION_EPOCH,
 };
 use sluice_codec::kafka_protocol::messages::TopicName;
 
@@ -221,14 +222,15 @@ impl UpstreamSessions {
         let Some((_, epoch)) = sent else {
             return;
         };
-        let session_error = is_session_error(answer.error_code);
+        let code = ErrorCode::from_wire(answer.error_code);
+        let session_error = is_session_error(code);
         let state = self.brokers.entry(broker).or_default();
         if session_error {
             self.events
-                .push(SessionEvent::Error(SessionSide::Broker, answer.error_code));
+                .push(SessionEvent::Error(SessionSide::Broker, code));
             *state = Upstream::Closed;
             // A wrong epoch or topic keys: the broker still holds the session.
-            if let Some((id, _)) = sent.filter(|_| answer.error_code != FETCH_SESSION_ID_NOT_FOUND)
+            if let Some((id, _)) = sent.filter(|_| code != FETCH_SESSION_ID_NOT_FOUND)
                 && id != NO_SESSION_ID
             {
                 self.stale.insert(broker, id);
@@ -304,7 +306,7 @@ impl UpstreamSessions {
 
 /// Whether `code` is a session error, which is the session's business and
 /// never the client's.
-pub(super) fn is_session_error(code: i16) -> bool {
+pub(super) fn is_session_error(code: ErrorCode) -> bool {
     matches!(
         code,
         FETCH_SESSION_ID_NOT_FOUND | INVALID_FETCH_SESSION_EPOCH | FETCH_SESSION_TOPIC_ID_ERROR
@@ -408,7 +410,7 @@ pub fn learn<P: FetchPart>(part: &mut P, meta: &mut PartMeta, upstream: &mut Ups
     match response.body_mut() {
         Ok(ResponseKind::Fetch(answer)) => {
             upstream.answered(meta.broker, meta.sent_in, answer);
-            if is_session_error(answer.error_code) {
+            if is_session_error(ErrorCode::from_wire(answer.error_code)) {
                 answer.error_code = 0;
             }
         }

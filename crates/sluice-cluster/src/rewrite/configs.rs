@@ -99,7 +99,7 @@ macro_rules! refusal {
                 Self::default()
                     .with_resource_type(resource_type)
                     .with_resource_name(name)
-                    .with_error_code(INVALID_REQUEST)
+                    .with_error_code(INVALID_REQUEST.code())
                     .with_error_message(Some(message))
             }
         }

@@ -621,7 +621,7 @@ mod tests {
         let view = view();
         let nodes = nodes(&THREE_NO_RACK);
         let mut parts = vec![PartResult::Failed {
-            error_code: ResponseError::CoordinatorNotAvailable.code(),
+            error_code: crate::error_codes::COORDINATOR_NOT_AVAILABLE,
         }];
         Rewriter::new(&view, &nodes)
             .unwrap()
@@ -629,7 +629,7 @@ mod tests {
         assert_eq!(
             parts,
             vec![PartResult::Failed {
-                error_code: ResponseError::CoordinatorNotAvailable.code()
+                error_code: crate::error_codes::COORDINATOR_NOT_AVAILABLE
             }]
         );
     }

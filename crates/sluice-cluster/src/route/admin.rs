@@ -51,6 +51,8 @@ use sluice_codec::kafka_protocol::messages::*;
 
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
 
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::ErrorCode;
 use crate::topology::{TopicId, TopicRef};
 
 pub mod configs;
@@ -113,22 +115,27 @@ pub fn top_level_error(response: &ResponseKind) -> Option<i16> {
     })
 }
 
-/// A response to an admin request where each item (topic, resource, ACL) or
-/// the top level carries `code`; `None` when the response has no place for
-/// an error (the caller then closes the client connection).
-pub fn error_response(
-    api: ApiKey,
-    request: &RequestKind,
-    version: i16,
-    code: i16,
-) -> Option<ResponseKind> {
-    if let Some(response) = per_item_error(request, code) {
-        return Some(response);
+/// The failure answers of the admin APIs (and of those not for clients): a
+/// response where each item (topic, resource, ACL) or the top level carries
+/// the code; `None` when the response has no place for an error (the caller
+/// then closes the client connection).
+#[derive(Debug, Clone, Copy)]
+pub struct AdminAnswers;
+
+impl FailureAnswer for AdminAnswers {
+    fn failure_answer(
+        &self,
+        api: ApiKey,
+        request: &RequestKind,
+        _version: i16,
+        code: ErrorCode,
+    ) -> Option<ResponseKind> {
+        per_item_error(request, code).or_else(|| top_level_error_response(api, code))
     }
-    top_level_error_response(api, version, code)
 }
 
-fn per_item_error(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+fn per_item_error(request: &RequestKind, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     Some(match request {
         RequestKind::CreateTopics(r) => {
             let topics = r.topics.iter().map(|t| {
@@ -244,11 +251,9 @@ macro_rules! top_level_errors {
 }
 
 /// A response to `api` whose top-level error code is `code`, for the APIs
-/// that have one (at `version`).
-pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<ResponseKind> {
-    if api == ApiKey::ElectLeaders && version < 1 {
-        return None;
-    }
+/// that have one (ElectLeaders from v1: the table's `failure_answer_since`).
+fn top_level_error_response(api: ApiKey, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     top_level_errors!(api, code,
         ElectLeaders: ElectLeadersResponse,
         AlterPartitionReassignments: AlterPartitionReassignmentsResponse,
@@ -290,7 +295,9 @@ pub fn top_level_error_response(api: ApiKey, version: i16, code: i16) -> Option<
 /// `None` for an API this list does not know (the client is then closed).
 pub fn not_for_clients(api: ApiKey, version: i16) -> Option<ResponseKind> {
     let code = super::UNSUPPORTED_VERSION;
-    if let Some(response) = top_level_error_response(api, version, code) {
+    if crate::api::describe(api).has_failure_answer(version)
+        && let Some(response) = top_level_error_response(api, code)
+    {
         return Some(response);
     }
     Some(match api {

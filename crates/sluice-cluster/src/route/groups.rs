@@ -13,9 +13,10 @@
 //! split (see [`super::keyed`]).
 //!
 //! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
-//! places the API has for errors ([`error_response`]), looks the coordinator
+//! places the API has for errors ([`GroupAnswers`]), looks the coordinator
 //! up again and retries.
 
+use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use sluice_codec::kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -33,6 +34,8 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::Stale;
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::ErrorCode;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
 /// How long a SyncGroup may wait for the group's leader when the client's
@@ -73,9 +76,26 @@ pub fn coordinator_key(request: &RequestKind) -> Option<(CoordinatorKeyType, Str
     super::transactions::transaction_key(request).map(|k| (CoordinatorKeyType::Transaction, k))
 }
 
+/// The failure answers of the group APIs (to the group coordinator).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupAnswers;
+
+impl FailureAnswer for GroupAnswers {
+    fn failure_answer(
+        &self,
+        _api: ApiKey,
+        request: &RequestKind,
+        version: i16,
+        code: ErrorCode,
+    ) -> Option<ResponseKind> {
+        error_response(request, version, code)
+    }
+}
+
 /// A response to a group API where the group (or each of its partitions or
 /// groups) carries `code`; `None` for other APIs.
-pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+fn error_response(request: &RequestKind, version: i16, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     let none = || Some(StrBytes::default());
     Some(match request {
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
@@ -228,7 +248,7 @@ pub fn stale_groups(response: &ResponseKind) -> Vec<Stale> {
     };
     groups
         .into_iter()
-        .filter(|(_, code)| staleness(*code) == Some(Staleness::Coordinator))
+        .filter(|(_, code)| staleness(ErrorCode::from_wire(*code)) == Some(Staleness::Coordinator))
         .map(|(group, _)| Stale::Coordinator(CoordinatorKeyType::Group, group.0.to_string()))
         .collect()
 }

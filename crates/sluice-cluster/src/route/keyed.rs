@@ -21,6 +21,7 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::Stale;
+use crate::error_codes::ErrorCode;
 use crate::topology::{CoordinatorKeyType, Staleness, staleness};
 
 /// The keys of a multi-key coordinator request, or `None` for other APIs.
@@ -74,7 +75,7 @@ pub enum KeyedResult {
     /// The coordinator answered.
     Answer(ResponseKind),
     /// No answer for these keys.
-    Failed(Vec<String>, i16),
+    Failed(Vec<String>, ErrorCode),
 }
 
 /// Merges the parts' outcomes into one answer, entries in the order of
@@ -97,7 +98,7 @@ pub fn merge(
                 |key, code| {
                     DescribedGroup::default()
                         .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                 },
                 |g| g.group_id.0.as_str(),
             );
@@ -118,7 +119,7 @@ pub fn merge(
                 |key, code| {
                     DescribedStreamsGroup::default()
                         .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                 },
                 |g| g.group_id.0.as_str(),
             );
@@ -143,7 +144,7 @@ pub fn merge(
                         .with_transactional_id(TransactionalId(StrBytes::from_string(
                             key.to_owned(),
                         )))
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                         .with_producer_id(ProducerId(-1))
                         .with_producer_epoch(-1)
                 },
@@ -167,7 +168,7 @@ fn gather<E>(
     results: Vec<KeyedResult>,
     order: &[String],
     entries: impl Fn(ResponseKind) -> Option<(i32, Vec<E>)>,
-    failed: impl Fn(&str, i16) -> E,
+    failed: impl Fn(&str, ErrorCode) -> E,
     key_of: impl Fn(&E) -> &str,
 ) -> (i32, Vec<E>) {
     let mut throttle = 0;
@@ -225,7 +226,9 @@ pub fn stale(response: &ResponseKind) -> Vec<Stale> {
     };
     entries
         .into_iter()
-        .filter(|(_, _, code)| staleness(*code) == Some(Staleness::Coordinator))
+        .filter(|(_, _, code)| {
+            staleness(ErrorCode::from_wire(*code)) == Some(Staleness::Coordinator)
+        })
         .map(|(kind, key, _)| Stale::Coordinator(kind, key.to_owned()))
         .collect()
 }

@@ -20,14 +20,14 @@ use sluice_codec::kafka_protocol::messages::{
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{BATCHED_FIND_COORDINATOR_VERSION, UNSUPPORTED_VERSION};
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::ErrorCode;
 use crate::rewrite::intersect_api_versions;
 use crate::topology::{ClusterView, CoordinatorKeyType, TopicId, TopicRef};
 
 /// The first Metadata version whose topic ids brokers resolve (KIP-516: v10
 /// and v11 carry the field but brokers do not look topics up by it).
 pub const METADATA_TOPIC_ID_LOOKUP_VERSION: i16 = 12;
-/// The first Metadata version with a top-level error code.
-const METADATA_ERROR_CODE_VERSION: i16 = 13;
 
 /// The key of a FindCoordinator request: its type (v1+; v0 is always a
 /// group) and, for v0–3, the one key it asks about (v4+ responses repeat
@@ -61,7 +61,7 @@ pub fn unsupported_api_versions() -> ApiVersionsResponse {
     let range = sluice_codec::versions::decoded(ApiKey::ApiVersions);
     let (min, max) = range.map_or((0, 3), |r| (r.min, r.max));
     ApiVersionsResponse::default()
-        .with_error_code(UNSUPPORTED_VERSION)
+        .with_error_code(UNSUPPORTED_VERSION.code())
         .with_api_keys(vec![
             ApiVersion::default()
                 .with_api_key(ApiKey::ApiVersions as i16)
@@ -155,39 +155,54 @@ pub fn find_coordinator_requests(
         .collect()
 }
 
-/// Error answers for the meta APIs, where they have a place for one:
-/// FindCoordinator (per key from v4), DescribeCluster, ApiVersions and
-/// Metadata v13+. Metadata before v13 has none.
-pub fn error_response(request: &RequestKind, version: i16, code: i16) -> Option<ResponseKind> {
+/// The failure answers of the meta APIs: FindCoordinator (per key from
+/// v4), DescribeCluster, ApiVersions and Metadata (v13+: the table's
+/// `failure_answer_since`).
+#[derive(Debug, Clone, Copy)]
+pub struct MetaAnswers;
+
+impl FailureAnswer for MetaAnswers {
+    fn failure_answer(
+        &self,
+        _api: ApiKey,
+        request: &RequestKind,
+        version: i16,
+        code: ErrorCode,
+    ) -> Option<ResponseKind> {
+        error_response(request, version, code)
+    }
+}
+
+fn error_response(request: &RequestKind, version: i16, code: ErrorCode) -> Option<ResponseKind> {
+    let wire = code.code();
     Some(match request {
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator_failed(r, version, code))
         }
         RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(
             DescribeClusterResponse::default()
-                .with_error_code(code)
+                .with_error_code(wire)
                 .with_controller_id(BrokerId(-1)),
         ),
         RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(code))
+            ResponseKind::ApiVersions(ApiVersionsResponse::default().with_error_code(wire))
         }
-        RequestKind::Metadata(_) if version >= METADATA_ERROR_CODE_VERSION => {
-            ResponseKind::Metadata(
-                MetadataResponse::default()
-                    .with_error_code(code)
-                    .with_controller_id(BrokerId(-1)),
-            )
-        }
+        RequestKind::Metadata(_) => ResponseKind::Metadata(
+            MetadataResponse::default()
+                .with_error_code(wire)
+                .with_controller_id(BrokerId(-1)),
+        ),
         _ => return None,
     })
 }
 
 /// A FindCoordinator answer where every key carries `code` and no node.
-pub fn find_coordinator_failed(
+fn find_coordinator_failed(
     request: &FindCoordinatorRequest,
     version: i16,
-    code: i16,
+    code: ErrorCode,
 ) -> FindCoordinatorResponse {
+    let code = code.code();
     if version < BATCHED_FIND_COORDINATOR_VERSION {
         return FindCoordinatorResponse::default()
             .with_error_code(code)

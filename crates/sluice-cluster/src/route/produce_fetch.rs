@@ -47,8 +47,8 @@ use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, Res
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::{Stale, partition_staleness};
-use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
 use crate::error_codes::OFFSET_OUT_OF_RANGE;
+use crate::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
 use crate::rewrite::Rewriter;
 use crate::split::order::TopicEntry;
 use crate::split::{Coordinators, PartitionLeaders, Routing};
@@ -171,8 +171,8 @@ pub fn soften_follower_errors(
             let listed = errors
                 .iter()
                 .any(|e| e.topic == key && e.partition == p.partition_index);
-            if listed && p.error_code == OFFSET_OUT_OF_RANGE {
-                p.error_code = NOT_LEADER_OR_FOLLOWER;
+            if listed && p.error_code == OFFSET_OUT_OF_RANGE.code() {
+                p.error_code = NOT_LEADER_OR_FOLLOWER.code();
                 changed = true;
             }
         }
@@ -191,7 +191,9 @@ pub fn stale_partitions(resp: &ResponseKind, version: i16) -> Vec<Stale> {
         for topic in topics {
             let key = topic.topic_ref(version);
             for p in topic.partitions() {
-                if let Some(s) = partition_staleness(error(p), &key, T::partition_index(p)) {
+                if let Some(s) =
+                    partition_staleness(ErrorCode::from_wire(error(p)), &key, T::partition_index(p))
+                {
                     out.push(s);
                 }
             }
@@ -448,7 +450,7 @@ mod tests {
     #[test]
     fn only_errors_from_a_broker_that_does_not_lead_are_follower_errors() {
         // Broker 2 answered; it leads partition 1 only.
-        let resp = answer(&[(0, OFFSET_OUT_OF_RANGE), (1, 6), (2, 0), (3, 74)]);
+        let resp = answer(&[(0, OFFSET_OUT_OF_RANGE.code()), (1, 6), (2, 0), (3, 74)]);
         let leader = |_: &TopicRef, p: i32| match p {
             1 => Some(BrokerId(2)),
             3 => None,
@@ -460,19 +462,23 @@ mod tests {
             vec![FollowerError {
                 topic: topic(),
                 partition: 0,
-                error_code: OFFSET_OUT_OF_RANGE
+                error_code: OFFSET_OUT_OF_RANGE.code()
             }]
         );
     }
 
     #[test]
     fn a_follower_out_of_range_becomes_not_leader_and_others_stay() {
-        let mut resp = answer(&[(0, OFFSET_OUT_OF_RANGE), (1, OFFSET_OUT_OF_RANGE), (2, 74)]);
+        let mut resp = answer(&[
+            (0, OFFSET_OUT_OF_RANGE.code()),
+            (1, OFFSET_OUT_OF_RANGE.code()),
+            (2, 74),
+        ]);
         let errors = vec![
             FollowerError {
                 topic: topic(),
                 partition: 0,
-                error_code: OFFSET_OUT_OF_RANGE,
+                error_code: OFFSET_OUT_OF_RANGE.code(),
             },
             FollowerError {
                 topic: topic(),
@@ -487,7 +493,14 @@ mod tests {
             .map(|p| p.error_code)
             .collect();
         // Partition 1 came from its leader: its OFFSET_OUT_OF_RANGE is true.
-        assert_eq!(codes, vec![NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, 74]);
+        assert_eq!(
+            codes,
+            vec![
+                NOT_LEADER_OR_FOLLOWER.code(),
+                OFFSET_OUT_OF_RANGE.code(),
+                74
+            ]
+        );
         assert!(!soften_follower_errors(&mut resp, 12, &errors[1..]));
     }
 
@@ -533,7 +546,7 @@ mod tests {
             let clean = produce_body(version, |_| {});
             assert!(!produce_may_need_rewrite(&clean, version), "v{version}");
             let error = produce_body(version, |r| {
-                r.responses[1].partition_responses[0].error_code = NOT_LEADER_OR_FOLLOWER;
+                r.responses[1].partition_responses[0].error_code = NOT_LEADER_OR_FOLLOWER.code();
             });
             assert!(produce_may_need_rewrite(&error, version), "v{version}");
             for cut in [1, 4, clean.len() / 2, clean.len() - 1] {
@@ -574,7 +587,7 @@ mod tests {
 
     #[test]
     fn the_softened_answer_survives_the_wire() {
-        let mut resp = answer(&[(0, OFFSET_OUT_OF_RANGE)]);
+        let mut resp = answer(&[(0, OFFSET_OUT_OF_RANGE.code())]);
         let errors = follower_errors(&resp, 12, BrokerId(3), |_, _| Some(BrokerId(1)));
         soften_follower_errors(&mut resp, 12, &errors);
         let mut wire: Response = through_wire(ApiKey::Fetch, 12, ResponseKind::Fetch(resp));

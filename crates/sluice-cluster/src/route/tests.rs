@@ -13,6 +13,7 @@
 
 mod admin;
 mod errors;
+mod failure;
 mod groups;
 mod keyed;
 mod meta;
@@ -26,7 +27,7 @@ use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Response, ResponseKind};
 
-use crate::error_codes::{NOT_COORDINATOR, REQUEST_TIMED_OUT};
+use crate::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT};
 
 /// The routing family of `api`, from the API table.
 fn family(api: ApiKey) -> Family {
@@ -182,20 +183,50 @@ fn offered_versions_clamp_to_what_sluice_decodes() {
 #[test]
 fn failure_policies() {
     use ApiKey as K;
-    assert_eq!(on_failure(K::Produce), OnFailure::SplitError(6));
-    assert_eq!(on_failure(K::Fetch), OnFailure::SplitError(6));
-    assert_eq!(on_failure(K::OffsetFetch), OnFailure::SplitError(16));
-    assert_eq!(on_failure(K::JoinGroup), OnFailure::Synthesize(16));
-    assert_eq!(on_failure(K::EndTxn), OnFailure::Synthesize(16));
-    assert_eq!(on_failure(K::Metadata), OnFailure::RetryElsewhere(7));
-    assert_eq!(on_failure(K::ApiVersions), OnFailure::RetryElsewhere(7));
+    assert_eq!(
+        on_failure(K::Produce),
+        OnFailure::SplitError(NOT_LEADER_OR_FOLLOWER)
+    );
+    assert_eq!(
+        on_failure(K::Fetch),
+        OnFailure::SplitError(NOT_LEADER_OR_FOLLOWER)
+    );
+    assert_eq!(
+        on_failure(K::OffsetFetch),
+        OnFailure::SplitError(NOT_COORDINATOR)
+    );
+    assert_eq!(
+        on_failure(K::JoinGroup),
+        OnFailure::Synthesize(NOT_COORDINATOR)
+    );
+    assert_eq!(
+        on_failure(K::EndTxn),
+        OnFailure::Synthesize(NOT_COORDINATOR)
+    );
+    assert_eq!(
+        on_failure(K::Metadata),
+        OnFailure::RetryElsewhere(REQUEST_TIMED_OUT)
+    );
+    assert_eq!(
+        on_failure(K::ApiVersions),
+        OnFailure::RetryElsewhere(REQUEST_TIMED_OUT)
+    );
     assert_eq!(
         on_failure(K::FindCoordinator),
-        OnFailure::RetryElsewhere(15)
+        OnFailure::RetryElsewhere(crate::error_codes::COORDINATOR_NOT_AVAILABLE)
     );
-    assert_eq!(on_failure(K::DescribeConfigs), OnFailure::RetryElsewhere(7));
-    assert_eq!(on_failure(K::CreateTopics), OnFailure::Synthesize(7));
-    assert_eq!(on_failure(K::DeleteAcls), OnFailure::Synthesize(7));
+    assert_eq!(
+        on_failure(K::DescribeConfigs),
+        OnFailure::RetryElsewhere(REQUEST_TIMED_OUT)
+    );
+    assert_eq!(
+        on_failure(K::CreateTopics),
+        OnFailure::Synthesize(REQUEST_TIMED_OUT)
+    );
+    assert_eq!(
+        on_failure(K::DeleteAcls),
+        OnFailure::Synthesize(REQUEST_TIMED_OUT)
+    );
     assert_eq!(on_failure(K::SaslAuthenticate), OnFailure::Close);
 }
 

@@ -12,6 +12,9 @@
 //! - DescribeTransactions may name several ids: when they live on one
 //!   coordinator it goes there whole, else it is split (see [`super::keyed`]).
 
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::ErrorCode;
+use sluice_codec::ApiKey;
 use sluice_codec::kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
@@ -53,9 +56,27 @@ fn add_partitions_key(
     }
 }
 
+/// The failure answers of the transaction APIs (to the transaction
+/// coordinator).
+#[derive(Debug, Clone, Copy)]
+pub struct TransactionAnswers;
+
+impl FailureAnswer for TransactionAnswers {
+    fn failure_answer(
+        &self,
+        _api: ApiKey,
+        request: &RequestKind,
+        _version: i16,
+        code: ErrorCode,
+    ) -> Option<ResponseKind> {
+        error_response(request, code)
+    }
+}
+
 /// A response to a transaction API where the transaction (or each of its
 /// partitions or ids) carries `code`; `None` for other APIs.
-pub fn error_response(request: &RequestKind, code: i16) -> Option<ResponseKind> {
+fn error_response(request: &RequestKind, code: ErrorCode) -> Option<ResponseKind> {
+    let code = code.code();
     Some(match request {
         RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
             InitProducerIdResponse::default()

@@ -3,8 +3,8 @@
 //!
 //! [`split_request`] says whether an api is split here at all; [`MergePlan`]
 //! remembers which api a split was for, so that [`merge_responses`] needs no
-//! type parameter; [`error_response`] builds a full error response for any
-//! split api.
+//! type parameter; [`SplitAnswers`] builds the failure answer of any split
+//! api.
 
 use sluice_codec::kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DeleteRecordsRequest, DescribeGroupsRequest,
@@ -12,6 +12,9 @@ use sluice_codec::kafka_protocol::messages::{
     ListOffsetsRequest, ListTransactionsRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
     ProduceRequest, RequestKind, ResponseKind,
 };
+
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::ErrorCode;
 
 use super::{BrokerId, PartResult, Plan, Routing, Split, SplitApi, SplitError, Unroutable};
 
@@ -98,26 +101,34 @@ macro_rules! split_apis {
             }
         }
 
-        /// A full response to `request` at `version` where every partition or
-        /// group carries `error_code` (see `SplitApi::error_response_for`);
-        /// `None` for apis not split by this module.
-        pub fn error_response(
-            request: &RequestKind,
-            version: i16,
-            error_code: i16,
-        ) -> Option<ResponseKind> {
-            match request {
-                $(RequestKind::$api(r) => {
-                    Some(ResponseKind::$api(r.error_response_for(version, error_code)))
-                })*
-                _ => None,
+        /// The failure answers of the split apis: a full response to the
+        /// request where every partition or group carries the code (see
+        /// [`SplitApi::error_response_for`]); `None` for apis not split by
+        /// this module.
+        #[derive(Debug, Clone, Copy)]
+        pub struct SplitAnswers;
+
+        impl FailureAnswer for SplitAnswers {
+            fn failure_answer(
+                &self,
+                _api: ApiKey,
+                request: &RequestKind,
+                version: i16,
+                code: ErrorCode,
+            ) -> Option<ResponseKind> {
+                match request {
+                    $(RequestKind::$api(r) => {
+                        Some(ResponseKind::$api(r.error_response_for(version, code)))
+                    })*
+                    _ => None,
+                }
             }
         }
 
         /// The error code to synthesize for parts of `api` that no broker
         /// serves or whose broker failed ([`SplitApi::UNAVAILABLE_ERROR`]);
         /// `None` for apis this module does not split.
-        pub fn unavailable_error(api: ApiKey) -> Option<i16> {
+        pub fn unavailable_error(api: ApiKey) -> Option<ErrorCode> {
             match api {
                 $(ApiKey::$api => Some(<$req as SplitApi>::UNAVAILABLE_ERROR),)*
                 _ => None,

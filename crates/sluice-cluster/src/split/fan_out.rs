@@ -36,7 +36,7 @@ use super::order::dedup_by_key;
 use super::route;
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, Unroutable};
 use crate::error_codes::{
-    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, ErrorCode, NETWORK_EXCEPTION,
 };
 
 /// The first DescribeLogDirs version with a top-level error code.
@@ -45,7 +45,7 @@ const LOG_DIRS_ERROR_CODE_VERSION: i16 = 3;
 impl SplitApi for ListGroupsRequest {
     type Response = ListGroupsResponse;
     const API_KEY: ApiKey = ApiKey::ListGroups;
-    const UNAVAILABLE_ERROR: i16 = COORDINATOR_NOT_AVAILABLE;
+    const UNAVAILABLE_ERROR: ErrorCode = COORDINATOR_NOT_AVAILABLE;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         route::to_all(self, version, routing.brokers())
@@ -68,15 +68,15 @@ impl SplitApi for ListGroupsRequest {
         Ok(merged.with_groups(groups))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> ListGroupsResponse {
-        ListGroupsResponse::default().with_error_code(error_code)
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> ListGroupsResponse {
+        ListGroupsResponse::default().with_error_code(error_code.code())
     }
 }
 
 impl SplitApi for ListTransactionsRequest {
     type Response = ListTransactionsResponse;
     const API_KEY: ApiKey = ApiKey::ListTransactions;
-    const UNAVAILABLE_ERROR: i16 = COORDINATOR_LOAD_IN_PROGRESS;
+    const UNAVAILABLE_ERROR: ErrorCode = COORDINATOR_LOAD_IN_PROGRESS;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         route::to_all(self, version, routing.brokers())
@@ -103,15 +103,15 @@ impl SplitApi for ListTransactionsRequest {
             .with_transaction_states(transaction_states))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> ListTransactionsResponse {
-        ListTransactionsResponse::default().with_error_code(error_code)
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> ListTransactionsResponse {
+        ListTransactionsResponse::default().with_error_code(error_code.code())
     }
 }
 
 impl SplitApi for DescribeLogDirsRequest {
     type Response = DescribeLogDirsResponse;
     const API_KEY: ApiKey = ApiKey::DescribeLogDirs;
-    const UNAVAILABLE_ERROR: i16 = NETWORK_EXCEPTION;
+    const UNAVAILABLE_ERROR: ErrorCode = NETWORK_EXCEPTION;
 
     /// To every broker; named partitions without a known leader are also
     /// reported as unroutable, so that the sink refreshes them first.
@@ -151,10 +151,10 @@ impl SplitApi for DescribeLogDirsRequest {
 
     /// From v3 the top-level error code carries `error_code`; v1–v2 cannot say
     /// it, and answer with no log dirs.
-    fn error_response_for(&self, version: i16, error_code: i16) -> DescribeLogDirsResponse {
+    fn error_response_for(&self, version: i16, error_code: ErrorCode) -> DescribeLogDirsResponse {
         let response = DescribeLogDirsResponse::default();
         if version >= LOG_DIRS_ERROR_CODE_VERSION {
-            response.with_error_code(error_code)
+            response.with_error_code(error_code.code())
         } else {
             response
         }

@@ -44,7 +44,7 @@ use super::{
     BrokerId, PartResult, PartitionLeaders, Plan, Routing, Split, SplitApi, SplitError, TopicRef,
     route,
 };
-use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
 use crate::topology::FOLLOWER_FETCH_VERSION;
 
 /// `session_id` of a sessionless fetch.
@@ -94,7 +94,7 @@ impl<R: PartitionLeaders + ?Sized> PartitionLeaders for Replicas<'_, R> {
 impl SplitApi for FetchRequest {
     type Response = FetchResponse;
     const API_KEY: ApiKey = ApiKey::Fetch;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = part_base(self);
@@ -129,7 +129,7 @@ impl SplitApi for FetchRequest {
             .with_node_endpoints(node_endpoints))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> FetchResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> FetchResponse {
         let responses = map_topics(
             &self.topics,
             |topic| {
@@ -177,10 +177,10 @@ pub fn part_max_bytes(max_bytes: i32, parts: usize) -> i32 {
 }
 
 /// A partition answer carrying `error_code` and no records, as a broker writes one.
-pub fn error_partition(index: i32, error_code: i16) -> PartitionData {
+pub fn error_partition(index: i32, error_code: ErrorCode) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
-        .with_error_code(error_code)
+        .with_error_code(error_code.code())
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)

@@ -30,7 +30,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::order::{group_entry, group_errors};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
-use crate::error_codes::NOT_COORDINATOR;
+use crate::error_codes::{ErrorCode, NOT_COORDINATOR};
 
 /// The first OffsetFetch version that batches groups.
 pub const OFFSET_FETCH_GROUPS_VERSION: i16 = 8;
@@ -46,7 +46,7 @@ group_entry!(
 impl SplitApi for OffsetFetchRequest {
     type Response = OffsetFetchResponse;
     const API_KEY: ApiKey = ApiKey::OffsetFetch;
-    const UNAVAILABLE_ERROR: i16 = NOT_COORDINATOR;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_COORDINATOR;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         if version < OFFSET_FETCH_GROUPS_VERSION {
@@ -90,13 +90,13 @@ impl SplitApi for OffsetFetchRequest {
     /// v8+: every group carries `error_code`. v2–v7: the top-level error code
     /// does (as a broker answers a group-level error). v1 has no group-level
     /// field, so every requested partition carries it.
-    fn error_response_for(&self, version: i16, error_code: i16) -> OffsetFetchResponse {
+    fn error_response_for(&self, version: i16, error_code: ErrorCode) -> OffsetFetchResponse {
         if version >= OFFSET_FETCH_GROUPS_VERSION {
             let groups = self.groups.iter().map(|group| &group.group_id);
             return OffsetFetchResponse::default().with_groups(group_errors(groups, error_code));
         }
         if version >= OFFSET_FETCH_ERROR_CODE_VERSION {
-            return OffsetFetchResponse::default().with_error_code(error_code);
+            return OffsetFetchResponse::default().with_error_code(error_code.code());
         }
         let topics = self.topics.iter().flatten().map(|topic| {
             let partitions = topic.partition_indexes.iter().map(|index| {
@@ -104,7 +104,7 @@ impl SplitApi for OffsetFetchRequest {
                     .with_partition_index(*index)
                     .with_committed_offset(-1)
                     .with_metadata(Some(StrBytes::default()))
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
             });
             OffsetFetchResponseTopic::default()
                 .with_name(topic.name.clone())
@@ -117,7 +117,7 @@ impl SplitApi for OffsetFetchRequest {
 impl SplitApi for DescribeGroupsRequest {
     type Response = DescribeGroupsResponse;
     const API_KEY: ApiKey = ApiKey::DescribeGroups;
-    const UNAVAILABLE_ERROR: i16 = NOT_COORDINATOR;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_COORDINATOR;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = DescribeGroupsRequest::default()
@@ -142,7 +142,7 @@ impl SplitApi for DescribeGroupsRequest {
             .with_groups(resolved.into_groups(|r| r.groups)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeGroupsResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> DescribeGroupsResponse {
         DescribeGroupsResponse::default().with_groups(group_errors(&self.groups, error_code))
     }
 }
@@ -150,7 +150,7 @@ impl SplitApi for DescribeGroupsRequest {
 impl SplitApi for DeleteGroupsRequest {
     type Response = DeleteGroupsResponse;
     const API_KEY: ApiKey = ApiKey::DeleteGroups;
-    const UNAVAILABLE_ERROR: i16 = NOT_COORDINATOR;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_COORDINATOR;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = DeleteGroupsRequest::default()
@@ -174,7 +174,7 @@ impl SplitApi for DeleteGroupsRequest {
             .with_results(resolved.into_groups(|r| r.results)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteGroupsResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> DeleteGroupsResponse {
         DeleteGroupsResponse::default().with_results(group_errors(&self.groups_names, error_code))
     }
 }

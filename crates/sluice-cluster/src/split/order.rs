@@ -19,6 +19,7 @@ use std::hash::Hash;
 use sluice_codec::kafka_protocol::messages::GroupId;
 
 use super::TopicRef;
+use crate::error_codes::ErrorCode;
 
 /// A topic entry of a request or response: something keyed by a topic that
 /// holds a list of partitions.
@@ -117,7 +118,7 @@ pub trait GroupEntry: Sized {
     fn group_id(&self) -> &GroupId;
     /// An entry for `group_id` carrying only `error_code`, as a broker writes
     /// a group it cannot serve.
-    fn error(group_id: GroupId, error_code: i16) -> Self;
+    fn error(group_id: GroupId, error_code: ErrorCode) -> Self;
 }
 
 /// Implements [`GroupEntry`] for message structs with `group_id` and
@@ -130,11 +131,11 @@ macro_rules! group_entry {
             }
             fn error(
                 group_id: ::sluice_codec::kafka_protocol::messages::GroupId,
-                error_code: i16,
+                error_code: $crate::error_codes::ErrorCode,
             ) -> Self {
                 Self::default()
                     .with_group_id(group_id)
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
             }
         }
     )+};
@@ -144,7 +145,7 @@ pub(crate) use group_entry;
 /// One entry per group of `groups`, each carrying `error_code`.
 pub fn group_errors<'g, T: GroupEntry>(
     groups: impl IntoIterator<Item = &'g GroupId>,
-    error_code: i16,
+    error_code: ErrorCode,
 ) -> Vec<T> {
     groups
         .into_iter()

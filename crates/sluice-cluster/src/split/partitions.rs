@@ -38,7 +38,7 @@ use sluice_codec::kafka_protocol::messages::{
 
 use super::order::{TopicEntry, map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, TopicRef, route};
-use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
 
 topic_entry!(
     ListOffsetsTopic,
@@ -116,7 +116,7 @@ impl TopicEntry for TopicRequest {
 impl SplitApi for ListOffsetsRequest {
     type Response = ListOffsetsResponse;
     const API_KEY: ApiKey = ApiKey::ListOffsets;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = ListOffsetsRequest::default()
@@ -139,14 +139,14 @@ impl SplitApi for ListOffsetsRequest {
             .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> ListOffsetsResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> ListOffsetsResponse {
         let topics = map_topics(
             &self.topics,
             |topic| ListOffsetsTopicResponse::default().with_name(topic.name.clone()),
             |p| {
                 ListOffsetsPartitionResponse::default()
                     .with_partition_index(p.partition_index)
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
                     .with_timestamp(-1)
                     .with_offset(-1)
                     .with_leader_epoch(-1)
@@ -159,7 +159,7 @@ impl SplitApi for ListOffsetsRequest {
 impl SplitApi for OffsetForLeaderEpochRequest {
     type Response = OffsetForLeaderEpochResponse;
     const API_KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = OffsetForLeaderEpochRequest::default()
@@ -180,14 +180,18 @@ impl SplitApi for OffsetForLeaderEpochRequest {
             .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> OffsetForLeaderEpochResponse {
+    fn error_response_for(
+        &self,
+        _version: i16,
+        error_code: ErrorCode,
+    ) -> OffsetForLeaderEpochResponse {
         let topics = map_topics(
             &self.topics,
             |topic| OffsetForLeaderTopicResult::default().with_topic(topic.topic.clone()),
             |p| {
                 EpochEndOffset::default()
                     .with_partition(p.partition)
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
                     .with_leader_epoch(-1)
                     .with_end_offset(-1)
             },
@@ -199,7 +203,7 @@ impl SplitApi for OffsetForLeaderEpochRequest {
 impl SplitApi for DeleteRecordsRequest {
     type Response = DeleteRecordsResponse;
     const API_KEY: ApiKey = ApiKey::DeleteRecords;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = DeleteRecordsRequest::default()
@@ -220,14 +224,14 @@ impl SplitApi for DeleteRecordsRequest {
             .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> DeleteRecordsResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> DeleteRecordsResponse {
         let topics = map_topics(
             &self.topics,
             |topic| DeleteRecordsTopicResult::default().with_name(topic.name.clone()),
             |p| {
                 DeleteRecordsPartitionResult::default()
                     .with_partition_index(p.partition_index)
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
                     .with_low_watermark(-1)
             },
         );
@@ -238,7 +242,7 @@ impl SplitApi for DeleteRecordsRequest {
 impl SplitApi for DescribeProducersRequest {
     type Response = DescribeProducersResponse;
     const API_KEY: ApiKey = ApiKey::DescribeProducers;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         let base = DescribeProducersRequest::default()
@@ -258,14 +262,18 @@ impl SplitApi for DescribeProducersRequest {
             .with_topics(resolved.into_topics(|r| r.topics)))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> DescribeProducersResponse {
+    fn error_response_for(
+        &self,
+        _version: i16,
+        error_code: ErrorCode,
+    ) -> DescribeProducersResponse {
         let topics = map_topics(
             &self.topics,
             |topic| TopicResponse::default().with_name(topic.name.clone()),
             |index| {
                 PartitionResponse::default()
                     .with_partition_index(*index)
-                    .with_error_code(error_code)
+                    .with_error_code(error_code.code())
             },
         );
         DescribeProducersResponse::default().with_topics(topics)

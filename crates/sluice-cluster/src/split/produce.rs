@@ -27,7 +27,7 @@ use sluice_codec::kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResp
 
 use super::order::{map_topics, topic_entry};
 use super::{PartResult, Plan, Routing, Split, SplitApi, SplitError, route};
-use crate::error_codes::NOT_LEADER_OR_FOLLOWER;
+use crate::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
 
 topic_entry!(
     TopicProduceData,
@@ -47,7 +47,7 @@ topic_entry!(
 impl SplitApi for ProduceRequest {
     type Response = ProduceResponse;
     const API_KEY: ApiKey = ApiKey::Produce;
-    const UNAVAILABLE_ERROR: i16 = NOT_LEADER_OR_FOLLOWER;
+    const UNAVAILABLE_ERROR: ErrorCode = NOT_LEADER_OR_FOLLOWER;
 
     fn split<R: Routing + ?Sized>(&self, version: i16, routing: &R) -> Split<Self> {
         if let Some(whole) = route::whole_to_one_leader(self, &self.topic_data, version, routing) {
@@ -77,7 +77,7 @@ impl SplitApi for ProduceRequest {
             .with_node_endpoints(node_endpoints))
     }
 
-    fn error_response_for(&self, _version: i16, error_code: i16) -> ProduceResponse {
+    fn error_response_for(&self, _version: i16, error_code: ErrorCode) -> ProduceResponse {
         let responses = map_topics(
             &self.topic_data,
             |topic| {
@@ -109,10 +109,10 @@ impl SplitApi for ProduceRequest {
 }
 
 /// A partition response carrying `error_code`, as a broker writes one.
-fn error_partition(index: i32, error_code: i16) -> PartitionProduceResponse {
+fn error_partition(index: i32, error_code: ErrorCode) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
-        .with_error_code(error_code)
+        .with_error_code(error_code.code())
         .with_base_offset(-1)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)

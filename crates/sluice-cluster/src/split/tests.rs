@@ -38,6 +38,7 @@ use super::{
     CoordinatorKeyType, Coordinators, PartResult, PartitionLeaders, Routing, Split, SplitApi,
     TopicId, TopicRef, Unroutable,
 };
+use crate::error_codes::ErrorCode;
 
 /// Unwraps one variant of a `RequestKind` / `ResponseKind`.
 macro_rules! kind {
@@ -302,7 +303,7 @@ pub(super) fn merge_answers<R: Wire>(
 pub(super) fn merge_with_failure<R: Wire>(
     version: i16,
     split: Split<R>,
-    failed: Option<(i32, i16)>,
+    failed: Option<(i32, ErrorCode)>,
     mut answer: impl FnMut(BrokerId, &R) -> R::Response,
 ) -> R::Response {
     let mut results = Vec::new();

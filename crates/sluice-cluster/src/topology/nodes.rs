@@ -109,6 +109,25 @@ impl ShotoverNode {
     }
 }
 
+/// What marking a Sluice node up or down did ([`SluiceNodes::set_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    /// No node has that id: nothing changed.
+    UnknownNode,
+    /// The node already was in that state (or is the local node, which is
+    /// never marked down).
+    Unchanged,
+    /// The node's state changed.
+    Changed,
+}
+
+impl Marked {
+    /// Whether the node's state changed.
+    pub fn changed(self) -> bool {
+        self == Marked::Changed
+    }
+}
+
 /// The configured Sluice nodes and their up/down state. Cheap to clone: all
 /// clones share the same state.
 #[derive(Debug, Clone)]
@@ -181,27 +200,22 @@ impl SluiceNodes {
         &self.inner.nodes[self.inner.local].rack
     }
 
-    /// Marks a node up or down. Returns whether its state changed. The local
-    /// node cannot be marked down (it is the one answering); an unknown id is
-    /// ignored.
-    pub fn set_up(&self, id: BrokerId, up: bool) -> bool {
+    /// Marks a node up or down, and says what that did (for the driver to
+    /// log). The local node cannot be marked down (it is the one answering);
+    /// an unknown id is ignored.
+    pub fn set_up(&self, id: BrokerId, up: bool) -> Marked {
         let Some(i) = self.inner.nodes.iter().position(|n| n.broker_id == id) else {
-            tracing::debug!(broker_id = id.0, "ignoring state of an unknown sluice node");
-            return false;
+            return Marked::UnknownNode;
         };
         if i == self.inner.local && !up {
-            return false;
+            return Marked::Unchanged;
         }
         let was = self.inner.state[i].swap(up, Ordering::Relaxed);
-        if was != up {
-            tracing::info!(
-                broker_id = id.0,
-                address = %self.inner.nodes[i].address_for_clients,
-                "sluice node is now {}",
-                if up { "up" } else { "down" }
-            );
+        if was == up {
+            Marked::Unchanged
+        } else {
+            Marked::Changed
         }
-        was != up
     }
 
     /// The local node starts leaving: from now on it is shown down while
@@ -322,19 +336,22 @@ mod tests {
         let ids: Vec<i32> = nodes.snapshot().iter().map(|n| n.broker_id.0).collect();
         assert_eq!(ids, [0, 1, 2]);
         assert_eq!(nodes.local_id(), BrokerId(1));
-        assert!(!nodes.set_up(BrokerId(1), false), "local node stays up");
-        assert!(nodes.set_up(BrokerId(2), false));
         assert!(
-            !nodes.set_up(BrokerId(2), false),
+            !nodes.set_up(BrokerId(1), false).changed(),
+            "local node stays up"
+        );
+        assert!(nodes.set_up(BrokerId(2), false).changed());
+        assert!(
+            !nodes.set_up(BrokerId(2), false).changed(),
             "no change the second time"
         );
-        assert!(!nodes.set_up(BrokerId(7), false), "unknown id ignored");
+        assert_eq!(nodes.set_up(BrokerId(7), false), Marked::UnknownNode);
         let clone = nodes.clone();
         let up: Vec<i32> = clone.up_nodes().iter().map(|n| n.broker_id.0).collect();
         assert_eq!(up, [0, 1], "state is shared by clones");
         let peers: Vec<i32> = nodes.peers().iter().map(|n| n.broker_id.0).collect();
         assert_eq!(peers, [0, 2]);
-        assert!(nodes.set_up(BrokerId(2), true));
+        assert!(nodes.set_up(BrokerId(2), true).changed());
         assert_eq!(nodes.up_nodes().len(), 3);
     }
 
@@ -342,15 +359,15 @@ mod tests {
     fn a_leaving_node_is_shown_down_while_a_peer_is_up() {
         let nodes = nodes(1).unwrap();
         assert!(!nodes.is_hidden());
-        assert!(nodes.set_up(BrokerId(0), false));
-        assert!(nodes.set_up(BrokerId(2), false));
+        assert!(nodes.set_up(BrokerId(0), false).changed());
+        assert!(nodes.set_up(BrokerId(2), false).changed());
         assert!(
             !nodes.set_leaving(Instant::now()),
             "no peer is up: nowhere for clients to go"
         );
         let up: Vec<i32> = nodes.up_nodes().iter().map(|n| n.broker_id.0).collect();
         assert_eq!(up, [1], "alone, the leaving node is still shown");
-        assert!(nodes.set_up(BrokerId(2), true));
+        assert!(nodes.set_up(BrokerId(2), true).changed());
         assert!(nodes.is_hidden());
         let up: Vec<i32> = nodes.up_nodes().iter().map(|n| n.broker_id.0).collect();
         assert_eq!(up, [2], "a peer is up: it stands for the leaving node");

@@ -13,6 +13,8 @@
 
 use sluice_codec::kafka_protocol::ResponseError;
 
+use crate::error_codes::ErrorCode;
+
 /// What part of the view an error code says is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Staleness {
@@ -54,9 +56,9 @@ pub enum Staleness {
 ///
 /// Not stale: COORDINATOR_LOAD_IN_PROGRESS (14; the coordinator is right, only
 /// busy) and NOT_ENOUGH_REPLICAS (19/20; the leader is right).
-pub fn staleness(code: i16) -> Option<Staleness> {
+pub fn staleness(code: ErrorCode) -> Option<Staleness> {
     use ResponseError as E;
-    Some(match ResponseError::try_from_code(code)? {
+    Some(match ResponseError::try_from_code(code.code())? {
         E::LeaderNotAvailable
         | E::NotLeaderOrFollower
         | E::ReplicaNotAvailable
@@ -95,7 +97,7 @@ mod tests {
             (-1, None),
             (9999, None),
         ] {
-            assert_eq!(staleness(code), want, "code {code}");
+            assert_eq!(staleness(ErrorCode::from_wire(code)), want, "code {code}");
         }
     }
 }

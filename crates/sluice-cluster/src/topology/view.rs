@@ -32,6 +32,7 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 use std::time::Instant;
 
 use super::Address;
+use crate::error_codes::{ErrorCode, NONE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
 
 mod replica;
 
@@ -184,6 +185,23 @@ pub struct MetadataApplied {
     pub removed_brokers: Vec<BrokerId>,
     /// Whether the controller id changed.
     pub controller_changed: bool,
+    /// Partitions the response described with an older leader epoch than
+    /// the view's: the view kept its own entry (for the driver to log).
+    pub older_epochs_ignored: Vec<OlderEpoch>,
+}
+
+/// A partition a Metadata response described with an older leader epoch
+/// than the view's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OlderEpoch {
+    /// The topic.
+    pub topic: TopicName,
+    /// The partition.
+    pub partition: i32,
+    /// The view's epoch, kept.
+    pub kept: i32,
+    /// The response's epoch, ignored.
+    pub ignored: i32,
 }
 
 /// The real cluster: brokers, controller, topics and coordinators.
@@ -271,7 +289,7 @@ impl ClusterView {
             self.controller = controller;
         }
         for topic in &resp.topics {
-            self.apply_topic(topic);
+            self.apply_topic(topic, &mut applied.older_epochs_ignored);
         }
         self.place_brokers();
         applied
@@ -301,7 +319,7 @@ impl ClusterView {
         self.placed = placed;
     }
 
-    fn apply_topic(&mut self, topic: &MetadataResponseTopic) {
+    fn apply_topic(&mut self, topic: &MetadataResponseTopic, older: &mut Vec<OlderEpoch>) {
         let id = TopicId(topic.topic_id.as_u128());
         let name = match &topic.name {
             Some(name) if !name.0.is_empty() => Some(name.clone()),
@@ -310,9 +328,9 @@ impl ClusterView {
         let Some(name) = name else {
             return;
         };
-        match topic.error_code {
-            0 => {}
-            3 | 100 => {
+        match ErrorCode::from_wire(topic.error_code) {
+            NONE => {}
+            UNKNOWN_TOPIC_OR_PARTITION | UNKNOWN_TOPIC_ID => {
                 self.forget_topic(&TopicRef::Name(name));
                 return;
             }
@@ -329,7 +347,7 @@ impl ClusterView {
             if recreated {
                 self.names_by_id.remove(&old.id);
             } else {
-                keep_newer_epochs(&old.partitions, &mut partitions);
+                older.extend(keep_newer_epochs(&name, &old.partitions, &mut partitions));
                 if id.is_nil() {
                     known_id = old.id;
                 }
@@ -540,23 +558,30 @@ impl ClusterView {
     }
 }
 
-/// Keeps each old partition entry whose leader epoch is newer than the new one.
-/// An epoch of -1 (Metadata < v7) carries no order, so the new entry wins.
-fn keep_newer_epochs(old: &BTreeMap<i32, PartitionInfo>, new: &mut BTreeMap<i32, PartitionInfo>) {
+/// Keeps each old partition entry whose leader epoch is newer than the new
+/// one, and returns those. An epoch of -1 (Metadata < v7) carries no order,
+/// so the new entry wins.
+fn keep_newer_epochs(
+    topic: &TopicName,
+    old: &BTreeMap<i32, PartitionInfo>,
+    new: &mut BTreeMap<i32, PartitionInfo>,
+) -> Vec<OlderEpoch> {
+    let mut kept = Vec::new();
     for (index, p) in new.iter_mut() {
         if let Some(o) = old.get(index)
             && p.leader_epoch >= 0
             && o.leader_epoch > p.leader_epoch
         {
-            tracing::debug!(
-                partition = index,
-                old_epoch = o.leader_epoch,
-                new_epoch = p.leader_epoch,
-                "ignoring partition metadata older than the view"
-            );
+            kept.push(OlderEpoch {
+                topic: topic.clone(),
+                partition: *index,
+                kept: o.leader_epoch,
+                ignored: p.leader_epoch,
+            });
             *p = o.clone();
         }
     }
+    kept
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ impl KafkaSinkCluster {
                 let body = request
                     .body()
                     .ok()
-                    .and_then(|body| route::error_response(api, body, version, code));
+                    .and_then(|body| route::failure_answer(api, body, version, code));
                 Ok(body.map(|body| ready(&request, body)))
             }
             // Logged once, at INFO, when the source closes the client

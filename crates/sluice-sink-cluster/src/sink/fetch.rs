@@ -28,7 +28,7 @@ use sluice_cluster::consume::{
     ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_name,
 };
 use sluice_cluster::error_codes::{
-    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
 use sluice_cluster::split::Unroutable;
@@ -271,7 +271,11 @@ impl KafkaSinkCluster {
     /// it: UNKNOWN_TOPIC_ID for a topic id (v13+), UNKNOWN_TOPIC_OR_PARTITION
     /// for a topic name or a partition beyond its topic's. The others have
     /// no leader now: NOT_LEADER_OR_FOLLOWER.
-    fn unknown_partitions(&self, split: &SplitRequest, version: i16) -> HashMap<PartitionKey, i16> {
+    fn unknown_partitions(
+        &self,
+        split: &SplitRequest,
+        version: i16,
+    ) -> HashMap<PartitionKey, ErrorCode> {
         let view = self.shared.view.read();
         let mut unknown = HashMap::new();
         for u in &split.unroutable {
@@ -530,8 +534,9 @@ impl KafkaSinkCluster {
 
 /// The answer to a fetch in a session Sluice does not have (or at an epoch
 /// it does not expect): the error, no session, no partitions.
-fn session_error(code: i16) -> ResponseKind {
+fn session_error(code: ErrorCode) -> ResponseKind {
     ResponseKind::Fetch(
-        sluice_codec::kafka_protocol::messages::FetchResponse::default().with_error_code(code),
+        sluice_codec::kafka_protocol::messages::FetchResponse::default()
+            .with_error_code(code.code()),
     )
 }

@@ -40,7 +40,7 @@ use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCo
 use crate::pool::health::Verdict;
 use crate::pool::{ConnError, Target};
 use sluice_cluster::api::{Family, describe};
-use sluice_cluster::error_codes;
+use sluice_cluster::error_codes::{self, ErrorCode};
 use sluice_cluster::rewrite::{RewriteError, Rewriter};
 use sluice_cluster::route::keyed::KeyedResult;
 use sluice_cluster::route::{self, OnFailure, Stale, produce_fetch, produce_order};
@@ -247,7 +247,7 @@ impl KafkaSinkCluster {
         let body = original
             .body()
             .ok()
-            .and_then(|request| route::error_response(api, request, version, code));
+            .and_then(|request| route::failure_answer(api, request, version, code));
         let Some(body) = body else {
             return Err(ChainError::Broker(error));
         };
@@ -537,6 +537,7 @@ impl KafkaSinkCluster {
                 let version = response.api_version();
                 if let ResponseKind::Metadata(m) = response.body().map_err(decode_error)? {
                     let applied = self.shared.view.write().apply_metadata(version, m);
+                    super::internal::log_applied(&applied);
                     self.connections.on_metadata(&applied);
                 }
                 self.rewrite(response, None, broker)
@@ -560,7 +561,9 @@ impl KafkaSinkCluster {
                 let body = response.body().map_err(decode_error)?;
                 let moved = route::groups::response_error_codes(body)
                     .into_iter()
-                    .any(|code| staleness(code) == Some(Staleness::Coordinator));
+                    .any(|code| {
+                        staleness(ErrorCode::from_wire(code)) == Some(Staleness::Coordinator)
+                    });
                 if moved {
                     debug!(key = %key, "the coordinator moved");
                     self.forget(&[Stale::Coordinator(*key_type, key.clone())]);
@@ -577,7 +580,7 @@ impl KafkaSinkCluster {
                 if route::admin::has_top_level_error(api) {
                     let body = response.body().map_err(decode_error)?;
                     let code = route::admin::top_level_error(body).unwrap_or(0);
-                    stale.extend(route::top_level_staleness(code));
+                    stale.extend(route::top_level_staleness(ErrorCode::from_wire(code)));
                 }
                 self.forget(&stale);
                 if describe(api).rewritten {
@@ -636,8 +639,16 @@ impl KafkaSinkCluster {
             return;
         }
         let forgotten = route::forget(&mut self.shared.view.write(), stale);
-        if forgotten > 0 {
-            debug!(forgotten, "forgot stale routing entries");
+        if forgotten.rebootstrap_required {
+            warn!(
+                "a broker answered REBOOTSTRAP_REQUIRED; topics are refreshed as clients touch them"
+            );
+        }
+        if forgotten.entries > 0 {
+            debug!(
+                forgotten = forgotten.entries,
+                "forgot stale routing entries"
+            );
         }
     }
 }

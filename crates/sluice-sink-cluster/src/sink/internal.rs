@@ -25,7 +25,7 @@ use super::{InternalRequestError, KafkaSinkCluster};
 use crate::pool::ConnError;
 use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
-use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};
+use sluice_cluster::topology::{CoordinatorKeyType, MetadataApplied, TopicRef};
 
 impl KafkaSinkCluster {
     /// Sends an internal request, built from the chosen broker's versions, to
@@ -70,6 +70,7 @@ impl KafkaSinkCluster {
             }
         };
         let applied = self.shared.view.write().apply_metadata(version, &metadata);
+        log_applied(&applied);
         self.connections.on_metadata(&applied);
         debug!(
             topics = metadata.topics.len(),
@@ -122,5 +123,18 @@ impl KafkaSinkCluster {
             );
         }
         Ok(())
+    }
+}
+
+/// Logs what applying a Metadata response left out of the view.
+pub(super) fn log_applied(applied: &MetadataApplied) {
+    for older in &applied.older_epochs_ignored {
+        debug!(
+            topic = %older.topic.0,
+            partition = older.partition,
+            old_epoch = older.kept,
+            new_epoch = older.ignored,
+            "ignoring partition metadata older than the view"
+        );
     }
 }

@@ -45,7 +45,7 @@ use tracing::{debug, info};
 use super::KafkaSinkCluster;
 use super::send::ready;
 use crate::pending::PendingResponse;
-use sluice_cluster::error_codes::{self, NOT_LEADER_OR_FOLLOWER};
+use sluice_cluster::error_codes::{self, ErrorCode, NOT_LEADER_OR_FOLLOWER};
 use sluice_cluster::route::{self, Family};
 use sluice_cluster::topology::SluiceNodes;
 
@@ -132,7 +132,7 @@ impl KafkaSinkCluster {
             _ => return Ok(None),
         };
         let version = request.api_version();
-        let answer = route::error_response(api, request.body()?, version, code);
+        let answer = route::failure_answer(api, request.body()?, version, code);
         Ok(answer.map(|answer| leaving_error(request, answer, code)))
     }
 
@@ -147,14 +147,14 @@ impl KafkaSinkCluster {
             return None;
         }
         let (api, version) = (request.api_key(), request.api_version());
-        let answer = route::error_response(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
+        let answer = route::failure_answer(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
         Some(leaving_error(request, answer, NOT_LEADER_OR_FOLLOWER))
     }
 }
 
 /// `request` answered with `answer`, which carries `code` wherever it has a
 /// place for one; counted as synthesized.
-fn leaving_error(request: &Request, answer: ResponseKind, code: i16) -> PendingResponse {
+fn leaving_error(request: &Request, answer: ResponseKind, code: ErrorCode) -> PendingResponse {
     let (api, version) = (request.api_key(), request.api_version());
     debug!("leaving: answering {api:?} v{version} with error {code}");
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);

@@ -21,7 +21,7 @@ use crate::close::{CloseError, Invariant};
 use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCombine, Whole};
 use crate::pool::{ConnError, Target};
 use sluice_chain::ChainError;
-use sluice_cluster::error_codes;
+use sluice_cluster::error_codes::{self, ErrorCode};
 use sluice_cluster::rewrite::Rewriter;
 use sluice_cluster::route::produce_fetch::ShownHere;
 use sluice_cluster::route::produce_order::{BatchHead, Holding, produce_heads};
@@ -751,9 +751,9 @@ pub(super) fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
 
 /// An entry answered by Sluice right away with an error built from the
 /// request (e.g. no coordinator could be found), counted as synthesized.
-fn synthesized(request: &mut Request, code: i16) -> Result<PendingResponse, ChainError> {
+fn synthesized(request: &mut Request, code: ErrorCode) -> Result<PendingResponse, ChainError> {
     let (api, version) = (request.api_key(), request.api_version());
-    let body = route::error_response(api, request.body()?, version, code)
+    let body = route::failure_answer(api, request.body()?, version, code)
         .ok_or(Invariant::NoPlaceForError { api, version, code })?;
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
     Ok(ready(request, body))

@@ -159,7 +159,7 @@ fn a_refused_reauthentication_is_answered_then_closes() {
     let mut auth = plain_client(LIFETIME_MS);
     reauth_handshake(&mut auth, "PLAIN");
     reauth_round(&mut auth, b"\0alice\0old-secret");
-    let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED, 0);
+    let mut answer = authenticate_answer(SASL_AUTHENTICATION_FAILED.code(), 0);
     let outcome = auth
         .on_answer(SaslStep::Reauthenticate, &mut answer, now())
         .unwrap();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use sluice_codec::kafka_protocol::error::ResponseError;
+use crate::error_codes::ErrorCode;
 use sluice_codec::kafka_protocol::messages::BrokerId as WireBrokerId;
 use sluice_codec::kafka_protocol::messages::fetch_response::EpochEndOffset;
 
@@ -101,7 +101,7 @@ fn asked(planned: &Planned<Part>) -> Vec<(i32, i32, i64)> {
         .collect()
 }
 
-const OUT_OF_RANGE: i16 = ResponseError::OffsetOutOfRange.code();
+const OUT_OF_RANGE: ErrorCode = crate::error_codes::OFFSET_OUT_OF_RANGE;
 
 #[test]
 fn an_offset_out_of_range_stashed_serves_only_the_offset_it_was_for() {
@@ -113,7 +113,7 @@ fn an_offset_out_of_range_stashed_serves_only_the_offset_it_was_for() {
     wait(&combine, &mut parts);
     let outcomes = outcomes(&mut state, &combine, parts);
     let (response, _) = state.assemble(combine, outcomes, now());
-    assert_eq!(partitions(&response), vec![(1, 0, OUT_OF_RANGE, -1)]);
+    assert_eq!(partitions(&response), vec![(1, 0, OUT_OF_RANGE.code(), -1)]);
 
     // The client reset its offset (to the log start, 3): the error was for
     // offset 20 and must not reach the fetch at 3.

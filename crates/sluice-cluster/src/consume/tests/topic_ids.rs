@@ -140,7 +140,7 @@ fn a_topic_id_session_error_from_a_broker_is_the_session_s_business() {
     let mut next = by_name(0, -1, &[(0, 11)]);
     let prepared = sessions.prepare(b, &mut next, VERSION);
     let in_next = sessions.commit(prepared);
-    let refused = FetchResponse::default().with_error_code(FETCH_SESSION_TOPIC_ID_ERROR);
+    let refused = FetchResponse::default().with_error_code(FETCH_SESSION_TOPIC_ID_ERROR.code());
     sessions.answered(b, in_next, &refused);
     assert!(crate::consume::upstream::is_session_error(
         FETCH_SESSION_TOPIC_ID_ERROR

@@ -107,7 +107,7 @@ fn a_session_error_or_a_failure_opens_a_new_session() {
     sessions.answered(B, in_first, &opened(42));
     let mut next = part_of(&[(0, 11)]);
     let in_next = sent_as(&mut sessions, B, &mut next, VERSION);
-    let evicted = FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
+    let evicted = FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND.code());
     sessions.answered(B, in_next, &evicted);
     let mut full = part_of(&[(0, 11)]);
     assert_eq!(sent_as(&mut sessions, B, &mut full, VERSION), Some((0, 0)));
@@ -133,7 +133,7 @@ fn a_new_session_after_an_error_closes_the_one_the_broker_may_still_hold() {
     sessions.answered(B, in_first, &opened(42));
     let mut next = part_of(&[(0, 11)]);
     let in_next = sent_as(&mut sessions, B, &mut next, VERSION);
-    let skipped = FetchResponse::default().with_error_code(INVALID_FETCH_SESSION_EPOCH);
+    let skipped = FetchResponse::default().with_error_code(INVALID_FETCH_SESSION_EPOCH.code());
     sessions.answered(B, in_next, &skipped);
     let mut full = part_of(&[(0, 11)]);
     assert_eq!(

@@ -245,11 +245,11 @@ fn unknown_ids_and_a_second_node_get_invalid_request() {
     assert_eq!(
         outcomes!(d.results),
         [
-            (BROKER, "7", INVALID_REQUEST),
+            (BROKER, "7", INVALID_REQUEST.code()),
             (BROKER, "100", 0),
-            (BROKER_LOGGER, "101", INVALID_REQUEST),
+            (BROKER_LOGGER, "101", INVALID_REQUEST.code()),
             (TOPIC, "t", 0),
-            (BROKER_LOGGER, "x", INVALID_REQUEST),
+            (BROKER_LOGGER, "x", INVALID_REQUEST.code()),
             (BROKER_LOGGER, "100", 0),
         ]
     );
@@ -323,9 +323,9 @@ fn alter_refuses_named_brokers_and_merges_the_rest_in_request_order() {
             outcomes!(a.responses),
             [
                 (TOPIC, "t1", 0),
-                (BROKER, "100", INVALID_REQUEST),
+                (BROKER, "100", INVALID_REQUEST.code()),
                 (BROKER, "", 0),
-                (BROKER_LOGGER, "7", INVALID_REQUEST),
+                (BROKER_LOGGER, "7", INVALID_REQUEST.code()),
                 (TOPIC, "t2", 3),
             ],
             "v{version}"
@@ -369,7 +369,7 @@ fn legacy_alter_configs_too() {
     ]);
     let a = body!(AlterConfigs, answer(&mut request, broker));
     let codes: Vec<i16> = a.responses.iter().map(|r| r.error_code).collect();
-    assert_eq!(codes, [INVALID_REQUEST, 0]);
+    assert_eq!(codes, [INVALID_REQUEST.code(), 0]);
 }
 
 #[test]

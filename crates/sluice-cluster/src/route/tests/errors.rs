@@ -82,7 +82,7 @@ fn every_synthesized_error_encodes_at_every_client_version() {
             OnFailure::Close => continue,
         };
         for version in client_versions(api) {
-            let Some(body) = error_response(api, &request, version, code) else {
+            let Some(body) = failure_answer(api, &request, version, code) else {
                 assert!(
                     api == ApiKey::ElectLeaders || api == ApiKey::Metadata,
                     "{api:?} v{version}: no error answer"
@@ -107,7 +107,7 @@ fn errors_land_where_clients_read_them() {
                 ]),
         ]);
     let request = RequestKind::OffsetCommit(commit);
-    let body = error_response(ApiKey::OffsetCommit, &request, 8, NOT_COORDINATOR).unwrap();
+    let body = failure_answer(ApiKey::OffsetCommit, &request, 8, NOT_COORDINATOR).unwrap();
     let ResponseKind::OffsetCommit(r) = round_trip(ApiKey::OffsetCommit, 8, body) else {
         panic!("not an OffsetCommit answer");
     };
@@ -126,7 +126,7 @@ fn errors_land_where_clients_read_them() {
         CreatableTopic::default().with_name(name("a")),
         CreatableTopic::default().with_name(name("b")),
     ]));
-    let body = error_response(ApiKey::CreateTopics, &create, 7, REQUEST_TIMED_OUT).unwrap();
+    let body = failure_answer(ApiKey::CreateTopics, &create, 7, REQUEST_TIMED_OUT).unwrap();
     let ResponseKind::CreateTopics(r) = round_trip(ApiKey::CreateTopics, 7, body) else {
         panic!("not a CreateTopics answer");
     };
@@ -134,10 +134,10 @@ fn errors_land_where_clients_read_them() {
     assert_eq!(r.topics.len(), 2);
 
     let heartbeat = RequestKind::Heartbeat(HeartbeatRequest::default());
-    let body = error_response(ApiKey::Heartbeat, &heartbeat, 4, NOT_COORDINATOR).unwrap();
+    let body = failure_answer(ApiKey::Heartbeat, &heartbeat, 4, NOT_COORDINATOR).unwrap();
     assert_eq!(groups::response_error_codes(&body), [NOT_COORDINATOR]);
     // Metadata before v13 has no place for an error.
     let metadata = RequestKind::Metadata(MetadataRequest::default());
-    assert!(error_response(ApiKey::Metadata, &metadata, 12, 7).is_none());
-    assert!(error_response(ApiKey::Metadata, &metadata, 13, 7).is_some());
+    assert!(failure_answer(ApiKey::Metadata, &metadata, 12, REQUEST_TIMED_OUT).is_none());
+    assert!(failure_answer(ApiKey::Metadata, &metadata, 13, REQUEST_TIMED_OUT).is_some());
 }

@@ -76,7 +76,10 @@ fn multi_key_requests_split_and_merge_in_request_order() {
     assert_eq!((kind, keys.len()), (CoordinatorKeyType::Transaction, 1));
     let merged = keyed::merge(
         &txn,
-        vec![keyed::KeyedResult::Failed(keys.clone(), 15)],
+        vec![keyed::KeyedResult::Failed(
+            keys.clone(),
+            crate::error_codes::COORDINATOR_NOT_AVAILABLE,
+        )],
         &keys,
     );
     round_trip(ApiKey::DescribeTransactions, 0, merged.unwrap());

@@ -47,17 +47,27 @@ fn stale_partitions_are_forgotten() {
             Stale::Topic(TopicRef::Name(name("events")))
         ]
     );
-    assert_eq!(forget(&mut view, &stale), 2);
+    let forgotten = forget(&mut view, &stale);
+    assert_eq!(forgotten.entries, 2);
+    assert!(!forgotten.rebootstrap_required);
+    let cluster = forget(&mut view, &[Stale::Cluster]);
+    assert_eq!((cluster.entries, cluster.rebootstrap_required), (0, true));
     assert_eq!(view.leader(&orders, 1), None);
     assert!(view.leader(&orders, 0).is_some(), "only the stale one");
     assert!(view.topic(&TopicRef::Name(name("events"))).is_none());
-    assert_eq!(partition_staleness(0, &orders, 0), None);
     assert_eq!(
-        partition_staleness(16, &orders, 0),
+        partition_staleness(ErrorCode::from_wire(0), &orders, 0),
+        None
+    );
+    assert_eq!(
+        partition_staleness(ErrorCode::from_wire(16), &orders, 0),
         None,
         "not about partitions"
     );
-    assert_eq!(top_level_staleness(41), Some(Stale::Controller));
+    assert_eq!(
+        top_level_staleness(ErrorCode::from_wire(41)),
+        Some(Stale::Controller)
+    );
 }
 
 #[test]

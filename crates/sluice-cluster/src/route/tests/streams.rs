@@ -68,7 +68,7 @@ fn a_failed_coordinator_answers_not_coordinator_where_the_client_reads_it() {
         StreamsGroupHeartbeatRequest::default().with_group_id(group("app")),
     );
     for version in client_versions(ApiKey::StreamsGroupHeartbeat) {
-        let body = error_response(
+        let body = failure_answer(
             ApiKey::StreamsGroupHeartbeat,
             &heartbeat,
             version,
@@ -81,7 +81,7 @@ fn a_failed_coordinator_answers_not_coordinator_where_the_client_reads_it() {
     let describe = RequestKind::StreamsGroupDescribe(
         StreamsGroupDescribeRequest::default().with_group_ids(vec![group("a"), group("b")]),
     );
-    let body = error_response(ApiKey::StreamsGroupDescribe, &describe, 1, NOT_COORDINATOR);
+    let body = failure_answer(ApiKey::StreamsGroupDescribe, &describe, 1, NOT_COORDINATOR);
     let ResponseKind::StreamsGroupDescribe(r) =
         round_trip(ApiKey::StreamsGroupDescribe, 1, body.unwrap())
     else {
@@ -92,10 +92,13 @@ fn a_failed_coordinator_answers_not_coordinator_where_the_client_reads_it() {
         .iter()
         .map(|g| (g.group_id.0.as_str(), g.error_code))
         .collect();
-    assert_eq!(got, [("a", NOT_COORDINATOR), ("b", NOT_COORDINATOR)]);
+    assert_eq!(
+        got,
+        [("a", NOT_COORDINATOR.code()), ("b", NOT_COORDINATOR.code())]
+    );
     let update = RequestKind::StreamsGroupTopologyDescriptionUpdate(Default::default());
     let api = ApiKey::StreamsGroupTopologyDescriptionUpdate;
-    let body = error_response(api, &update, 0, NOT_COORDINATOR).unwrap();
+    let body = failure_answer(api, &update, 0, NOT_COORDINATOR).unwrap();
     let answer = round_trip(api, 0, body);
     assert_eq!(groups::response_error_codes(&answer), [NOT_COORDINATOR]);
 }
@@ -130,7 +133,10 @@ fn streams_group_describe_of_several_coordinators_is_split_and_merged() {
     };
     let answer = StreamsGroupDescribeResponse::default()
         .with_throttle_time_ms(7)
-        .with_groups(vec![described("c", 0), described("a", NOT_COORDINATOR)]);
+        .with_groups(vec![
+            described("c", 0),
+            described("a", NOT_COORDINATOR.code()),
+        ]);
     let merged = keyed::merge(
         &request,
         vec![

@@ -4,12 +4,13 @@ use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::Message;
 
 use super::super::dispatch::unavailable_error;
-use super::super::dispatch::{error_response, merge_responses, split_request};
+use super::super::dispatch::{SplitAnswers, merge_responses, split_request};
 use super::super::{PartResult, SplitApi, SplitError};
 use super::fetch::fetch_request;
 use super::produce::produce_request;
 use super::*;
-use crate::error_codes::{NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
+use crate::api::failure::FailureAnswer;
+use crate::error_codes::{NONE, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER};
 
 #[test]
 fn produce_through_the_erased_front() {
@@ -28,7 +29,7 @@ fn produce_through_the_erased_front() {
         .iter()
         .map(|(_, part)| {
             let part = kind!(RequestKind::Produce, part.clone());
-            let answer = part.error_response_for(version, 0);
+            let answer = part.error_response_for(version, NONE);
             PartResult::Response(ResponseKind::Produce(answer))
         })
         .collect();
@@ -68,7 +69,9 @@ fn a_response_of_another_api_is_refused() {
 fn other_apis_are_not_split() {
     let request = RequestKind::Metadata(MetadataRequest::default());
     assert!(split_request(&request, 12, &FakeCluster::three_brokers()).is_none());
-    assert!(error_response(&request, 12, 6).is_none());
+    let answer =
+        SplitAnswers.failure_answer(ApiKey::Metadata, &request, 12, NOT_LEADER_OR_FOLLOWER);
+    assert!(answer.is_none());
     assert_eq!(unavailable_error(ApiKey::Metadata), None);
     assert_eq!(unavailable_error(ApiKey::FindCoordinator), None);
 }
@@ -114,7 +117,9 @@ fn error_responses_encode_at_every_version_of_every_split_api() {
     for (api, request, (min, max)) in every_split_api() {
         let code = unavailable_error(api).unwrap();
         for version in min..=max {
-            let response = error_response(&request, version, code).unwrap();
+            let response = SplitAnswers
+                .failure_answer(api, &request, version, code)
+                .unwrap();
             broker_roundtrip(api, version, response);
         }
     }
@@ -144,5 +149,8 @@ fn unavailable_errors_follow_the_design_table() {
     ] {
         assert_eq!(unavailable_error(api), Some(NOT_COORDINATOR), "{api:?}");
     }
-    assert_eq!((NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR), (6, 16));
+    assert_eq!(
+        (NOT_LEADER_OR_FOLLOWER.code(), NOT_COORDINATOR.code()),
+        (6, 16)
+    );
 }

@@ -15,7 +15,7 @@ use sluice_codec::kafka_protocol::protocol::{Message, StrBytes};
 use super::super::SplitApi;
 use super::*;
 use crate::error_codes::{
-    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION,
+    COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NETWORK_EXCEPTION, NONE,
 };
 
 fn text(s: String) -> StrBytes {
@@ -154,7 +154,11 @@ fn describe_log_dirs_every_version() {
         });
         let dirs: Vec<&str> = merged.results.iter().map(|r| r.log_dir.as_str()).collect();
         assert_eq!(dirs, ["/data/broker-1", "/data/broker-3"], "v{version}");
-        let expected_error = if version >= 3 { NETWORK_EXCEPTION } else { 0 };
+        let expected_error = if version >= 3 {
+            NETWORK_EXCEPTION
+        } else {
+            NONE
+        };
         assert_eq!(merged.error_code, expected_error, "v{version}");
         assert_eq!(merged.throttle_time_ms, 30);
         DescribeLogDirsRequest::assert_merged_encodes(version, &merged);

@@ -141,7 +141,7 @@ fn split_and_merge(version: i16) {
         let index = p.partition_index;
         let expected = match leader {
             Some(leader) => (0, mark(leader, index), records(leader, index)),
-            None => (NOT_LEADER_OR_FOLLOWER, -1, Bytes::new()),
+            None => (NOT_LEADER_OR_FOLLOWER.code(), -1, Bytes::new()),
         };
         let records = p.records.clone().expect("records");
         assert_eq!((p.error_code, p.high_watermark, records), expected);
@@ -223,7 +223,7 @@ fn merge_keeps_the_first_top_level_error_and_a_failed_part() {
         .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
         .collect();
     // alpha 0 (broker 1, failed), 1, 2; beta 0, 1 (broker 1, failed); gamma 0 (unroutable).
-    let six = NOT_LEADER_OR_FOLLOWER;
+    let six = NOT_LEADER_OR_FOLLOWER.code();
     assert_eq!(errors, [six, 0, 0, 0, six, six]);
 }
 

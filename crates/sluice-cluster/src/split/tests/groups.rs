@@ -27,7 +27,11 @@ fn expected_groups() -> Vec<(String, i16)> {
         .map(|g| {
             (
                 g.to_string(),
-                if *g == "g-lost" { NOT_COORDINATOR } else { 0 },
+                if *g == "g-lost" {
+                    NOT_COORDINATOR.code()
+                } else {
+                    0
+                },
             )
         })
         .collect()
@@ -197,7 +201,10 @@ fn offset_fetch_single_group(version: i16) {
             .iter()
             .map(|p| (p.partition_index, p.error_code))
             .collect();
-        assert_eq!(errors, [(0, NOT_COORDINATOR), (1, NOT_COORDINATOR)]);
+        assert_eq!(
+            errors,
+            [(0, NOT_COORDINATOR.code()), (1, NOT_COORDINATOR.code())]
+        );
     }
     OffsetFetchRequest::assert_merged_encodes(version, &merged);
 }
@@ -246,7 +253,10 @@ fn offset_fetch_v8_failed_coordinator_answers_not_coordinator() {
         offset_fetch_answer(to, part, version)
     });
     let errors: Vec<i16> = merged.groups.iter().map(|g| g.error_code).collect();
-    assert_eq!(errors, [0, NOT_COORDINATOR, 0, NOT_COORDINATOR]);
+    assert_eq!(
+        errors,
+        [0, NOT_COORDINATOR.code(), 0, NOT_COORDINATOR.code()]
+    );
 }
 
 fn describe_groups(version: i16) {

@@ -85,7 +85,7 @@ where
             let index = RT::partition_index(p);
             let expected = match leader {
                 Some(leader) => (0, mark(leader, index)),
-                None => (NOT_LEADER_OR_FOLLOWER, -1),
+                None => (NOT_LEADER_OR_FOLLOWER.code(), -1),
             };
             assert_eq!(
                 (self.outcome)(p),

@@ -111,7 +111,7 @@ fn split_and_merge(version: i16) {
         let beta_1 = *key == topic_ref(1, by_id) && p.index == 1;
         let expected = match leader {
             Some(leader) => (if beta_1 { BETA_1_ERROR } else { 0 }, mark(leader, p.index)),
-            None => (NOT_LEADER_OR_FOLLOWER, -1),
+            None => (NOT_LEADER_OR_FOLLOWER.code(), -1),
         };
         assert_eq!((p.error_code, p.base_offset), expected);
     });

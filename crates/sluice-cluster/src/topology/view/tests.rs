@@ -80,12 +80,21 @@ fn older_epochs_do_not_win_but_recreated_topics_do() {
     // A lagging broker answers with epoch 6 and another leader.
     let mut stale = fixtures::metadata_response(6);
     stale.topics[0].partitions[0].leader_id = BrokerId(3);
-    view.apply_metadata(12, &stale);
+    let applied = view.apply_metadata(12, &stale);
     assert_eq!(view.leader(&orders(), 0), Some(BrokerId(1)));
+    let ignored = &applied.older_epochs_ignored;
+    assert!(!ignored.is_empty(), "the driver is told what was ignored");
+    assert!(ignored.iter().all(|o| (o.kept, o.ignored) == (7, 6)));
+    assert!(
+        ignored
+            .iter()
+            .any(|o| o.topic == name("orders") && o.partition == 0)
+    );
     // The same with a newer epoch wins.
     let mut newer = fixtures::metadata_response(8);
     newer.topics[0].partitions[0].leader_id = BrokerId(3);
-    view.apply_metadata(12, &newer);
+    let applied = view.apply_metadata(12, &newer);
+    assert_eq!(applied.older_epochs_ignored, []);
     assert_eq!(view.leader(&orders(), 0), Some(BrokerId(3)));
     // Recreated (new id): epochs restart and the new topic wins.
     let old_id = view.topic_id(&name("orders")).unwrap();

@@ -76,7 +76,7 @@ async fn a_batch_behind_one_refused_unsent_is_refused_too_until_the_client_resen
     let answer = exchange(&mut *sink, &ctx, first, "the first batch").await;
     assert_eq!(produce_codes(answer), [(0, 6), (1, 6)], "shown on node 1");
 
-    assert!(builder.shared.nodes.set_up(BrokerId(1), false));
+    assert!(builder.shared.nodes.set_up(BrokerId(1), false).changed());
     let behind = produce_records(3, -1, idempotent_batch(5));
     let answer = exchange(&mut *sink, &ctx, behind, "the batch behind it").await;
     assert_eq!(
@@ -106,7 +106,7 @@ async fn a_batch_of_a_producer_that_is_not_idempotent_is_never_held() {
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     let answer = exchange(&mut *sink, &ctx, produce(2, -1), "the first batch").await;
     assert_eq!(produce_codes(answer), [(0, 6), (1, 6)], "shown on node 1");
-    assert!(builder.shared.nodes.set_up(BrokerId(1), false));
+    assert!(builder.shared.nodes.set_up(BrokerId(1), false).changed());
     let answer = exchange(&mut *sink, &ctx, produce(3, -1), "the next batch").await;
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)], "shown here now");
 }
