@@ -5,7 +5,9 @@
 //!
 //! | code | used for | what the client does |
 //! |---|---|---|
-//! | [`NOT_LEADER_OR_FOLLOWER`] | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers | refreshes metadata and retries (idempotence protects produce) |
+//! | [`NOT_LEADER_OR_FOLLOWER`] | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers; ShareFetch and ShareAcknowledge (the fetch and the acknowledgements of a failed broker, or acknowledgements of records acquired from a broker that no longer leads) | refreshes metadata and retries (idempotence protects produce; a share consumer's acknowledgements fail, their records are delivered again) |
+//! | [`SHARE_SESSION_NOT_FOUND`] | ShareFetch and ShareAcknowledge in a share session Sluice does not hold, and acknowledgements for a broker whose session Sluice lost | opens a new share session |
+//! | [`INVALID_SHARE_SESSION_EPOCH`] | ShareFetch and ShareAcknowledge at an epoch other than the session's next | opens a new share session |
 //! | [`NOT_COORDINATOR`] | OffsetFetch, DescribeGroups, DeleteGroups | finds the coordinator again and retries |
 //! | [`COORDINATOR_NOT_AVAILABLE`] | ListGroups | the Java admin client retries the listing |
 //! | [`COORDINATOR_LOAD_IN_PROGRESS`] | ListTransactions | the only code the Java admin client retries there |
@@ -51,3 +53,9 @@ pub const UNSUPPORTED_SASL_MECHANISM: i16 = ResponseError::UnsupportedSaslMechan
 pub const SASL_AUTHENTICATION_FAILED: i16 = ResponseError::SaslAuthenticationFailed.code();
 /// A SASL request out of the exchange's order.
 pub const ILLEGAL_SASL_STATE: i16 = ResponseError::IllegalSaslState.code();
+/// The share session is not known (any more): the client opens a new one.
+pub const SHARE_SESSION_NOT_FOUND: i16 = ResponseError::ShareSessionNotFound.code();
+/// The share session's epoch is not the next one: the client opens a new one.
+pub const INVALID_SHARE_SESSION_EPOCH: i16 = ResponseError::InvalidShareSessionEpoch.code();
+/// No more share sessions may be opened: the client tries again later.
+pub const SHARE_SESSION_LIMIT_REACHED: i16 = ResponseError::ShareSessionLimitReached.code();

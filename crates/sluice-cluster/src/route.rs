@@ -15,6 +15,9 @@
 //! - [`keyed`]: ConsumerGroupDescribe, StreamsGroupDescribe and
 //!   DescribeTransactions, split by coordinator when their keys live on
 //!   several.
+//! - [`share`]: share groups (KIP-932): ShareFetch and ShareAcknowledge in
+//!   the client's share session with Sluice and Sluice's sessions with the
+//!   brokers; the share-group coordinator APIs (`share::coordinator`).
 //! - [`admin`]: everything else a client may send, to any broker; which
 //!   topics an admin write makes stale; synthesized admin errors; and the
 //!   answer to inter-broker APIs.
@@ -30,6 +33,7 @@ pub mod groups;
 pub mod keyed;
 pub mod meta;
 pub mod produce_fetch;
+pub mod share;
 pub mod transactions;
 
 #[cfg(test)]

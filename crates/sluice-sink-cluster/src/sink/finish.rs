@@ -201,6 +201,9 @@ impl KafkaSinkCluster {
             Combine::Fetch(fetch) => {
                 self.finish_fetch(api_version, correlation_id, *fetch, parts)?
             }
+            Combine::Share(share) => {
+                self.finish_share(api_key, api_version, correlation_id, *share, parts)?
+            }
         };
         let mut response = sluice_cluster::client_auth::in_client_version(response, api_version)?;
         response.set_correlation_id(correlation_id);
@@ -463,9 +466,10 @@ impl KafkaSinkCluster {
                                 .responses
                                 .iter()
                                 .flat_map(|t| {
-                                    t.partition_responses.iter().filter(|p| p.error_code != 0).map(
-                                        move |p| (t.name.to_string(), p.index, p.error_code),
-                                    )
+                                    t.partition_responses
+                                        .iter()
+                                        .filter(|p| p.error_code != 0)
+                                        .map(move |p| (t.name.to_string(), p.index, p.error_code))
                                 })
                                 .collect();
                             debug!(broker = ?broker.map(ToString::to_string), ?errors, "a broker answered a Produce with partition errors");
@@ -621,7 +625,7 @@ impl KafkaSinkCluster {
     }
 
     /// Forgets what `stale` names from the view.
-    fn forget(&self, stale: &[Stale]) {
+    pub(super) fn forget(&self, stale: &[Stale]) {
         if stale.is_empty() {
             return;
         }
@@ -692,7 +696,11 @@ impl ErrorClass for MergedAnswerError {
     }
 }
 
-fn rewrite_error(broker: Option<&BrokerAddress>, api: ApiKey, e: RewriteError) -> ChainError {
+pub(super) fn rewrite_error(
+    broker: Option<&BrokerAddress>,
+    api: ApiKey,
+    e: RewriteError,
+) -> ChainError {
     match e {
         RewriteError::NoSluiceNodeUp => CloseError::NoSluiceNodeUp.into(),
         RewriteError::Codec(c) => protocol_error(broker, api, c),
