@@ -25,7 +25,9 @@
 //              after the rest is done).
 //   renew      consumer A holds the records of its first poll for 24 s, past
 //              their 15 s acquisition lock, renewing them (AcknowledgeType
-//              RENEW, KIP-1222) every 4 s, then accepts them; consumer B
+//              RENEW, KIP-1222, with commitSync) every 4 s and polling after
+//              each renewal (which takes them back in flight; what else it
+//              brings is accepted), then accepts them; consumer B
 //              polls all the while. B must never get a held record, and A's
 //              renewals and acceptances must all succeed.
 //
@@ -406,6 +408,13 @@ public class ShareCheck {
                     break;
                 }
                 renewals++;
+                // The next poll takes the renewed records back in flight
+                // (acknowledgeable again); anything new it brings is accepted.
+                for (ConsumerRecord<String, String> r : a.poll(Duration.ofMillis(100))) {
+                    if (!held.contains(r.value())) {
+                        a.acknowledge(r, AcknowledgeType.ACCEPT);
+                    }
+                }
             }
             for (ConsumerRecord<String, String> r : kept) {
                 a.acknowledge(r, AcknowledgeType.ACCEPT);
