@@ -12,7 +12,8 @@
 //   deliver    a producer sends --records records (keys spread them over
 //              the partitions) while --consumers share consumers (explicit
 //              acknowledgement) acknowledge each record they get with ACCEPT
-//              and commitSync; consumer 0 leaves (close) once it acknowledged
+//              and commitSync (after --process-ms of "processing" per
+//              poll, 0 by default); consumer 0 leaves (close) once it acknowledged
 //              --leave-after records. Done when every produced record was
 //              acknowledged successfully at least once; then the group's
 //              offsets (DescribeShareGroupOffsets, through --bootstrap) must
@@ -35,7 +36,8 @@
 //
 //   ShareCheck --mode M --bootstrap HOST:PORT --setup-bootstrap HOST:PORT
 //              --topic T --group G [--records N] [--consumers C]
-//              [--leave-after N] [--progress-file F] [--timeout-ms MS]
+//              [--leave-after N] [--process-ms MS] [--progress-file F]
+//              [--timeout-ms MS]
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -185,6 +187,7 @@ public class ShareCheck {
         int records = Integer.parseInt(arg("records", "6000"));
         int consumers = Integer.parseInt(arg("consumers", "3"));
         int leaveAfter = Integer.parseInt(arg("leave-after", Integer.toString(records / 4)));
+        long processMs = Long.parseLong(arg("process-ms", "0"));
         long deadline = System.currentTimeMillis() + Long.parseLong(arg("timeout-ms", "240000"));
         Path progress = Path.of(arg("progress-file", "/dev/null"));
         Set<String> acked = ConcurrentHashMap.newKeySet();
@@ -207,6 +210,9 @@ public class ShareCheck {
                         }
                         if (polled.isEmpty()) {
                             continue;
+                        }
+                        if (processMs > 0) {
+                            Thread.sleep(processMs);
                         }
                         Set<TopicIdPartition> failed = commit(c, errors);
                         for (ConsumerRecord<String, String> r : polled) {
