@@ -88,14 +88,19 @@ public class ShareCheck {
         for (int i = 0; i + 1 < argv.length; i += 2) {
             ARGS.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
         }
-        setup();
         String mode = arg("mode", null);
         String failure;
-        switch (mode) {
-            case "deliver": failure = deliver(); break;
-            case "redeliver": failure = redeliver(); break;
-            case "renew": failure = renew(); break;
-            default: throw new IllegalArgumentException("unknown mode " + mode);
+        try {
+            setup();
+            switch (mode) {
+                case "deliver": failure = deliver(); break;
+                case "redeliver": failure = redeliver(); break;
+                case "renew": failure = renew(); break;
+                default: throw new IllegalArgumentException("unknown mode " + mode);
+            }
+        } catch (Exception e) {
+            e.printStackTrace();
+            failure = "the run failed: " + e;
         }
         if (failure == null) {
             System.out.println("RESULT PASS " + mode);
