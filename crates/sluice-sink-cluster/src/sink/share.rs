@@ -68,7 +68,7 @@ impl KafkaSinkCluster {
                         ShareCombine::Acknowledge(merge),
                     )),
                 },
-                _ => return Err(Invariant::NotSplittable.into()),
+                _ => return Err(Invariant::ShareWithoutBody(request.api_key()).into()),
             }
         };
         let (parts, combine) = match planned {
@@ -85,7 +85,7 @@ impl KafkaSinkCluster {
         for (broker, body) in parts {
             let part = Request::from_body(api, version, correlation_id, client_id.clone(), body);
             let Some(part) = self.send_part(Dest::Broker(broker), part).await? else {
-                return Err(Invariant::PartNotDone(api).into());
+                return Err(Invariant::SharePartWithoutAnswer(api).into());
             };
             sent.push(part);
         }
