@@ -13,7 +13,8 @@ Reads the run's directory (see scripts/soak):
   report.py report --dir D --stuck-secs N --grace-secs G [--title T]
       prints a Markdown table and "soak: 1 passed, 0 failed" (or 0/1);
       exit 1 when a record was lost, a client was stuck for more than N s,
-      an ETL round failed, or Sluice logged an unexpected WARN/ERROR line.
+      an ETL chain failed (other than by a member fenced during a fault), more transactions failed through Sluice than
+      directly, or Sluice logged an unexpected WARN/ERROR line.
 
 WARN lines that these faults are expected to cause, each only while a fault
 lasts and for G seconds after it ends (a killed broker's end is when it
@@ -144,30 +145,56 @@ def largest_gap(times, start, end):
     return max((b - a for a, b in zip(points, points[1:])), default=0.0)
 
 
-def etl_outcomes(d, name, start, end):
-    """Rows and failures of the ETL rounds logged as NAME.jsonl / NAME-N.out."""
-    rows, failures = [], []
+def fenced(detail, round_, windows):
+    """Whether a chain failed because its group coordinator no longer knew a
+    member (UNKNOWN_MEMBER_ID) in a round that overlapped a fault: a
+    coordinator that moves to another broker after a fault loads the group
+    as last written, and a member that joined since is unknown there. An
+    application would rejoin; franz-go-etl stops the chain, since a rejoin
+    can process records twice and exactly once could no longer be checked.
+    The brokers do this to clients directly as well (the control rounds)."""
+    overlaps = any(s <= round_["end"] and round_["start"] <= e for k, s, e in windows if k != "startup")
+    return "UNKNOWN_MEMBER_ID" in detail and overlaps
+
+
+def etl_outcomes(d, name, start, end, windows):
+    """Rows, failures and fenced chains (see fenced()) of the ETL rounds
+    logged as NAME.jsonl / NAME-N.out."""
+    rows, failures, fenced_chains = [], [], []
     etl = [e for e in jsonl(d / f"{name}.jsonl") if e["ev"] == "round"]
-    etl_failed = [e for e in etl if e["rc"] != 0]
     chains = collections.Counter()
     for e in etl:
         out = d / f"{name}-{e['n']}.out"
         text = out.read_text(errors="replace") if out.exists() else ""
+        e["fails"], e["fenced"] = 0, 0
         for m in re.finditer(r"^RESULT (\S+) (PASS|FAIL)(.*)$", text, re.M):
-            chains[m.group(2)] += 1
-            if m.group(2) == "FAIL":
-                failures.append(f"ETL round {e['n']}: {m.group(1)} failed:{m.group(3)[:200]}")
+            if m.group(2) == "PASS":
+                chains["PASS"] += 1
+                continue
+            line = f"ETL round {e['n']}: {m.group(1)} failed:{m.group(3)[:200]}"
+            if fenced(m.group(3), e, windows):
+                chains["FENCED"] += 1
+                e["fenced"] += 1
+                fenced_chains.append(line)
+            else:
+                chains["FAIL"] += 1
+                e["fails"] += 1
+                failures.append(line)
+    # A round that exited non-zero failed, unless only fenced chains failed in it.
+    etl_failed = [e for e in etl if e["rc"] != 0 and (e["fails"] or not e["fenced"])]
     etl_gap = largest_gap([e["end"] for e in etl], start, end)
     rows += [
         ("ETL rounds passed / failed", f"{len(etl) - len(etl_failed)} / {len(etl_failed)}"),
         ("ETL chains exactly once / failed", f"{chains['PASS']} / {chains['FAIL']}"),
+        ("ETL chains ended by a member fenced during a fault (UNKNOWN_MEMBER_ID: reported, not failed)",
+         chains["FENCED"]),
         ("longest ETL round (s)", f"{max((e['end'] - e['start'] for e in etl), default=0):.1f}"),
         ("longest time without an ETL round ending (s)", f"{etl_gap:.1f}"),
     ]
     for e in etl_failed:
         if not any(f"ETL round {e['n']}:" in f for f in failures):
             failures.append(f"ETL round {e['n']} exited {e['rc']}")
-    return rows, failures
+    return rows, failures, fenced_chains
 
 
 def fault_windows(d, grace):
@@ -270,6 +297,14 @@ def report(args):
     rows.append(("control (the same producer directly at the brokers): committed / aborted / in doubt",
                  f"{len(c_committed)} / {len(c_aborted)} / {len(c_doubt)}"))
     rows += txn_error_rows(d, "control", "control producer")
+    # The faults can fail a transaction directly too; through Sluice no more
+    # may fail than directly, in the same run.
+    failed_txn = sum(txn_failures(d, "txn").values())
+    failed_control = sum(txn_failures(d, "control").values())
+    if failed_txn > failed_control:
+        failures.append(
+            f"{failed_txn} transactions failed through Sluice, {failed_control} directly"
+        )
 
     acked, send_errors = idem_acked(d)
     idem_lost = sorted(acked.keys() - idem_at.keys())
@@ -314,17 +349,20 @@ def report(args):
     if admin_gap > args.stuck_secs:
         failures.append(f"no admin round passed for {admin_gap:.0f} s")
 
-    etl_rows, etl_failures = etl_outcomes(d, "etl", start, end)
+    windows = fault_windows(d, args.grace_secs)
+    etl_rows, etl_failures, etl_fenced = etl_outcomes(d, "etl", start, end, windows)
     rows += etl_rows
+    rows += [(f"  {f}", "") for f in etl_fenced]
     failures += etl_failures
     if not jsonl(d / "etl.jsonl"):
         failures.append("no ETL round finished")
     if (d / "etl-control.jsonl").exists():
-        control_rows, control_failures = etl_outcomes(d, "etl-control", start, end)
+        control_rows, control_failures, control_fenced = etl_outcomes(
+            d, "etl-control", start, end, windows
+        )
         rows += [(f"control ETL (directly at the brokers): {k}", v) for k, v in control_rows]
-        rows += [(f"  control: {f}", "") for f in control_failures]
+        rows += [(f"  control: {f}", "") for f in control_failures + control_fenced]
 
-    windows = fault_windows(d, args.grace_secs)
     expected, unexpected = classify(sluice_lines(d), windows)
     faults = collections.Counter(k for k, _, _ in windows if k != "startup")
     rows += [
@@ -370,8 +408,8 @@ def report(args):
 TXNERR = re.compile(r"\|TXNERR\|[^|]*\| \[[^]]*\]: (?:Current transaction failed in state \w+: )?(.*)$")
 
 
-def txn_error_rows(d, name, who):
-    """Transactions that failed (librdkafka's TXNERR lines, by reason) and other client errors."""
+def txn_failures(d, name):
+    """Transactions that failed: librdkafka's TXNERR lines, by reason."""
     reasons = collections.Counter()
     try:
         for line in (d / f"{name}.err").read_text(errors="replace").splitlines():
@@ -380,6 +418,12 @@ def txn_error_rows(d, name, who):
                 reasons[short(re.sub(r" \(broker .*?\)", "", m.group(1)))] += 1
     except FileNotFoundError:
         pass
+    return reasons
+
+
+def txn_error_rows(d, name, who):
+    """Transactions that failed (by reason) and other client errors."""
+    reasons = txn_failures(d, name)
     others = collections.Counter(
         short(e["error"]) for e in jsonl(d / f"{name}.jsonl") if e["ev"] in ("error", "in-doubt")
     )

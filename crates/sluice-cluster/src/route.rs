@@ -10,6 +10,8 @@
 //!   broker, then rewritten so that only Sluice nodes appear.
 //! - [`produce_fetch`]: the partition-leader APIs (split by leader), Fetch's
 //!   `rack_id`, the cheap leader-hint check and per-partition staleness.
+//! - [`produce_order`]: an idempotent batch failed unsent holds back the
+//!   batches behind it on the same client connection.
 //! - [`groups`]: group APIs, to the group coordinator of their group id.
 //! - [`transactions`]: transaction APIs, to the transaction coordinator.
 //! - [`keyed`]: ConsumerGroupDescribe, StreamsGroupDescribe and
@@ -33,6 +35,7 @@ pub mod groups;
 pub mod keyed;
 pub mod meta;
 pub mod produce_fetch;
+pub mod produce_order;
 pub mod share;
 pub mod transactions;
 

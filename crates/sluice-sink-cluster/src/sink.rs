@@ -62,6 +62,7 @@ use sluice_auth::token::{TokenTask, TokenTaskHandle};
 use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
 use sluice_chain::readiness::{self, ProbeTargets, Readiness};
 use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
+use sluice_cluster::route::produce_order::ProduceGaps;
 use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
 use sluice_codec::{Request, Response};
 use sluice_config::KafkaSinkClusterConfig;
@@ -491,6 +492,7 @@ impl KafkaSinkClusterBuilder {
             share: ShareSessions::default(),
             room_bytes: 0,
             rebalance_wait: None,
+            produce_gaps: ProduceGaps::default(),
         }
     }
 }
@@ -524,6 +526,10 @@ pub struct KafkaSinkCluster {
     /// SyncGroup may wait at the coordinator for the group's leader, which
     /// its own body does not say (see `sluice_codec::wait`).
     rebalance_wait: Option<Duration>,
+    /// The partitions whose idempotent batches were failed unsent, whose
+    /// later batches are held back until the client resends from the gap
+    /// (see [`sluice_cluster::route::produce_order`]).
+    produce_gaps: ProduceGaps,
 }
 
 impl Drop for KafkaSinkCluster {

@@ -39,7 +39,9 @@
 //!   out of order. A node that is leaving still forwards what it is sent:
 //!   its peers may show it until their health checks see it gone. So is an
 //!   `acks=0` Produce: it has no answer to carry the error, so a refused
-//!   partition's records would be dropped unseen, and no order to keep.
+//!   partition's records would be dropped unseen, and no order to keep. An
+//!   idempotent batch refused holds back the batches behind it on the same
+//!   client connection (`route::produce_order`).
 
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;

@@ -165,7 +165,7 @@ impl KafkaSinkCluster {
             && split.parts.len() == 1
             && split.unroutable.is_empty()
         {
-            return self.send_split_parts(request, split, strip_rack).await;
+            return self.send_split_parts(request, split, strip_rack, &[]).await;
         }
         self.send_planned(request, full, (session, received), split)
             .await
@@ -185,15 +185,15 @@ impl KafkaSinkCluster {
         until: Option<Instant>,
     ) -> Result<SplitRequest, ChainError> {
         let Some(until) = until else {
-            return self.split_with_refresh(body, version).await;
+            return self.split_with_refresh(body, version, &[]).await;
         };
-        match tokio::time::timeout_at(until, self.split_with_refresh(body, version)).await {
+        match tokio::time::timeout_at(until, self.split_with_refresh(body, version, &[])).await {
             Ok(split) => split,
             Err(_) => {
                 debug!(
                     "a fetch's metadata refresh outlasted its max wait; split with what is known"
                 );
-                self.split_now(body, version)
+                self.split_now(body, version, &[])
             }
         }
     }

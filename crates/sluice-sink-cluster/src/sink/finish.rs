@@ -28,7 +28,7 @@ use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_chain::ChainError;
 use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, CodecError, Request, Response, ResponseKind};
+use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
 use sluice_error::{ErrorClass, ErrorSide};
 use sluice_metrics::names;
 use tokio::time::Instant;
@@ -43,7 +43,7 @@ use sluice_cluster::api::{Family, describe};
 use sluice_cluster::error_codes;
 use sluice_cluster::rewrite::{RewriteError, Rewriter};
 use sluice_cluster::route::keyed::KeyedResult;
-use sluice_cluster::route::{self, OnFailure, Stale, produce_fetch};
+use sluice_cluster::route::{self, OnFailure, Stale, produce_fetch, produce_order};
 use sluice_cluster::split::PartResult;
 use sluice_cluster::split::dispatch::merge_responses;
 use sluice_cluster::topology::{BrokerId, Staleness, staleness};
@@ -84,7 +84,16 @@ impl KafkaSinkCluster {
         if unsent.is_empty() {
             return Ok(false);
         }
-        for (index, target, request) in unsent {
+        for (index, target, mut request) in unsent {
+            // A resent batch is the one its partition's gap waits for.
+            let version = request.api_version();
+            if request.api_key() == ApiKey::Produce
+                && let Ok(RequestKind::Produce(p)) = request.body()
+            {
+                for (topic, partition, _) in produce_order::produce_heads(p, version) {
+                    self.produce_gaps.forwarded(&topic, partition);
+                }
+            }
             let part = self.resend(target, request).await?;
             if let Some(slot) = self
                 .pending

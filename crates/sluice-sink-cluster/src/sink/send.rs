@@ -24,6 +24,7 @@ use sluice_chain::ChainError;
 use sluice_cluster::error_codes;
 use sluice_cluster::rewrite::Rewriter;
 use sluice_cluster::route::produce_fetch::ShownHere;
+use sluice_cluster::route::produce_order::{BatchHead, Holding, produce_heads};
 use sluice_cluster::route::{self, Family, Meta, OnFailure};
 use sluice_cluster::split::dispatch::{SplitRequest, split_request};
 use sluice_cluster::split::{RackRouting, Unroutable};
@@ -491,11 +492,63 @@ impl KafkaSinkCluster {
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let version = request.api_version();
-        let split = {
+        let (split, heads) = {
             let body = request.body()?;
-            self.split_with_refresh(body, version).await?
+            let heads = idempotent_heads(body, version);
+            let held = self.produce_gaps.held(&heads, super::now());
+            let split = self.split_with_refresh(body, version, &held).await?;
+            (split, heads)
         };
-        self.send_split_parts(request, split, false).await
+        if !heads.is_empty() {
+            self.keep_produce_order(&split, &heads);
+        }
+        self.send_split_parts(request, split, false, &heads).await
+    }
+
+    /// Opens a gap for the idempotent batches (`heads`) of a part that failed
+    /// before any broker could have read it.
+    fn note_unsent(&mut self, part: Option<&Part>, heads: &[(TopicRef, i32, BatchHead)]) {
+        let unsent = part
+            .and_then(Part::error)
+            .is_some_and(|e| !e.request_may_have_been_sent());
+        if !unsent {
+            return;
+        }
+        let now = super::now();
+        for (topic, partition, head) in heads {
+            debug!(
+                ?topic,
+                partition,
+                ?head,
+                "an idempotent batch failed unsent: later ones wait for its resend"
+            );
+            self.produce_gaps
+                .failed_unsent(topic, *partition, *head, now);
+        }
+    }
+
+    /// After a Produce with idempotent batches (`heads`) was split: its
+    /// partitions answered unsent open a gap, the ones forwarded close
+    /// theirs (see [`sluice_cluster::route::produce_order`]).
+    fn keep_produce_order(&mut self, split: &SplitRequest, heads: &[(TopicRef, i32, BatchHead)]) {
+        let now = super::now();
+        for (topic, partition, head) in heads {
+            let unsent = split.unroutable.iter().any(|u| {
+                matches!(u, Unroutable::Partition { topic: t, partition: p } if t == topic && p == partition)
+            });
+            if unsent {
+                debug!(
+                    ?topic,
+                    partition,
+                    ?head,
+                    "an idempotent batch answered unsent: later ones wait for its resend"
+                );
+                self.produce_gaps
+                    .failed_unsent(topic, *partition, *head, now);
+            } else {
+                self.produce_gaps.forwarded(topic, *partition);
+            }
+        }
     }
 
     /// Sends the parts of `split` (the client's own bytes when it passes
@@ -506,6 +559,7 @@ impl KafkaSinkCluster {
         request: Request,
         split: SplitRequest,
         strip_rack: bool,
+        heads: &[(TopicRef, i32, BatchHead)],
     ) -> Result<Option<PendingResponse>, ChainError> {
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
@@ -517,15 +571,26 @@ impl KafkaSinkCluster {
         }
         let mut parts = Vec::with_capacity(split.parts.len());
         match split.passthrough().filter(|_| !strip_rack) {
-            Some(broker) => parts.extend(self.send_part(Dest::Broker(broker), request).await?),
+            Some(broker) => {
+                let part = self.send_part(Dest::Broker(broker), request).await?;
+                self.note_unsent(part.as_ref(), heads);
+                parts.extend(part);
+            }
             None => {
                 for (broker, mut body) in split.parts {
                     if let RequestKind::Fetch(fetch) = &mut body {
                         fetch.rack_id = StrBytes::default();
                     }
+                    let part_heads = if heads.is_empty() {
+                        Vec::new()
+                    } else {
+                        idempotent_heads(&body, version)
+                    };
                     let part =
                         Request::from_body(api, version, correlation_id, client_id.clone(), body);
-                    parts.extend(self.send_part(Dest::Broker(broker), part).await?);
+                    let part = self.send_part(Dest::Broker(broker), part).await?;
+                    self.note_unsent(part.as_ref(), &part_heads);
+                    parts.extend(part);
                 }
             }
         }
@@ -551,8 +616,9 @@ impl KafkaSinkCluster {
         &mut self,
         body: &RequestKind,
         version: i16,
+        held: &[(TopicRef, i32)],
     ) -> Result<SplitRequest, ChainError> {
-        let split = self.split_now(body, version)?;
+        let split = self.split_now(body, version, held)?;
         if split.unroutable.is_empty() {
             return Ok(split);
         }
@@ -561,6 +627,9 @@ impl KafkaSinkCluster {
         let mut no_broker = false;
         for u in &split.unroutable {
             match u {
+                // A held partition is answered unsent whatever the view says.
+                Unroutable::Partition { topic, partition }
+                    if held.iter().any(|(t, p)| t == topic && p == partition) => {}
                 Unroutable::Partition { topic, .. } if !topics.contains(topic) => {
                     topics.push(topic.clone());
                 }
@@ -580,13 +649,16 @@ impl KafkaSinkCluster {
                 .await;
             fatal_only(found)?;
         }
-        self.split_now(body, version)
+        self.split_now(body, version, held)
     }
 
+    /// Splits `body` by the view as it is, answering the partitions in
+    /// `held` unsent (see [`sluice_cluster::route::produce_order`]).
     pub(super) fn split_now(
         &self,
         body: &RequestKind,
         version: i16,
+        held: &[(TopicRef, i32)],
     ) -> Result<SplitRequest, ChainError> {
         let view = self.shared.view.read();
         let now = super::now();
@@ -616,11 +688,34 @@ impl KafkaSinkCluster {
                     shown: &shown,
                     local: self.shared.nodes.local_id(),
                 };
-                split_request(body, version, &here)
+                split_request(
+                    body,
+                    version,
+                    &Holding {
+                        routing: &here,
+                        held,
+                    },
+                )
             }
-            Err(_) => split_request(body, version, &routing),
+            Err(_) => split_request(
+                body,
+                version,
+                &Holding {
+                    routing: &routing,
+                    held,
+                },
+            ),
         };
         split.ok_or_else(|| Invariant::NotSplittable.into())
+    }
+}
+
+/// The idempotent batches of a Produce that expects an answer (an
+/// `acks=0` one is never refused: see `split_now`); none for anything else.
+fn idempotent_heads(body: &RequestKind, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
+    match body {
+        RequestKind::Produce(p) if p.acks != 0 => produce_heads(p, version),
+        _ => Vec::new(),
     }
 }
 

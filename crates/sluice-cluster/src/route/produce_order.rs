@@ -1,0 +1,345 @@
+//! Keeping one partition's idempotent batches in order through one client
+//! connection.
+//!
+//! An idempotent producer numbers each partition's batches (producer id,
+//! epoch, base sequence), keeps several in flight, and a leader appends a
+//! batch only if it follows the last one appended: a batch whose
+//! predecessor is missing is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
+//! librdkafka answers that refusal, when the missing batch had itself failed
+//! with a retriable error, by bumping the producer epoch: a transactional
+//! producer must then abort its transaction.
+//!
+//! Talking to a broker directly, one partition's batches in flight all meet
+//! the same broker in order, so a broker that refused a batch as "not the
+//! leader" refuses the ones behind it too. A Sluice node decides each batch
+//! on its own, by a view of the cluster that can change between two
+//! requests of one connection: a Metadata refresh (its own, or another
+//! client's) lands, a broker is marked down, a peer node comes up. Without a
+//! rule, Sluice could answer a batch NOT_LEADER_OR_FOLLOWER unsent and
+//! forward the next one a millisecond later, which its leader then refuses
+//! as out of order:
+//!
+//! ```text
+//! client ── Produce p2 seq 5701..5702 ──▶ Sluice: p2 not shown here (view A)
+//!        ◀─ NOT_LEADER_OR_FOLLOWER ──────          (refused, never written)
+//!                                         another refresh: view B shows p2 here
+//! client ── Produce p2 seq 5703..5705 ──▶ Sluice ──▶ leader: 5701 missing
+//!        ◀─ OUT_OF_ORDER_SEQUENCE_NUMBER ──────────  (epoch bump, txn aborted)
+//! ```
+//!
+//! So when Sluice fails a batch without writing it (refused, or no
+//! connection to its leader), it remembers that partition's gap on the
+//! client connection ([`ProduceGaps`]), and fails the batches of the same
+//! producer and epoch that come after it the same way, unsent, as a broker
+//! that does not lead the partition would. The gap closes when a batch of
+//! the partition is forwarded (the client resends from the gap, wherever the
+//! view now routes it), when the producer's id or epoch changes, or after
+//! [`GAP_WINDOW`]: batches the client had in flight behind the failed one
+//! reach Sluice well within it, and a client that later, having resent the
+//! gap through another node, comes back here with newer batches is held up
+//! at most that long, with retriable errors.
+//!
+//! Batches without a producer id (not idempotent) carry no order to keep
+//! and are never held.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use sluice_codec::kafka_protocol::messages::ProduceRequest;
+
+use crate::split::order::TopicEntry;
+use crate::split::{Coordinators, PartitionLeaders, Routing};
+use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
+
+/// How long a partition's gap holds back the batches behind it.
+pub const GAP_WINDOW: Duration = Duration::from_secs(10);
+
+/// The most gaps one client connection keeps: one per partition it was
+/// failed on within [`GAP_WINDOW`]; past it, the oldest are dropped.
+const MAX_GAPS: usize = 4096;
+
+/// What orders an idempotent batch: the head of a v2 record batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHead {
+    /// The producer id (never negative here).
+    pub producer_id: i64,
+    /// The producer epoch.
+    pub producer_epoch: i16,
+    /// The sequence number of the batch's first record.
+    pub base_sequence: i32,
+}
+
+/// Byte offsets in a v2 record batch (KIP-98): baseOffset (8),
+/// batchLength (4), partitionLeaderEpoch (4), magic (1), crc (4),
+/// attributes (2), lastOffsetDelta (4), baseTimestamp (8), maxTimestamp (8),
+/// then producerId (8), producerEpoch (2), baseSequence (4).
+const MAGIC_AT: usize = 16;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
+
+/// The head of the first record batch in `records`, when it is a v2 batch
+/// of an idempotent producer. Reads fixed offsets only: the records are
+/// neither decoded nor copied.
+pub fn batch_head(records: &[u8]) -> Option<BatchHead> {
+    let magic = *records.get(MAGIC_AT)?;
+    if magic != 2 {
+        return None;
+    }
+    let id = records.get(PRODUCER_ID_AT..PRODUCER_ID_AT + 8)?;
+    let epoch = records.get(PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2)?;
+    let seq = records.get(BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4)?;
+    let producer_id = i64::from_be_bytes(id.try_into().ok()?);
+    let producer_epoch = i16::from_be_bytes(epoch.try_into().ok()?);
+    let base_sequence = i32::from_be_bytes(seq.try_into().ok()?);
+    (producer_id >= 0 && base_sequence >= 0).then_some(BatchHead {
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    })
+}
+
+/// The idempotent batches of `request`: each partition with the head of its
+/// first batch.
+pub fn produce_heads(request: &ProduceRequest, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
+    let mut out = Vec::new();
+    for topic in &request.topic_data {
+        let key = topic.topic_ref(version);
+        for p in &topic.partition_data {
+            if let Some(head) = p.records.as_deref().and_then(batch_head) {
+                out.push((key.clone(), p.index, head));
+            }
+        }
+    }
+    out
+}
+
+/// A batch failed unsent, and when.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    head: BatchHead,
+    at: Instant,
+}
+
+/// The partitions of one client connection whose idempotent batches Sluice
+/// failed without writing them (see the module doc).
+#[derive(Debug, Default)]
+pub struct ProduceGaps {
+    gaps: HashMap<(TopicRef, i32), Gap>,
+}
+
+impl ProduceGaps {
+    /// Whether a batch headed `head` for `topic`/`partition` must be failed
+    /// unsent: it comes after a batch of the same producer and epoch that
+    /// was failed unsent less than [`GAP_WINDOW`] ago.
+    pub fn holds(&self, topic: &TopicRef, partition: i32, head: &BatchHead, now: Instant) -> bool {
+        self.gaps
+            .get(&(topic.clone(), partition))
+            .is_some_and(|gap| {
+                gap.head.producer_id == head.producer_id
+                    && gap.head.producer_epoch == head.producer_epoch
+                    && head.base_sequence > gap.head.base_sequence
+                    && now.saturating_duration_since(gap.at) < GAP_WINDOW
+            })
+    }
+
+    /// The partitions of `heads` that [`holds`](Self::holds) holds back.
+    pub fn held(&self, heads: &[(TopicRef, i32, BatchHead)], now: Instant) -> Vec<(TopicRef, i32)> {
+        heads
+            .iter()
+            .filter(|(t, p, head)| self.holds(t, *p, head, now))
+            .map(|(t, p, _)| (t.clone(), *p))
+            .collect()
+    }
+
+    /// Records that the batch headed `head` was failed without being
+    /// written. A gap already open for the same producer and epoch keeps
+    /// its earlier batch and time: the later one is behind it.
+    pub fn failed_unsent(
+        &mut self,
+        topic: &TopicRef,
+        partition: i32,
+        head: BatchHead,
+        now: Instant,
+    ) {
+        if self.holds(topic, partition, &head, now) {
+            return;
+        }
+        if self.gaps.len() >= MAX_GAPS {
+            self.gaps
+                .retain(|_, gap| now.saturating_duration_since(gap.at) < GAP_WINDOW);
+        }
+        if self.gaps.len() >= MAX_GAPS
+            && let Some(oldest) = self
+                .gaps
+                .iter()
+                .min_by_key(|(_, g)| g.at)
+                .map(|(k, _)| k.clone())
+        {
+            self.gaps.remove(&oldest);
+        }
+        self.gaps
+            .insert((topic.clone(), partition), Gap { head, at: now });
+    }
+
+    /// Records that a batch of `topic`/`partition` was forwarded: the
+    /// client resent from the gap, which is closed.
+    pub fn forwarded(&mut self, topic: &TopicRef, partition: i32) {
+        if !self.gaps.is_empty() {
+            self.gaps.remove(&(topic.clone(), partition));
+        }
+    }
+
+    /// How many gaps are open or expired but not yet dropped.
+    pub fn len(&self) -> usize {
+        self.gaps.len()
+    }
+
+    /// Whether no gap is kept.
+    pub fn is_empty(&self) -> bool {
+        self.gaps.is_empty()
+    }
+}
+
+/// A routing that knows no leader for the partitions in `held`, so that the
+/// split answers them NOT_LEADER_OR_FOLLOWER unsent, and routes the rest as
+/// `routing` does.
+pub struct Holding<'r, R: ?Sized> {
+    /// How the rest is routed.
+    pub routing: &'r R,
+    /// The partitions held back.
+    pub held: &'r [(TopicRef, i32)],
+}
+
+impl<R: Routing + ?Sized> PartitionLeaders for Holding<'_, R> {
+    fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        let held = self.held.iter().any(|(t, p)| t == topic && *p == partition);
+        if held {
+            None
+        } else {
+            self.routing.leader(topic, partition)
+        }
+    }
+}
+
+impl<R: Routing + ?Sized> Coordinators for Holding<'_, R> {
+    fn coordinator(&self, key_type: CoordinatorKeyType, key: &str) -> Option<BrokerId> {
+        self.routing.coordinator(key_type, key)
+    }
+}
+
+impl<R: Routing + ?Sized> Routing for Holding<'_, R> {
+    fn brokers(&self) -> Vec<BrokerId> {
+        self.routing.brokers()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn topic() -> TopicRef {
+        TopicRef::Name(sluice_codec::kafka_protocol::messages::TopicName(
+            sluice_codec::kafka_protocol::protocol::StrBytes::from_static_str("t"),
+        ))
+    }
+
+    fn head(producer_id: i64, producer_epoch: i16, base_sequence: i32) -> BatchHead {
+        BatchHead {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        }
+    }
+
+    /// A v2 batch header with the given producer fields, then `tail` bytes.
+    fn batch(producer_id: i64, epoch: i16, seq: i32) -> Vec<u8> {
+        let mut b = vec![0u8; 61];
+        b[MAGIC_AT] = 2;
+        b[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&producer_id.to_be_bytes());
+        b[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
+        b[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&seq.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn the_head_is_read_from_fixed_offsets_of_a_v2_batch() {
+        assert_eq!(batch_head(&batch(1000, 3, 5701)), Some(head(1000, 3, 5701)));
+        // Not idempotent: no producer id.
+        assert_eq!(batch_head(&batch(-1, -1, -1)), None);
+        // Older magic, or too short to hold a head: nothing to order.
+        let mut v1 = batch(1000, 3, 5701);
+        v1[MAGIC_AT] = 1;
+        assert_eq!(batch_head(&v1), None);
+        assert_eq!(batch_head(&batch(1000, 3, 5701)[..56]), None);
+        assert_eq!(batch_head(&[]), None);
+    }
+
+    #[test]
+    fn batches_behind_a_failed_one_are_held_until_the_client_resends_from_it() {
+        let (t, now) = (topic(), Instant::now());
+        let mut gaps = ProduceGaps::default();
+        gaps.failed_unsent(&t, 2, head(1000, 0, 5701), now);
+        let soon = now + Duration::from_millis(20);
+        assert!(
+            gaps.holds(&t, 2, &head(1000, 0, 5703), soon),
+            "in flight behind it"
+        );
+        assert!(
+            !gaps.holds(&t, 1, &head(1000, 0, 5703), soon),
+            "another partition"
+        );
+        assert!(
+            !gaps.holds(&t, 2, &head(1000, 1, 5703), soon),
+            "a new epoch"
+        );
+        assert!(
+            !gaps.holds(&t, 2, &head(2000, 0, 5703), soon),
+            "another producer"
+        );
+        assert!(
+            !gaps.holds(&t, 2, &head(1000, 0, 5701), soon),
+            "the resend itself"
+        );
+        // A later batch failed too keeps the gap where it began.
+        gaps.failed_unsent(&t, 2, head(1000, 0, 5703), soon);
+        assert!(gaps.holds(&t, 2, &head(1000, 0, 5703), soon));
+        // The resend is forwarded: the gap closes, the rest follows it.
+        gaps.forwarded(&t, 2);
+        assert!(!gaps.holds(&t, 2, &head(1000, 0, 5703), soon));
+        assert!(gaps.is_empty());
+    }
+
+    #[test]
+    fn a_gap_holds_for_its_window_only() {
+        let (t, now) = (topic(), Instant::now());
+        let mut gaps = ProduceGaps::default();
+        gaps.failed_unsent(&t, 0, head(7, 0, 10), now);
+        assert!(gaps.holds(
+            &t,
+            0,
+            &head(7, 0, 20),
+            now + GAP_WINDOW - Duration::from_millis(1)
+        ));
+        assert!(!gaps.holds(&t, 0, &head(7, 0, 20), now + GAP_WINDOW));
+        // Once expired, a new failure opens a new gap at its own batch.
+        gaps.failed_unsent(&t, 0, head(7, 0, 20), now + GAP_WINDOW);
+        assert!(gaps.holds(&t, 0, &head(7, 0, 30), now + GAP_WINDOW));
+        assert!(!gaps.holds(&t, 0, &head(7, 0, 20), now + GAP_WINDOW));
+    }
+
+    #[test]
+    fn the_gaps_of_one_connection_are_bounded() {
+        let (t, now) = (topic(), Instant::now());
+        let mut gaps = ProduceGaps::default();
+        for p in 0..(MAX_GAPS as i32 + 10) {
+            gaps.failed_unsent(&t, p, head(7, 0, 1), now + Duration::from_micros(p as u64));
+        }
+        assert_eq!(gaps.len(), MAX_GAPS);
+        // The newest are kept.
+        let last = MAX_GAPS as i32 + 9;
+        assert!(gaps.holds(&t, last, &head(7, 0, 2), now + Duration::from_millis(100)));
+        assert!(!gaps.holds(&t, 0, &head(7, 0, 2), now + Duration::from_millis(100)));
+    }
+}
