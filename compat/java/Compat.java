@@ -18,13 +18,22 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Predicate;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -71,6 +80,7 @@ public class Compat {
         failed |= run("group-resume", Compat::groupResume);
         failed |= run("admin", Compat::adminScenario);
         failed |= run("transaction", Compat::transaction);
+        failed |= run("share-group", Compat::shareGroup);
         System.exit(failed ? 1 : 0);
     }
 
@@ -78,10 +88,20 @@ public class Compat {
         String run() throws Exception;
     }
 
+    /** A scenario the brokers cannot run (reported as SKIP). */
+    static class Skip extends Exception {
+        Skip(String why) {
+            super(why);
+        }
+    }
+
     static boolean run(String name, Scenario scenario) {
         try {
             String detail = scenario.run();
             System.out.println("RESULT " + name + " PASS " + detail);
+            return false;
+        } catch (Skip e) {
+            System.out.println("RESULT " + name + " SKIP " + e.getMessage());
             return false;
         } catch (Throwable e) {
             String message = e.toString().replace('\n', ' ');
@@ -297,5 +317,64 @@ public class Compat {
             consumeAll(consumer, committed, v -> v.startsWith("a-"), "read_committed consumer");
         }
         return "2 committed, 1 aborted; read_committed saw exactly the committed records";
+    }
+
+    /**
+     * A share group (KIP-932): 30 records, then a KafkaShareConsumer
+     * (explicit acknowledgement) acquires and accepts each; skipped on
+     * brokers without the share.version feature.
+     */
+    static String shareGroup() throws Exception {
+        String topic = prefix + "-share";
+        String group = prefix + "-share-group";
+        try (Admin admin = admin()) {
+            FeatureMetadata features = admin.describeFeatures().featureMetadata()
+                .get(30, TimeUnit.SECONDS);
+            FinalizedVersionRange share = features.finalizedFeatures().get("share.version");
+            if (share == null || share.maxVersionLevel() < 1) {
+                throw new Skip("brokers without share groups");
+            }
+            admin.incrementalAlterConfigs(Map.of(
+                new ConfigResource(ConfigResource.Type.GROUP, group),
+                List.of(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                    AlterConfigOp.OpType.SET)))).all().get(30, TimeUnit.SECONDS);
+        }
+        createTopic(topic, PARTITIONS);
+        try (var producer = producer(null)) {
+            produce(producer, topic, "sh");
+        }
+        Properties p = common();
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", "explicit");
+        Set<String> missing = values("sh");
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        try (var consumer = new KafkaShareConsumer<>(p, new StringDeserializer(),
+                new StringDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            while (!missing.isEmpty()) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("share consumer: " + missing.size() + " of "
+                        + COUNT + " records not acknowledged within " + DEADLINE_MS + " ms");
+                }
+                List<String> polled = new ArrayList<>();
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                    consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                    polled.add(r.value());
+                }
+                if (polled.isEmpty()) {
+                    continue;
+                }
+                Map<TopicIdPartition, java.util.Optional<KafkaException>> result =
+                    consumer.commitSync(Duration.ofSeconds(30));
+                for (var e : result.entrySet()) {
+                    if (e.getValue().isPresent()) {
+                        throw new IllegalStateException("acknowledgement failed for "
+                            + e.getKey() + ": " + e.getValue().get());
+                    }
+                }
+                missing.removeAll(polled);
+            }
+        }
+        return COUNT + " records acquired and acknowledged by a share consumer";
     }
 }

@@ -20,6 +20,9 @@ VIA: direct, sluice, relay or baseline (the baseline Sluice).
   memory   VIA  CONNECTIONS  RSS_KB                   (idle connections held; 0: at rest;
                                                        direct: broker 1's JVM)
   pipeline PEAK_RSS_KB  SECONDS  WRITE_TIMEOUT_SECS  SMALLEST_PARTITION_BYTES  CLOSED_IN_WINDOW
+  share    VIA  RECORDS  SECONDS  BYTES               (a share consumer reading a filled topic)
+  sharelat VIA  RATE  P50_MS  P99_MS  MAX_MS  N       (share consumer end-to-end latency, per round)
+  cpu      share  CPU_SECONDS  BYTES                  (Sluice's, over one share consumer run)
   (the scaling phases' rows: see scale_report.py)
 Every throughput and CPU row with a relay run beside it also shows the
 bare relay's figure and Sluice's ratio to it. Targets are printed for
@@ -57,6 +60,7 @@ def machine(c):
 
 
 thr, cpu, lat, idle, baseline, memory, pipeline = {}, {}, {}, {}, [], {}, None
+share, sharelat = {}, {}  # VIA -> MB/s of each round; VIA -> (rate, p50, p99, max, n) of each round
 reread = {}  # VIA -> fetch MB/s of each re-read, in order
 reread_machine = {}  # VIA -> machine(c) of each re-read, in order
 reread_cpu_s = []  # Sluice's CPU-s over each re-read through it, in order
@@ -104,6 +108,12 @@ for line in open(path):
         continue
     elif kind == "pipeline":
         pipeline = (int(f[1]), int(f[2]), int(f[3]), int(f[4]), f[5])
+        continue
+    elif kind == "share":
+        share.setdefault(f[1], []).append(float(f[4]) / 1e6 / float(f[3]))
+        continue
+    elif kind == "sharelat":
+        sharelat.setdefault(f[1], []).append((int(f[2]), float(f[3]), float(f[4]), float(f[5]), int(f[6])))
         continue
     elif scale_report.read(f):
         continue
@@ -231,6 +241,26 @@ if lat:
                     row(f"{BASELINE} {client} {rate}/s {name} (n={sum(r[3] for r in b)})", "-", f"{mb:.1f}",
                         f"{round(mb - md, 1) + 0.0:+.1f} ms ({each})" if len(d) > 1 else f"{round(mb - md, 1) + 0.0:+.1f} ms",
                         "-")
+
+if share or sharelat:
+    share_rounds = max(len(v) for v in list(share.values()) + list(sharelat.values()))
+    section(f"share consumers (KIP-932): one KafkaShareConsumer, median of {share_rounds} rounds"
+            " (each round's ratio or sluice - direct in brackets)")
+    d, s = share.get("direct", []), share.get("sluice", [])
+    if d and s:
+        each = "/".join(f"{b / a:.2f}" for a, b in zip(d, s))
+        md, ms = statistics.median(d), statistics.median(s)
+        row("share consume MB/s (first to last record)", f"{md:.1f}", f"{ms:.1f}", f"{ms / md:.2f}x ({each})")
+    if "share" in cpu:
+        row("CPU-s per GB share-consumed", "-", f"{statistics.median(cpu['share']):.2f}")
+    d, s = sharelat.get("direct"), sharelat.get("sluice")
+    if d and s:
+        rate = d[0][0]
+        for i, name in enumerate(("p50", "p99", "max"), start=1):
+            md, ms = statistics.median(r[i] for r in d), statistics.median(r[i] for r in s)
+            each = "/".join(f"{b[i] - a[i]:+.1f}" for a, b in zip(d, s))
+            row(f"share {rate}/s end-to-end {name} ms (n={sum(r[4] for r in d)}/{sum(r[4] for r in s)})",
+                f"{md:.1f}", f"{ms:.1f}", f"{round(ms - md, 1) + 0.0:+.1f} ms ({each})")
 
 if idle:
     section(f"idle consumer: broker Fetch requests/s over {idle_secs} s")

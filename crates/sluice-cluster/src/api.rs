@@ -46,6 +46,10 @@ pub enum Family {
     /// To every known broker, merged (ListGroups, ListTransactions,
     /// DescribeLogDirs).
     FanOut,
+    /// ShareFetch and ShareAcknowledge: split by partition leader within
+    /// the client's share session, which Sluice holds, keeping a share
+    /// session of its own with each broker (see [`crate::route::share`]).
+    ShareSession,
     /// Any broker (KRaft brokers forward controller work themselves).
     Admin(Admin),
     /// SaslHandshake and SaslAuthenticate that reach routing: only from a
@@ -225,16 +229,6 @@ impl ApiDescriptor {
         self
     }
 
-    /// Not offered to clients beyond what Sluice decodes: the share-group
-    /// APIs (KIP-932) need the share coordinator and the partition leaders,
-    /// which Sluice does not route yet. Left out of the ApiVersions answer;
-    /// a client that sends one anyway is closed, as Kafka closes a client
-    /// using an api it does not offer.
-    const fn not_offered(mut self) -> Self {
-        self.versions = Versions::Decoded;
-        self
-    }
-
     /// Whether a client may send it (else Sluice answers it with an error).
     pub fn is_client_facing(&self) -> bool {
         self.family != Family::NotForClients
@@ -302,7 +296,24 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         // node field. Checked field by field in `route/tests/streams.rs`.
         | K::StreamsGroupHeartbeat
         | K::StreamsGroupDescribe
-        | K::StreamsGroupTopologyDescriptionUpdate => A::coordinator(Group),
+        | K::StreamsGroupTopologyDescriptionUpdate
+        // Share groups (KIP-932): the heartbeat, the description and the
+        // offset admin APIs live with the group's coordinator. Their answers
+        // name members (`client_host`: the address the broker saw, a Sluice
+        // node's) and partitions, never a broker.
+        | K::ShareGroupHeartbeat
+        | K::ShareGroupDescribe
+        | K::DescribeShareGroupOffsets
+        | K::AlterShareGroupOffsets
+        | K::DeleteShareGroupOffsets => A::coordinator(Group),
+        // A failed broker's part: its partitions' fetch and
+        // acknowledgements get NOT_LEADER_OR_FOLLOWER (`route::share`).
+        K::ShareFetch | K::ShareAcknowledge => A::new(
+            Family::ShareSession,
+            OnFailure::SplitError(error_codes::NOT_LEADER_OR_FOLLOWER),
+            Versions::BodyDecodable,
+        )
+        .leader_hints_since(0),
         K::InitProducerId
         | K::AddPartitionsToTxn
         | K::AddOffsetsToTxn
@@ -328,12 +339,6 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         K::AlterUserScramCredentials | K::AlterClientQuotas | K::AlterReplicaLogDirs => {
             A::admin(WRITE).failure_answer_since(None)
         }
-        K::AlterShareGroupOffsets | K::DeleteShareGroupOffsets => A::admin(WRITE).not_offered(),
-        K::ShareGroupHeartbeat
-        | K::ShareGroupDescribe
-        | K::ShareFetch
-        | K::ShareAcknowledge
-        | K::DescribeShareGroupOffsets => A::admin(READ).not_offered(),
 
         K::SaslHandshake | K::SaslAuthenticate => {
             A::closing(Family::Sasl).failure_answer_since(None)
@@ -348,8 +353,7 @@ pub fn describe(api: ApiKey) -> ApiDescriptor {
         // StopReplica, UpdateMetadata and ControlledShutdown (ZooKeeper era)
         // are not in the codec at all. Shown, among the rest:
         // GetTelemetrySubscriptions and PushTelemetry (KIP-714, naming no
-        // broker), the client-side share-group APIs (not offered, see
-        // `not_offered`), config APIs naming a broker resource (Sluice maps
+        // broker), config APIs naming a broker resource (Sluice maps
         // a Sluice node id to a real broker, `route::admin::configs`), and
         // the operator APIs that carry real broker ids, never addresses
         // (ElectLeaders, Alter/ListPartitionReassignments, AlterReplicaLogDirs).

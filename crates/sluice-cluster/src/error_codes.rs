@@ -9,7 +9,9 @@
 //!
 //! | code | used for | what the client does |
 //! |---|---|---|
-//! | [`NOT_LEADER_OR_FOLLOWER`] | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers | refreshes metadata and retries (idempotence protects produce) |
+//! | [`NOT_LEADER_OR_FOLLOWER`] | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers; ShareFetch and ShareAcknowledge (the fetch and the acknowledgements of a failed broker, or acknowledgements of records acquired from a broker that no longer leads) | refreshes metadata and retries (idempotence protects produce; a share consumer's acknowledgements fail, their records are delivered again) |
+//! | [`SHARE_SESSION_NOT_FOUND`] | ShareFetch and ShareAcknowledge in a share session Sluice does not hold, and acknowledgements for a broker whose session Sluice lost | opens a new share session |
+//! | [`INVALID_SHARE_SESSION_EPOCH`] | ShareFetch and ShareAcknowledge at an epoch other than the session's next | opens a new share session |
 //! | [`NOT_COORDINATOR`] | OffsetFetch, DescribeGroups, DeleteGroups | finds the coordinator again and retries |
 //! | [`COORDINATOR_NOT_AVAILABLE`] | ListGroups | the Java admin client retries the listing |
 //! | [`COORDINATOR_LOAD_IN_PROGRESS`] | ListTransactions | the only code the Java admin client retries there |
@@ -137,6 +139,12 @@ named_codes! {
     SASL_AUTHENTICATION_FAILED = SaslAuthenticationFailed, retriable: false;
     /// A SASL request out of the exchange's order.
     ILLEGAL_SASL_STATE = IllegalSaslState, retriable: false;
+    /// The share session is not known (any more): the client opens a new one.
+    SHARE_SESSION_NOT_FOUND = ShareSessionNotFound, retriable: true;
+    /// The share session's epoch is not the next one: the client opens a new one.
+    INVALID_SHARE_SESSION_EPOCH = InvalidShareSessionEpoch, retriable: true;
+    /// No more share sessions may be opened: the client tries again later.
+    SHARE_SESSION_LIMIT_REACHED = ShareSessionLimitReached, retriable: true;
 }
 
 #[cfg(test)]

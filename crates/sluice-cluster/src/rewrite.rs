@@ -206,7 +206,8 @@ impl<'a> Rewriter<'a> {
         Ok(true)
     }
 
-    /// Rewrites the leader hints of a Produce (v10+) or Fetch (v11+) response
+    /// Rewrites the leader hints of a Produce (v10+), Fetch (v11+),
+    /// ShareFetch or ShareAcknowledge response
     /// and returns true; any other response is left untouched (and undecoded)
     /// and false is returned. This decodes (and so re-encodes) the whole
     /// response, records included: call it on responses already decoded for a
@@ -220,6 +221,8 @@ impl<'a> Rewriter<'a> {
         match response.body_mut()? {
             ResponseKind::Produce(p) => self.produce(p),
             ResponseKind::Fetch(f) => self.fetch(f),
+            ResponseKind::ShareFetch(f) => self.share_fetch(f),
+            ResponseKind::ShareAcknowledge(a) => self.share_acknowledge(a),
             _ => return Ok(false),
         }
         Ok(true)

@@ -17,6 +17,9 @@
 //! - [`keyed`]: ConsumerGroupDescribe, StreamsGroupDescribe and
 //!   DescribeTransactions, split by coordinator when their keys live on
 //!   several.
+//! - [`share`]: share groups (KIP-932): ShareFetch and ShareAcknowledge in
+//!   the client's share session with Sluice and Sluice's sessions with the
+//!   brokers; the share-group coordinator APIs (`share::coordinator`).
 //! - [`admin`]: everything else a client may send, to any broker; which
 //!   topics an admin write makes stale; synthesized admin errors; and the
 //!   answer to inter-broker APIs.
@@ -33,6 +36,7 @@ pub mod keyed;
 pub mod meta;
 pub mod produce_fetch;
 pub mod produce_order;
+pub mod share;
 pub mod transactions;
 
 #[cfg(test)]
@@ -76,6 +80,7 @@ pub fn answers_of(family: Family) -> &'static dyn FailureAnswer {
         Family::Meta(_) => &meta::MetaAnswers,
         Family::Admin(_) | Family::NotForClients => &admin::AdminAnswers,
         // No API is routed to a share coordinator by its key.
+        Family::ShareSession => &share::ShareAnswers,
         Family::Sasl | Family::Coordinator(CoordinatorKeyType::Share) => &NoAnswer,
     }
 }

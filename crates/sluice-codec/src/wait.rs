@@ -1,7 +1,7 @@
 //! How long a broker may legitimately hold a request before answering.
 //!
-//! A few requests are *meant* to wait at the broker: a Fetch waits up to
-//! `max_wait_ms` for data, a JoinGroup up to the rebalance timeout for the
+//! A few requests are *meant* to wait at the broker: a Fetch (and a
+//! ShareFetch) waits up to `max_wait_ms` for data, a JoinGroup up to the rebalance timeout for the
 //! other members, a Produce with `acks=all` up to `timeout_ms` for the
 //! replicas, the admin requests that carry a `timeout_ms` (CreateTopics,
 //! DeleteTopics, CreatePartitions, ElectLeaders, DeleteRecords,
@@ -81,6 +81,7 @@ fn decoded_for_wait(api: ApiKey, version: i16) -> bool {
 fn decoded_wait_ms(body: &RequestKind) -> i32 {
     match body {
         RequestKind::Fetch(f) => f.max_wait_ms,
+        RequestKind::ShareFetch(f) => f.max_wait_ms,
         RequestKind::JoinGroup(j) => j.rebalance_timeout_ms.max(j.session_timeout_ms),
         RequestKind::Produce(p) => p.timeout_ms,
         RequestKind::CreateTopics(r) => r.timeout_ms,

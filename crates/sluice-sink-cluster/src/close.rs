@@ -141,6 +141,12 @@ pub(crate) enum Invariant {
     /// A fetch part with no record of what it asked.
     #[error("fetch part {0} has no record of what it asked")]
     FetchPartWithoutMeta(usize),
+    /// A share request's part sent without a receiver.
+    #[error("{0:?}: a share part expects an answer")]
+    SharePartWithoutAnswer(ApiKey),
+    /// A share request routed as such whose body is not one.
+    #[error("{0:?}: a share request without a ShareFetch or ShareAcknowledge body")]
+    ShareWithoutBody(ApiKey),
 }
 
 impl ErrorClass for CloseError {

@@ -305,6 +305,9 @@ pub(crate) enum Combine {
     /// Parts of a fetch answered as soon as its data is ready (see
     /// [`sluice_cluster::consume`]).
     Fetch(Box<FetchCombine>),
+    /// Parts of a ShareFetch or ShareAcknowledge, merged by the share
+    /// sessions (see [`sluice_cluster::route::share`]).
+    Share(Box<crate::sink::ShareCombine>),
 }
 
 /// The parts of a multi-key request split by coordinator.

@@ -46,6 +46,7 @@ mod internal;
 mod leave;
 mod ready;
 mod send;
+mod share;
 mod stalled;
 
 #[cfg(test)]
@@ -73,6 +74,7 @@ pub(crate) use error::InternalRequestError;
 pub use error::SinkClusterError;
 use fetch::LazyFetchState;
 pub use leave::Leave;
+pub(crate) use share::ShareCombine;
 
 use crate::close::CloseError;
 use crate::pending::PendingResponse;
@@ -80,6 +82,7 @@ use crate::pool::Pool;
 use crate::pool::health::Health;
 use crate::shared_view::SharedClusterView;
 use sluice_cluster::client_auth::ClientAuth;
+use sluice_cluster::route::share::ShareSessions;
 use sluice_cluster::topology::{BrokerId, ClusterView, SluiceNodes};
 
 /// How long an internal request may wait for its answer when the config sets
@@ -486,6 +489,7 @@ impl KafkaSinkClusterBuilder {
             sasl_in_flight: 0,
             head_resent: Vec::new(),
             fetch: LazyFetchState::default(),
+            share: ShareSessions::default(),
             room_bytes: 0,
             rebalance_wait: None,
             produce_gaps: ProduceGaps::default(),
@@ -512,6 +516,9 @@ pub struct KafkaSinkCluster {
     /// answers, for the client's next fetch (see [`sluice_cluster::consume`]);
     /// made on the first fetch.
     fetch: LazyFetchState,
+    /// The client's share sessions with Sluice and Sluice's with the
+    /// brokers (see [`sluice_cluster::route::share`]).
+    share: ShareSessions,
     /// The room the client's memory budgets have, as the source last told
     /// (see `Sink::set_room_bytes`): what is read ahead must fit in it.
     room_bytes: usize,
@@ -601,9 +608,9 @@ impl Sink for KafkaSinkCluster {
     }
 
     /// The consume path's parked parts and stashed answers
-    /// (`consume/kept.rs`).
+    /// (`consume/kept.rs`), and the client's share sessions.
     fn kept_bytes(&self) -> usize {
-        self.fetch.kept_bytes()
+        self.fetch.kept_bytes() + self.share.kept_bytes()
     }
 
     fn set_room_bytes(&mut self, bytes: usize) {

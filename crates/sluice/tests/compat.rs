@@ -17,7 +17,10 @@
 //! Scenarios (see `compat/README.md`): produce and consume; a consumer group
 //! that commits, stops, and resumes from its committed offsets; admin create,
 //! describe and delete of a topic; a transaction (one committed, one
-//! aborted, one committed, read back `read_committed`).
+//! aborted, one committed, read back `read_committed`); a share group
+//! (KIP-932: a share consumer acquires and acknowledges every record), for
+//! the clients that have a share consumer (Java) and the brokers that offer
+//! share groups, SKIP otherwise.
 //!
 //! Each client is installed from its lock file (`npm ci`, `go build
 //! -mod=readonly`, `pip install -r`), cached under `SLUICE_CACHE`
@@ -43,12 +46,17 @@ use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{repo_root, unique, wait};
 
 /// The scenarios every client program reports on, in table order.
-const SCENARIOS: [(&str, &str); 4] = [
+const SCENARIOS: [(&str, &str); 5] = [
     ("produce-consume", "produce + consume"),
     ("group-resume", "group commit + resume"),
     ("admin", "admin create/describe/delete"),
     ("transaction", "transaction"),
+    ("share-group", "share group (KIP-932)"),
 ];
+
+/// Scenarios a client program may leave out (its library has no such
+/// client): shown as SKIP with this reason instead of failing.
+const OPTIONAL_SCENARIOS: [(&str, &str); 1] = [("share-group", "no share consumer")];
 
 /// Cells that fail because of Sluice, as (client, security, scenario, why):
 /// shown in the table as known failures instead of failing the test.
@@ -471,6 +479,11 @@ fn run_client(client: &Client, security: Security, bootstrap: &str) -> Run {
             };
             let detail = parts.next().unwrap_or_default().to_owned();
             results.insert(scenario.to_owned(), (status.to_owned(), detail));
+        }
+    }
+    for (scenario, why) in OPTIONAL_SCENARIOS {
+        if out.code.is_some() && !results.contains_key(scenario) {
+            results.insert(scenario.to_owned(), ("SKIP".to_owned(), why.to_owned()));
         }
     }
     for (scenario, _) in SCENARIOS {

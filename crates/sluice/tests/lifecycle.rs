@@ -30,6 +30,9 @@
 //! - A Kafka Streams application on the Streams protocol (KIP-1071) with
 //!   exactly_once_v2, a broker killed while it counts: every count exact,
 //!   no client connection closed (`lifecycle/streams.rs`).
+//! - Three share consumers (KIP-932) behind two Sluice nodes, a broker
+//!   killed and a member leaving mid-run: every record acknowledged, no
+//!   client connection closed (`lifecycle/share.rs`).
 //! - Every broker killed: `/ready` turns 503 naming the sink and why while
 //!   `/health` stays 200, and `/ready` is 200 again once they are back.
 //!
@@ -60,6 +63,7 @@ use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{unique, wait};
 
 mod lifecycle {
+    mod share;
     mod streams;
     pub(crate) mod support;
     mod two_nodes;

@@ -94,13 +94,34 @@ fn admin_writes_are_never_retried_and_topic_writes_make_topics_stale() {
 }
 
 #[test]
-fn offset_fetch_is_split_from_v8_and_the_share_group_apis_are_not_offered() {
+fn offset_fetch_is_split_from_v8_and_the_share_group_apis_are_routed() {
     assert_eq!(
         describe(ApiKey::OffsetFetch).split_since,
         OFFSET_FETCH_GROUPS_VERSION
     );
     assert_eq!(describe(ApiKey::DescribeGroups).split_since, 0);
-    for api in [ApiKey::ShareFetch, ApiKey::AlterShareGroupOffsets] {
+    for api in [ApiKey::ShareFetch, ApiKey::ShareAcknowledge] {
+        assert_eq!(describe(api).family, Family::ShareSession, "{api:?}");
+        assert!(offered_versions(api).is_some(), "{api:?}");
+    }
+    for api in [
+        ApiKey::ShareGroupHeartbeat,
+        ApiKey::ShareGroupDescribe,
+        ApiKey::DescribeShareGroupOffsets,
+        ApiKey::AlterShareGroupOffsets,
+        ApiKey::DeleteShareGroupOffsets,
+    ] {
+        assert_eq!(
+            describe(api).family,
+            Family::Coordinator(crate::topology::CoordinatorKeyType::Group),
+            "{api:?}"
+        );
+        assert!(offered_versions(api).is_some(), "{api:?}");
+    }
+    for api in [
+        ApiKey::InitializeShareGroupState,
+        ApiKey::WriteShareGroupState,
+    ] {
         assert_eq!(offered_versions(api), None, "{api:?}");
     }
     assert_eq!(

@@ -8,6 +8,9 @@
 //! hash, same rack preference), so the client's picture stays consistent;
 //! `node_endpoints` then lists exactly those Sluice nodes. Epochs are kept.
 //!
+//! ShareFetch and ShareAcknowledge (KIP-932) carry the same hints
+//! (`current_leader` as a plain broker id, `node_endpoints`), rewritten alike.
+//!
 //! Fetch's `preferred_read_replica` (KIP-392, fetch from a follower) names a
 //! real follower; it is cleared to -1. Sluice always routes fetches to the
 //! leader by its own view, so a broker configured with a `replica.selector`
@@ -22,6 +25,12 @@ use sluice_codec::kafka_protocol::messages::fetch_response::{
 };
 use sluice_codec::kafka_protocol::messages::produce_response::{
     NodeEndpoint as ProduceNodeEndpoint, ProduceResponse,
+};
+use sluice_codec::kafka_protocol::messages::share_acknowledge_response::{
+    NodeEndpoint as ShareAckNodeEndpoint, ShareAcknowledgeResponse,
+};
+use sluice_codec::kafka_protocol::messages::share_fetch_response::{
+    NodeEndpoint as ShareFetchNodeEndpoint, ShareFetchResponse,
 };
 
 use super::choose::partition_hash;
@@ -69,7 +78,12 @@ impl<'r, 'a> LeaderMap<'r, 'a> {
     }
 }
 
-node_entry!(ProduceNodeEndpoint: node_id, FetchNodeEndpoint: node_id);
+node_entry!(
+    ProduceNodeEndpoint: node_id,
+    FetchNodeEndpoint: node_id,
+    ShareFetchNodeEndpoint: node_id,
+    ShareAckNodeEndpoint: node_id
+);
 
 impl Rewriter<'_> {
     /// Rewrites a Produce response's leader hints in place (a no-op for
@@ -94,6 +108,34 @@ impl Rewriter<'_> {
             for p in &mut topic.partitions {
                 leaders.replace(&key, p.partition_index, &mut p.current_leader.leader_id);
                 p.preferred_read_replica = BrokerId(-1);
+            }
+        }
+        resp.node_endpoints = leaders.endpoints();
+    }
+
+    /// Rewrites a ShareFetch response's leader hints in place.
+    pub fn share_fetch(&self, resp: &mut ShareFetchResponse) {
+        let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
+        for topic in &mut resp.responses {
+            let key = self.topic_key(None, TopicId(topic.topic_id.as_u128()));
+            for p in &mut topic.partitions {
+                let mut leader = BrokerId(p.current_leader.leader_id);
+                leaders.replace(&key, p.partition_index, &mut leader);
+                p.current_leader.leader_id = leader.0;
+            }
+        }
+        resp.node_endpoints = leaders.endpoints();
+    }
+
+    /// Rewrites a ShareAcknowledge response's leader hints in place.
+    pub fn share_acknowledge(&self, resp: &mut ShareAcknowledgeResponse) {
+        let mut leaders = LeaderMap::new(self, &resp.node_endpoints);
+        for topic in &mut resp.responses {
+            let key = self.topic_key(None, TopicId(topic.topic_id.as_u128()));
+            for p in &mut topic.partitions {
+                let mut leader = BrokerId(p.current_leader.leader_id);
+                leaders.replace(&key, p.partition_index, &mut leader);
+                p.current_leader.leader_id = leader.0;
             }
         }
         resp.node_endpoints = leaders.endpoints();

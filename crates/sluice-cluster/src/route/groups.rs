@@ -12,6 +12,9 @@
 //! too: when they live on one coordinator they go there whole, else they are
 //! split (see [`super::keyed`]).
 //!
+//! The share-group coordinator APIs (KIP-932) are in
+//! [`super::share::coordinator`], reached from here.
+//!
 //! When the coordinator's broker fails, the client gets NOT_COORDINATOR in the
 //! places the API has for errors ([`GroupAnswers`]), looks the coordinator
 //! up again and retries.
@@ -61,7 +64,7 @@ pub fn group_key(request: &RequestKind) -> Option<String> {
         RequestKind::StreamsGroupTopologyDescriptionUpdate(r) => &r.group_id,
         // v0-7 name one group; v8+ are split by the split module.
         RequestKind::OffsetFetch(r) if r.groups.is_empty() => &r.group_id,
-        _ => return None,
+        other => super::share::coordinator::group_key(other)?,
     };
     Some(id.0.to_string())
 }
@@ -184,7 +187,7 @@ fn error_response(request: &RequestKind, version: i16, code: ErrorCode) -> Optio
                 StreamsGroupTopologyDescriptionUpdateResponse::default().with_error_code(code),
             )
         }
-        _ => return None,
+        other => return super::share::coordinator::error_response(other, code),
     })
 }
 
@@ -221,7 +224,8 @@ pub fn response_error_codes(response: &ResponseKind) -> Vec<i16> {
             );
             codes
         }
-        other => super::transactions::response_error_codes(other),
+        other => super::share::coordinator::response_error_codes(other)
+            .unwrap_or_else(|| super::transactions::response_error_codes(other)),
     }
 }
 

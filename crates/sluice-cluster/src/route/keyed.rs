@@ -1,4 +1,5 @@
-//! ConsumerGroupDescribe, StreamsGroupDescribe and DescribeTransactions:
+//! ConsumerGroupDescribe, StreamsGroupDescribe, ShareGroupDescribe,
+//! DescribeShareGroupOffsets and DescribeTransactions:
 //! requests naming several keys that may live on different coordinators,
 //! split by coordinator here.
 //!
@@ -12,11 +13,14 @@
 //! or COORDINATOR_NOT_AVAILABLE), which makes the client look them up again.
 
 use sluice_codec::kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use sluice_codec::kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
 use sluice_codec::kafka_protocol::messages::describe_transactions_response::TransactionState;
+use sluice_codec::kafka_protocol::messages::share_group_describe_response::DescribedGroup as DescribedShareGroup;
 use sluice_codec::kafka_protocol::messages::streams_group_describe_response::DescribedGroup as DescribedStreamsGroup;
 use sluice_codec::kafka_protocol::messages::{
-    ConsumerGroupDescribeResponse, DescribeTransactionsResponse, GroupId, ProducerId, RequestKind,
-    ResponseKind, StreamsGroupDescribeResponse, TransactionalId,
+    ConsumerGroupDescribeResponse, DescribeShareGroupOffsetsResponse, DescribeTransactionsResponse,
+    GroupId, ProducerId, RequestKind, ResponseKind, ShareGroupDescribeResponse,
+    StreamsGroupDescribeResponse, TransactionalId,
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -34,6 +38,14 @@ pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> 
         RequestKind::StreamsGroupDescribe(r) => Some((
             CoordinatorKeyType::Group,
             r.group_ids.iter().map(|g| g.0.to_string()).collect(),
+        )),
+        RequestKind::ShareGroupDescribe(r) => Some((
+            CoordinatorKeyType::Group,
+            r.group_ids.iter().map(|g| g.0.to_string()).collect(),
+        )),
+        RequestKind::DescribeShareGroupOffsets(r) => Some((
+            CoordinatorKeyType::Group,
+            r.groups.iter().map(|g| g.group_id.0.to_string()).collect(),
         )),
         RequestKind::DescribeTransactions(r) => Some((
             CoordinatorKeyType::Transaction,
@@ -58,6 +70,18 @@ pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
             r.clone()
                 .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
         ),
+        RequestKind::ShareGroupDescribe(r) => RequestKind::ShareGroupDescribe(
+            r.clone()
+                .with_group_ids(keys.iter().map(|k| GroupId(str(k))).collect()),
+        ),
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            let groups = keys
+                .iter()
+                .filter_map(|k| r.groups.iter().find(|g| g.group_id.0.as_str() == k))
+                .cloned()
+                .collect();
+            RequestKind::DescribeShareGroupOffsets(r.clone().with_groups(groups))
+        }
         RequestKind::DescribeTransactions(r) => RequestKind::DescribeTransactions(
             r.clone()
                 .with_transactional_ids(keys.iter().map(|k| TransactionalId(str(k))).collect()),
@@ -125,6 +149,50 @@ pub fn merge(
             );
             Some(ResponseKind::StreamsGroupDescribe(
                 StreamsGroupDescribeResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_groups(groups),
+            ))
+        }
+        RequestKind::ShareGroupDescribe(_) => {
+            let (throttle, groups) = gather(
+                results,
+                order,
+                |answer| match answer {
+                    ResponseKind::ShareGroupDescribe(r) => Some((r.throttle_time_ms, r.groups)),
+                    _ => None,
+                },
+                |key, code| {
+                    DescribedShareGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
+                        .with_error_code(code.code())
+                },
+                |g| g.group_id.0.as_str(),
+            );
+            Some(ResponseKind::ShareGroupDescribe(
+                ShareGroupDescribeResponse::default()
+                    .with_throttle_time_ms(throttle)
+                    .with_groups(groups),
+            ))
+        }
+        RequestKind::DescribeShareGroupOffsets(_) => {
+            let (throttle, groups) = gather(
+                results,
+                order,
+                |answer| match answer {
+                    ResponseKind::DescribeShareGroupOffsets(r) => {
+                        Some((r.throttle_time_ms, r.groups))
+                    }
+                    _ => None,
+                },
+                |key, code| {
+                    DescribeShareGroupOffsetsResponseGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_string(key.to_owned())))
+                        .with_error_code(code.code())
+                },
+                |g| g.group_id.0.as_str(),
+            );
+            Some(ResponseKind::DescribeShareGroupOffsets(
+                DescribeShareGroupOffsetsResponse::default()
                     .with_throttle_time_ms(throttle)
                     .with_groups(groups),
             ))
@@ -204,6 +272,28 @@ pub fn stale(response: &ResponseKind) -> Vec<Stale> {
             })
             .collect(),
         ResponseKind::StreamsGroupDescribe(r) => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    CoordinatorKeyType::Group,
+                    g.group_id.0.as_str(),
+                    g.error_code,
+                )
+            })
+            .collect(),
+        ResponseKind::ShareGroupDescribe(r) => r
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    CoordinatorKeyType::Group,
+                    g.group_id.0.as_str(),
+                    g.error_code,
+                )
+            })
+            .collect(),
+        ResponseKind::DescribeShareGroupOffsets(r) => r
             .groups
             .iter()
             .map(|g| {

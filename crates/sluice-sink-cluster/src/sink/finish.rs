@@ -210,6 +210,9 @@ impl KafkaSinkCluster {
             Combine::Fetch(fetch) => {
                 self.finish_fetch(api_version, correlation_id, *fetch, parts)?
             }
+            Combine::Share(share) => {
+                self.finish_share(api_key, api_version, correlation_id, *share, parts)?
+            }
         };
         let mut response = sluice_cluster::client_auth::in_client_version(response, api_version)?;
         response.set_correlation_id(correlation_id);
@@ -634,7 +637,7 @@ impl KafkaSinkCluster {
     }
 
     /// Forgets what `stale` names from the view.
-    fn forget(&self, stale: &[Stale]) {
+    pub(super) fn forget(&self, stale: &[Stale]) {
         if stale.is_empty() {
             return;
         }
@@ -713,7 +716,11 @@ impl ErrorClass for MergedAnswerError {
     }
 }
 
-fn rewrite_error(broker: Option<&BrokerAddress>, api: ApiKey, e: RewriteError) -> ChainError {
+pub(super) fn rewrite_error(
+    broker: Option<&BrokerAddress>,
+    api: ApiKey,
+    e: RewriteError,
+) -> ChainError {
     match e {
         RewriteError::NoSluiceNodeUp => CloseError::NoSluiceNodeUp.into(),
         RewriteError::Codec(c) => protocol_error(broker, api, c),

@@ -95,6 +95,7 @@ impl KafkaSinkCluster {
                 self.send_split(request).await
             }
             Family::Coordinator(key_type) => self.send_coordinator(request, key_type).await,
+            Family::ShareSession => self.send_share(request).await,
             Family::Admin(admin) => self.send_admin(request, admin).await,
             // Only a client that does not authenticate gets here (see sluice_cluster::client_auth).
             Family::Sasl => {
@@ -731,7 +732,7 @@ fn count_out_of_rack(shared: &Shared, target: Target, api: ApiKey) {
 
 /// A failed internal request is only logged (routing goes on with what is
 /// known), unless it is fatal to the client.
-fn fatal_only(result: Result<(), InternalRequestError>) -> Result<(), ChainError> {
+pub(super) fn fatal_only(result: Result<(), InternalRequestError>) -> Result<(), ChainError> {
     match result.map_err(InternalRequestError::into_fatal) {
         Err(Some(fatal)) => Err(fatal),
         _ => Ok(()),

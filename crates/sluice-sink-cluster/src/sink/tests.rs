@@ -499,19 +499,37 @@ async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
     assert_eq!(sink.pending(), 0);
 }
 
-/// A share-group API (KIP-932) is left out of the ApiVersions answer, as
-/// Sluice does not route it; a client that sends one anyway is closed, as
-/// Kafka closes a client using an API it does not offer, instead of the
-/// request going whole to some broker.
+/// A ShareFetch (KIP-932) in a share session the client never opened is
+/// answered by Sluice itself with SHARE_SESSION_NOT_FOUND, as a broker
+/// answers it (the client then opens one at epoch 0); a version Sluice does
+/// not offer closes the client, as Kafka closes a client using a version it
+/// does not offer.
 #[tokio::test]
-async fn an_api_sluice_does_not_offer_closes_the_client() {
+async fn a_share_fetch_outside_its_session_is_answered_and_an_unoffered_version_closes() {
     let broker = FakeBroker::start().await;
     let (_builder, mut sink, ctx) = client(broker.addr);
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     let version = ApiKey::ShareFetch.valid_versions().max;
-    let body = RequestKind::ShareFetch(ShareFetchRequest::default());
+    let body = RequestKind::ShareFetch(ShareFetchRequest::default().with_share_session_epoch(1));
     let share_fetch = client_request(ApiKey::ShareFetch, version, 2, body);
-    let refused = within("share fetch", sink.send(share_fetch, &ctx)).await;
+    let answer = exchange(&mut *sink, &ctx, share_fetch, "share fetch").await;
+    let ResponseKind::ShareFetch(answer) = answer.into_body().unwrap() else {
+        panic!("not a ShareFetch answer")
+    };
+    assert_eq!(
+        answer.error_code,
+        sluice_cluster::error_codes::SHARE_SESSION_NOT_FOUND
+    );
+    // The same request, its header naming the next version.
+    let body = RequestKind::ShareFetch(ShareFetchRequest::default());
+    let mut buf = BytesMut::new();
+    Request::from_body(ApiKey::ShareFetch, version, 3, Some("test".into()), body)
+        .encode(&mut buf)
+        .unwrap();
+    let mut frame = buf.split_off(4);
+    frame[2..4].copy_from_slice(&(version + 1).to_be_bytes());
+    let too_new = Request::parse(frame).unwrap();
+    let refused = within("share fetch", sink.send(too_new, &ctx)).await;
     assert!(
         matches!(
             refused,

@@ -148,3 +148,83 @@ fn hints_are_only_for_recent_versions() {
     assert!(!describe(ApiKey::Fetch).may_carry_leader_hints(10));
     assert!(!describe(ApiKey::Metadata).may_carry_leader_hints(12));
 }
+
+#[test]
+fn share_fetch_and_acknowledge_hints_name_the_metadata_leader() {
+    use sluice_codec::kafka_protocol::messages::share_acknowledge_response as ack;
+    use sluice_codec::kafka_protocol::messages::share_fetch_response as share;
+    let expected = metadata_leader_of_orders_0_under_broker_2();
+    let real = |id: i32| {
+        (
+            BrokerId(id),
+            StrBytes::from_static_str("kafka-2.internal.corp"),
+        )
+    };
+    for version in [1, 2] {
+        let (id, host) = real(2);
+        let resp = share::ShareFetchResponse::default()
+            .with_responses(vec![
+                share::ShareFetchableTopicResponse::default()
+                    .with_topic_id(ORDERS_ID.parse().unwrap())
+                    .with_partitions(vec![
+                        share::PartitionData::default()
+                            .with_partition_index(0)
+                            .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                            .with_acknowledge_error_code(ResponseError::NotLeaderOrFollower.code())
+                            .with_current_leader(
+                                share::LeaderIdAndEpoch::default()
+                                    .with_leader_id(2)
+                                    .with_leader_epoch(6),
+                            ),
+                    ]),
+            ])
+            .with_node_endpoints(vec![
+                share::NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(host.clone())
+                    .with_port(19093),
+            ]);
+        let ResponseKind::ShareFetch(f) = rewrite_hints(ApiKey::ShareFetch, version, resp.into())
+        else {
+            panic!("v{version}: not a share fetch response");
+        };
+        let p = &f.responses[0].partitions[0];
+        assert_eq!(p.current_leader.leader_id, expected, "v{version}");
+        assert_eq!(p.current_leader.leader_epoch, 6);
+        let ids: Vec<i32> = f.node_endpoints.iter().map(|e| e.node_id.0).collect();
+        assert_eq!(ids, [expected]);
+
+        let resp = ack::ShareAcknowledgeResponse::default()
+            .with_responses(vec![
+                ack::ShareAcknowledgeTopicResponse::default()
+                    .with_topic_id(ORDERS_ID.parse().unwrap())
+                    .with_partitions(vec![
+                        ack::PartitionData::default()
+                            .with_partition_index(0)
+                            .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                            .with_current_leader(
+                                ack::LeaderIdAndEpoch::default()
+                                    .with_leader_id(2)
+                                    .with_leader_epoch(6),
+                            ),
+                    ]),
+            ])
+            .with_node_endpoints(vec![
+                ack::NodeEndpoint::default()
+                    .with_node_id(id)
+                    .with_host(host)
+                    .with_port(19093),
+            ]);
+        let ResponseKind::ShareAcknowledge(a) =
+            rewrite_hints(ApiKey::ShareAcknowledge, version, resp.into())
+        else {
+            panic!("v{version}: not a share acknowledge response");
+        };
+        assert_eq!(
+            a.responses[0].partitions[0].current_leader.leader_id,
+            expected
+        );
+        let ids: Vec<i32> = a.node_endpoints.iter().map(|e| e.node_id.0).collect();
+        assert_eq!(ids, [expected]);
+    }
+}

@@ -178,8 +178,9 @@ fn the_offered_apis_without_a_failure_answer_are_the_documented_ones() {
 
 #[test]
 fn each_api_is_answered_by_one_implementation_the_one_its_row_picks() {
-    let all: [&dyn FailureAnswer; 6] = [
+    let all: [&dyn FailureAnswer; 7] = [
         &crate::split::dispatch::SplitAnswers,
+        &crate::route::share::ShareAnswers,
         &crate::route::groups::GroupAnswers,
         &crate::route::transactions::TransactionAnswers,
         &crate::route::meta::MetaAnswers,

@@ -1,4 +1,5 @@
-//! Multi-key requests (ConsumerGroupDescribe, DescribeTransactions): split by
+//! Multi-key requests (ConsumerGroupDescribe, ShareGroupDescribe,
+//! DescribeShareGroupOffsets, DescribeTransactions): split by
 //! key, merged in request order, failed keys stale.
 
 use super::*;
@@ -84,4 +85,112 @@ fn multi_key_requests_split_and_merge_in_request_order() {
     );
     round_trip(ApiKey::DescribeTransactions, 0, merged.unwrap());
     assert!(keyed::keys(&RequestKind::Heartbeat(Default::default())).is_none());
+}
+
+#[test]
+fn share_group_describe_and_offsets_split_by_key_and_merge_in_order() {
+    use sluice_codec::kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+    use sluice_codec::kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
+    use sluice_codec::kafka_protocol::messages::share_group_describe_response::DescribedGroup;
+    let describe = RequestKind::ShareGroupDescribe(
+        ShareGroupDescribeRequest::default().with_group_ids(vec![group("a"), group("b")]),
+    );
+    let (kind, keys) = keyed::keys(&describe).unwrap();
+    assert_eq!(
+        (kind, keys.as_slice()),
+        (
+            CoordinatorKeyType::Group,
+            &["a".to_owned(), "b".to_owned()][..]
+        )
+    );
+    let answer = ShareGroupDescribeResponse::default()
+        .with_groups(vec![DescribedGroup::default().with_group_id(group("b"))]);
+    let merged = keyed::merge(
+        &describe,
+        vec![
+            keyed::KeyedResult::Answer(ResponseKind::ShareGroupDescribe(answer)),
+            keyed::KeyedResult::Failed(vec!["a".to_owned()], NOT_COORDINATOR),
+        ],
+        &keys,
+    )
+    .unwrap();
+    let ResponseKind::ShareGroupDescribe(m) = &merged else {
+        panic!("not a ShareGroupDescribe answer")
+    };
+    let got: Vec<(&str, i16)> = m
+        .groups
+        .iter()
+        .map(|g| (g.group_id.0.as_str(), g.error_code))
+        .collect();
+    assert_eq!(got, [("a", NOT_COORDINATOR.code()), ("b", 0)]);
+    assert_eq!(keyed::stale(&merged).len(), 1, "a's coordinator is stale");
+
+    let offsets = RequestKind::DescribeShareGroupOffsets(
+        DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+            DescribeShareGroupOffsetsRequestGroup::default().with_group_id(group("x")),
+            DescribeShareGroupOffsetsRequestGroup::default().with_group_id(group("y")),
+        ]),
+    );
+    let (_, keys) = keyed::keys(&offsets).unwrap();
+    let RequestKind::DescribeShareGroupOffsets(part) =
+        keyed::with_keys(&offsets, &["y".to_owned()])
+    else {
+        panic!("not a DescribeShareGroupOffsets request")
+    };
+    assert_eq!(part.groups.len(), 1);
+    assert_eq!(part.groups[0].group_id, group("y"));
+    let answer = DescribeShareGroupOffsetsResponse::default().with_groups(vec![
+        DescribeShareGroupOffsetsResponseGroup::default().with_group_id(group("y")),
+    ]);
+    let merged = keyed::merge(
+        &offsets,
+        vec![
+            keyed::KeyedResult::Answer(ResponseKind::DescribeShareGroupOffsets(answer)),
+            keyed::KeyedResult::Failed(vec!["x".to_owned()], NOT_COORDINATOR),
+        ],
+        &keys,
+    )
+    .unwrap();
+    let ResponseKind::DescribeShareGroupOffsets(m) = merged else {
+        panic!("not a DescribeShareGroupOffsets answer")
+    };
+    let got: Vec<&str> = m.groups.iter().map(|g| g.group_id.0.as_str()).collect();
+    assert_eq!(got, ["x", "y"]);
+}
+
+#[test]
+fn share_group_coordinator_apis_go_to_their_group_and_answer_not_coordinator() {
+    use crate::route::groups;
+    let heartbeat = RequestKind::ShareGroupHeartbeat(
+        ShareGroupHeartbeatRequest::default().with_group_id(group("g")),
+    );
+    assert_eq!(
+        groups::coordinator_key(&heartbeat),
+        Some((CoordinatorKeyType::Group, "g".to_owned()))
+    );
+    let alter = RequestKind::AlterShareGroupOffsets(
+        AlterShareGroupOffsetsRequest::default().with_group_id(group("h")),
+    );
+    assert_eq!(
+        groups::coordinator_key(&alter),
+        Some((CoordinatorKeyType::Group, "h".to_owned()))
+    );
+    let delete = RequestKind::DeleteShareGroupOffsets(
+        DeleteShareGroupOffsetsRequest::default().with_group_id(group("i")),
+    );
+    for (request, api) in [
+        (heartbeat, ApiKey::ShareGroupHeartbeat),
+        (alter, ApiKey::AlterShareGroupOffsets),
+        (delete, ApiKey::DeleteShareGroupOffsets),
+    ] {
+        let version = client_versions(api).start().to_owned();
+        let answer = crate::route::failure_answer(api, &request, version, NOT_COORDINATOR)
+            .unwrap_or_else(|| panic!("{api:?} has an error answer"));
+        assert_eq!(
+            groups::response_error_codes(&answer),
+            [NOT_COORDINATOR.code()],
+            "{api:?}"
+        );
+        round_trip(api, version, answer);
+    }
 }
