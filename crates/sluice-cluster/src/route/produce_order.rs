@@ -211,13 +211,28 @@ pub struct Holding<'r, R: ?Sized> {
     pub held: &'r [(TopicRef, i32)],
 }
 
+impl<R: Routing + ?Sized> Holding<'_, R> {
+    fn holds(&self, topic: &TopicRef, partition: i32) -> bool {
+        self.held.iter().any(|(t, p)| t == topic && *p == partition)
+    }
+}
+
+/// Every method is `routing`'s, the held partitions aside: a routing that
+/// picks another replica to fetch from (in the client's rack) keeps doing so.
 impl<R: Routing + ?Sized> PartitionLeaders for Holding<'_, R> {
     fn leader(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
-        let held = self.held.iter().any(|(t, p)| t == topic && *p == partition);
-        if held {
+        if self.holds(topic, partition) {
             None
         } else {
             self.routing.leader(topic, partition)
+        }
+    }
+
+    fn fetch_replica(&self, topic: &TopicRef, partition: i32) -> Option<BrokerId> {
+        if self.holds(topic, partition) {
+            None
+        } else {
+            self.routing.fetch_replica(topic, partition)
         }
     }
 }
@@ -327,6 +342,47 @@ mod tests {
         gaps.failed_unsent(&t, 0, head(7, 0, 20), now + GAP_WINDOW);
         assert!(gaps.holds(&t, 0, &head(7, 0, 30), now + GAP_WINDOW));
         assert!(!gaps.holds(&t, 0, &head(7, 0, 20), now + GAP_WINDOW));
+    }
+
+    /// A routing whose fetch replica differs from the leader, as an in-rack
+    /// follower does.
+    struct Follower;
+
+    impl PartitionLeaders for Follower {
+        fn leader(&self, _: &TopicRef, _: i32) -> Option<BrokerId> {
+            Some(BrokerId(1))
+        }
+        fn fetch_replica(&self, _: &TopicRef, _: i32) -> Option<BrokerId> {
+            Some(BrokerId(2))
+        }
+    }
+    impl Coordinators for Follower {
+        fn coordinator(&self, _: CoordinatorKeyType, _: &str) -> Option<BrokerId> {
+            None
+        }
+    }
+    impl Routing for Follower {
+        fn brokers(&self) -> Vec<BrokerId> {
+            vec![BrokerId(1), BrokerId(2)]
+        }
+    }
+
+    #[test]
+    fn holding_keeps_every_choice_of_the_routing_it_wraps() {
+        let t = topic();
+        let held = [(t.clone(), 1)];
+        let holding = Holding {
+            routing: &Follower,
+            held: &held,
+        };
+        assert_eq!(
+            holding.fetch_replica(&t, 0),
+            Some(BrokerId(2)),
+            "the in-rack follower"
+        );
+        assert_eq!(holding.leader(&t, 0), Some(BrokerId(1)));
+        assert_eq!(holding.leader(&t, 1), None, "held");
+        assert_eq!(holding.fetch_replica(&t, 1), None, "held");
     }
 
     #[test]
