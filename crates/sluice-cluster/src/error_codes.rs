@@ -10,7 +10,8 @@
 //! | code | used for | what the client does |
 //! |---|---|---|
 //! | [`NOT_LEADER_OR_FOLLOWER`] | Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers; ShareFetch and ShareAcknowledge (the fetch and the acknowledgements of a failed broker, or acknowledgements of records acquired from a broker that no longer leads) | refreshes metadata and retries (idempotence protects produce; a share consumer's acknowledgements fail, their records are delivered again) |
-//! | [`SHARE_SESSION_NOT_FOUND`] | ShareFetch and ShareAcknowledge in a share session Sluice does not hold, and acknowledgements for a broker whose session Sluice lost | opens a new share session |
+//! | [`SHARE_SESSION_NOT_FOUND`] | ShareFetch and ShareAcknowledge in a share session Sluice does not hold | opens a new share session |
+//! | [`INVALID_RECORD_STATE`] | acknowledgements of records acquired in a share session a broker lost (the broker released them with the session) | fails the acknowledgements without retrying; the records are delivered again |
 //! | [`INVALID_SHARE_SESSION_EPOCH`] | ShareFetch and ShareAcknowledge at an epoch other than the session's next | opens a new share session |
 //! | [`NOT_COORDINATOR`] | OffsetFetch, DescribeGroups, DeleteGroups | finds the coordinator again and retries |
 //! | [`COORDINATOR_NOT_AVAILABLE`] | ListGroups | the Java admin client retries the listing |
@@ -145,6 +146,10 @@ named_codes! {
     INVALID_SHARE_SESSION_EPOCH = InvalidShareSessionEpoch, retriable: true;
     /// No more share sessions may be opened: the client tries again later.
     SHARE_SESSION_LIMIT_REACHED = ShareSessionLimitReached, retriable: true;
+    /// The records acknowledged are not (any more) acquired by the member:
+    /// the acknowledgements fail for good, and the records are delivered
+    /// again.
+    INVALID_RECORD_STATE = InvalidRecordState, retriable: false;
 }
 
 #[cfg(test)]

@@ -31,13 +31,22 @@
 //              brings is accepted), then accepts them; consumer B
 //              polls all the while. B must never get a held record, and A's
 //              renewals and acceptances must all succeed.
+//   ack-after-move
+//              one consumer; --records records are produced to partition
+//              --partition only. The consumer polls until it holds some,
+//              accepts them without committing, writes "held" to
+//              --progress-file and waits for --go-file to exist (the test
+//              kills the partition's leader meanwhile). Then commitSync,
+//              timed: prints "COMMIT_AFTER_MOVE_MS <ms> FAILED <n>". Then
+//              it consumes on until every record was acknowledged (the held
+//              ones, if their commit failed, are delivered again).
 //
 // Prints `RESULT PASS|FAIL <detail>` and exits 0 on PASS, 1 otherwise.
 //
 //   ShareCheck --mode M --bootstrap HOST:PORT --setup-bootstrap HOST:PORT
 //              --topic T --group G [--records N] [--consumers C]
 //              [--leave-after N] [--process-ms MS] [--progress-file F]
-//              [--timeout-ms MS]
+//              [--timeout-ms MS] [--partition P] [--go-file F]
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -96,6 +105,7 @@ public class ShareCheck {
                 case "deliver": failure = deliver(); break;
                 case "redeliver": failure = redeliver(); break;
                 case "renew": failure = renew(); break;
+                case "ack-after-move": failure = ackAfterMove(); break;
                 default: throw new IllegalArgumentException("unknown mode " + mode);
             }
         } catch (Exception e) {
@@ -137,6 +147,11 @@ public class ShareCheck {
 
     /** Sends records 0..n-1 ("v-i", key i); returns the values acknowledged by the brokers. */
     static Set<String> produce(int n, long pauseEveryMs) throws Exception {
+        return produce(n, pauseEveryMs, null);
+    }
+
+    /** As above; all to `partition` when it is not null. */
+    static Set<String> produce(int n, long pauseEveryMs, Integer partition) throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", arg("bootstrap", null));
         p.put("acks", "all");
@@ -149,7 +164,7 @@ public class ShareCheck {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < n; i++) {
                 String value = "v-" + i;
-                producer.send(new ProducerRecord<>(arg("topic", null), Integer.toString(i), value), (md, e) -> {
+                producer.send(new ProducerRecord<>(arg("topic", null), partition, Integer.toString(i), value), (md, e) -> {
                     if (e == null) {
                         sent.add(value);
                     } else {
@@ -443,6 +458,67 @@ public class ShareCheck {
         }
         if (!stolen.isEmpty()) {
             return stolen.size() + " held records were delivered to B: their locks were not renewed";
+        }
+        return null;
+    }
+
+    static String ackAfterMove() throws Exception {
+        int records = Integer.parseInt(arg("records", "100"));
+        int partition = Integer.parseInt(arg("partition", null));
+        long deadline = System.currentTimeMillis() + Long.parseLong(arg("timeout-ms", "180000"));
+        Path progress = Path.of(arg("progress-file", null));
+        Path go = Path.of(arg("go-file", null));
+        Set<String> sent = produce(records, 0, partition);
+        Set<String> acked = new java.util.HashSet<>();
+        Map<String, Integer> errors = new TreeMap<>();
+        Map<String, Integer> errorsAfterMove = new TreeMap<>();
+        try (KafkaShareConsumer<String, String> c = consumer("share-check-move")) {
+            List<ConsumerRecord<String, String>> held = new ArrayList<>();
+            while (held.isEmpty() && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    held.add(r);
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+            }
+            if (held.isEmpty()) {
+                return "the consumer got no record";
+            }
+            System.out.println("holds " + held.size() + " records of partition " + partition);
+            Files.writeString(progress, "held");
+            while (!Files.exists(go)) {
+                if (System.currentTimeMillis() > deadline) {
+                    return "no go file " + go + " before the deadline";
+                }
+                Thread.sleep(50);
+            }
+            long start = System.nanoTime();
+            Set<TopicIdPartition> failed = commit(c, errorsAfterMove);
+            long ms = (System.nanoTime() - start) / 1_000_000;
+            System.out.println("COMMIT_AFTER_MOVE_MS " + ms + " FAILED " + failed.size() + " errors " + errorsAfterMove);
+            if (failed.isEmpty()) {
+                for (ConsumerRecord<String, String> r : held) {
+                    acked.add(r.value());
+                }
+            }
+            while (System.currentTimeMillis() < deadline && !acked.containsAll(sent)) {
+                ConsumerRecords<String, String> polled = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : polled) {
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                if (!polled.isEmpty() && commit(c, errors).isEmpty()) {
+                    for (ConsumerRecord<String, String> r : polled) {
+                        acked.add(r.value());
+                    }
+                }
+            }
+        }
+        System.out.println("acknowledged " + acked.size() + " of " + sent.size()
+            + "; acknowledgement errors after the move " + errors);
+        if (sent.size() != records) {
+            return "only " + sent.size() + " of " + records + " records were produced";
+        }
+        if (!acked.containsAll(sent)) {
+            return (sent.size() - acked.size()) + " records never acknowledged";
         }
         return null;
     }

@@ -22,8 +22,10 @@
 //!   part, or in a ShareAcknowledge part). Acknowledgements for a broker
 //!   that no longer leads their partition get NOT_LEADER_OR_FOLLOWER, as
 //!   the old leader would answer them, and those for a broker whose session
-//!   Sluice lost get SHARE_SESSION_NOT_FOUND: never dropped unanswered. The
-//!   records are delivered again once their acquisition lock times out;
+//!   Sluice lost get INVALID_RECORD_STATE (the broker released the records
+//!   it acquired in that session): never dropped unanswered, and never with
+//!   a code the client would retry in vain (a ShareAcknowledge cannot open a
+//!   session again). The records are delivered again;
 //! - a broker that fails answers its part's partitions with
 //!   NOT_LEADER_OR_FOLLOWER (fetch and acknowledgements), and its session is
 //!   opened again on the next fetch; a broker's own session errors never
@@ -51,8 +53,8 @@ use uuid::Uuid;
 
 use super::{Stale, partition_staleness};
 use crate::error_codes::{
-    ErrorCode, INVALID_SHARE_SESSION_EPOCH, NOT_LEADER_OR_FOLLOWER, SHARE_SESSION_LIMIT_REACHED,
-    SHARE_SESSION_NOT_FOUND,
+    ErrorCode, INVALID_RECORD_STATE, INVALID_SHARE_SESSION_EPOCH, NOT_LEADER_OR_FOLLOWER,
+    SHARE_SESSION_LIMIT_REACHED, SHARE_SESSION_NOT_FOUND,
 };
 use crate::split::PartitionLeaders;
 use crate::topology::{BrokerId, TopicId, TopicRef};
@@ -293,7 +295,7 @@ fn ack_route(
     match from {
         Some(from) if leader == Some(from) => match session.broker(from) {
             Some(b) if b.epoch != INITIAL_EPOCH => AckRoute::Broker(from),
-            _ => AckRoute::Refused(SHARE_SESSION_NOT_FOUND),
+            _ => AckRoute::Refused(LOST_SESSION_ACK),
         },
         _ => AckRoute::Refused(NOT_LEADER_OR_FOLLOWER),
     }
@@ -312,6 +314,15 @@ fn stale_of(partition: SharePartition, error_code: i16) -> Option<Stale> {
     let code = ErrorCode::from_wire(error_code);
     partition_staleness(code, &topic_ref(partition.0), partition.1)
 }
+
+/// The answer to acknowledgements of records acquired in a share session
+/// the broker lost. The broker released those records when the session
+/// ended (a broker closes a share session with its connection); no
+/// ShareAcknowledge can open a session again, so a retriable code such as
+/// SHARE_SESSION_NOT_FOUND would have the client retry until its deadline.
+/// A broker answers INVALID_RECORD_STATE to acknowledgements of records its
+/// member does not hold, and Kafka's clients do not retry it.
+pub const LOST_SESSION_ACK: ErrorCode = INVALID_RECORD_STATE;
 
 /// The session errors a broker answers for Sluice's own session with it:
 /// Sluice opens a new one, and the client never sees them as such.

@@ -182,7 +182,7 @@ impl ShareSessions {
                     }
                     r.error_code
                 }
-                PartResult::Response(r) => r.error_code,
+                PartResult::Response(_) => super::LOST_SESSION_ACK.code(),
                 PartResult::Failed { error_code } => error_code.code(),
             };
             if let Some(s) = session.as_deref_mut() {

@@ -305,15 +305,15 @@ impl ShareSessions {
                     }
                     continue;
                 }
-                PartResult::Response(r) => {
+                PartResult::Response(_) => {
                     // Sluice's own session with the broker is gone: open
-                    // another on the next fetch; what this part carried is
-                    // answered with the broker's error.
+                    // another on the next fetch. The records acquired in it
+                    // went with it, and so do their acknowledgements.
                     if let Some(s) = session.as_deref_mut() {
                         s.reset(info.broker);
                     }
                     for p in &info.acked {
-                        answer(&mut answered, *p, 0, r.error_code);
+                        answer(&mut answered, *p, 0, super::LOST_SESSION_ACK.code());
                     }
                     continue;
                 }

@@ -294,7 +294,7 @@ fn a_session_error_from_a_broker_stays_with_sluice() {
     let lost = ShareFetchResponse::default().with_error_code(SHARE_SESSION_NOT_FOUND.code());
     let (merged, _) = sessions.merge_fetch(merge, vec![PartResult::Response(lost)]);
     assert_eq!(merged.error_code, 0);
-    assert_eq!(codes(&merged), [(0, 0, SHARE_SESSION_NOT_FOUND.code())]);
+    assert_eq!(codes(&merged), [(0, 0, INVALID_RECORD_STATE.code())]);
     let (p, _) = parts(sessions.plan_fetch(&fetch(2, &[], &[]), &view));
     assert_eq!(p[0].1.share_session_epoch, 0);
 }
@@ -311,30 +311,6 @@ fn acknowledge_and_close_reach_every_broker_session() {
             PartResult::Response(acquired(&[1])),
         ],
     );
-    let ack = |epoch: i32, partitions: &[i32]| {
-        let topics = vec![
-            AcknowledgeTopic::default()
-                .with_topic_id(T)
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|p| {
-                            AcknowledgePartition::default()
-                                .with_partition_index(*p)
-                                .with_acknowledgement_batches(vec![
-                                    share_acknowledge_request::AcknowledgementBatch::default()
-                                        .with_acknowledge_types(vec![1]),
-                                ])
-                        })
-                        .collect(),
-                ),
-        ];
-        ShareAcknowledgeRequest::default()
-            .with_group_id(Some(StrBytes::from_static_str("g").into()))
-            .with_member_id(Some(StrBytes::from_static_str("m")))
-            .with_share_session_epoch(epoch)
-            .with_topics(topics)
-    };
     let AckPlan::Parts(p, merge) = sessions.plan_acknowledge(&ack(1, &[1]), &view) else {
         panic!("refused")
     };
@@ -360,3 +336,71 @@ fn acknowledge_and_close_reach_every_broker_session() {
 }
 
 use sluice_codec::kafka_protocol::messages::share_acknowledge_request;
+
+/// A ShareAcknowledge of `partitions` (one ACCEPT batch each) at `epoch`.
+fn ack(epoch: i32, partitions: &[i32]) -> ShareAcknowledgeRequest {
+    let topics = vec![
+        AcknowledgeTopic::default()
+            .with_topic_id(T)
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|p| {
+                        AcknowledgePartition::default()
+                            .with_partition_index(*p)
+                            .with_acknowledgement_batches(vec![
+                                share_acknowledge_request::AcknowledgementBatch::default()
+                                    .with_acknowledge_types(vec![1]),
+                            ])
+                    })
+                    .collect(),
+            ),
+    ];
+    ShareAcknowledgeRequest::default()
+        .with_group_id(Some(StrBytes::from_static_str("g").into()))
+        .with_member_id(Some(StrBytes::from_static_str("m")))
+        .with_share_session_epoch(epoch)
+        .with_topics(topics)
+}
+
+/// (partition, error code) of an acknowledge answer.
+fn ack_codes(r: &ShareAcknowledgeResponse) -> Vec<(i32, i16)> {
+    r.responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| (p.partition_index, p.error_code))
+        .collect()
+}
+
+/// The records acquired in a session the broker lost went with it (a broker
+/// closes a share session with its connection, and releases what it
+/// acquired): their acknowledgements fail for good, at once and on every
+/// try, with a code the client does not retry. SHARE_SESSION_NOT_FOUND
+/// here had Kafka's Java client retry `commitSync` until its deadline,
+/// since no ShareAcknowledge opens a session again.
+#[test]
+fn acknowledgements_of_a_session_the_broker_lost_fail_for_good() {
+    let view = leaders(&[(0, 1)]);
+    let mut sessions = ShareSessions::default();
+    let (_, merge) = parts(sessions.plan_fetch(&fetch(0, &[0], &[]), &view));
+    sessions.merge_fetch(merge, vec![PartResult::Response(acquired(&[0]))]);
+    let AckPlan::Parts(p, merge) = sessions.plan_acknowledge(&ack(1, &[0]), &view) else {
+        panic!("refused")
+    };
+    assert_eq!((p[0].0, p[0].1.share_session_epoch), (BrokerId(1), 1));
+    let lost = ShareAcknowledgeResponse::default().with_error_code(SHARE_SESSION_NOT_FOUND.code());
+    let (merged, _) = sessions.merge_acknowledge(merge, vec![PartResult::Response(lost)]);
+    assert_eq!(
+        merged.error_code, 0,
+        "the client's session with Sluice goes on"
+    );
+    assert_eq!(ack_codes(&merged), [(0, INVALID_RECORD_STATE.code())]);
+    // The client's retry gets the same answer, without a part.
+    let AckPlan::Parts(p, merge) = sessions.plan_acknowledge(&ack(2, &[0]), &view) else {
+        panic!("refused")
+    };
+    assert!(p.is_empty(), "no broker session to send it in");
+    let (merged, _) = sessions.merge_acknowledge(merge, vec![]);
+    assert_eq!(ack_codes(&merged), [(0, INVALID_RECORD_STATE.code())]);
+    assert!(!INVALID_RECORD_STATE.retriable());
+}
