@@ -112,7 +112,7 @@ pub(crate) struct PreAuth {
     /// Its slot in the source's unauthenticated cap.
     pub(crate) _slot: OwnedSemaphorePermit,
     /// Its slot in its address's share of that cap.
-    pub(crate) _address: Option<crate::listener::AddressSlot>,
+    pub(crate) _address: Option<crate::address_shares::AddressSlot>,
     /// When the connection was accepted.
     pub(crate) since: Instant,
 }

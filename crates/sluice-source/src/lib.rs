@@ -17,6 +17,7 @@
 
 #![deny(missing_docs)]
 
+mod address_shares;
 mod budget;
 mod connection;
 mod error;

@@ -30,11 +30,10 @@
 //! are still open).
 
 use std::any::Any;
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -50,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, debug, error, info, warn};
 
+use crate::address_shares::AddressShares;
 use crate::connection::{self, ConnectionSettings, PreAuth};
 use crate::{MemoryBudget, SourceError};
 
@@ -132,62 +132,6 @@ impl std::fmt::Debug for KafkaSource {
             .field("limit", &self.limit.max)
             .field("hard_limit", &self.limit.hard)
             .finish_non_exhaustive()
-    }
-}
-
-/// How many unauthenticated connections each client address holds, up to
-/// `max` each.
-#[derive(Debug)]
-pub(crate) struct AddressShares {
-    max: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl AddressShares {
-    pub(crate) fn new(max: usize) -> Arc<Self> {
-        Arc::new(Self {
-            max,
-            held: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// One more connection from `ip`, unless it holds its whole share.
-    pub(crate) fn take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let n = held.entry(ip).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(AddressSlot {
-            shares: Arc::clone(self),
-            ip,
-        })
-    }
-
-    /// How many addresses hold a slot now.
-    #[cfg(test)]
-    pub(crate) fn addresses(&self) -> usize {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-}
-
-/// One unauthenticated connection of an address; given back on drop.
-#[derive(Debug)]
-pub(crate) struct AddressSlot {
-    shares: Arc<AddressShares>,
-    ip: IpAddr,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut held = self.shares.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = held.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                held.remove(&self.ip);
-            }
-        }
     }
 }
 
@@ -436,7 +380,7 @@ impl KafkaSource {
         let address = self
             .per_address
             .take(client_addr.ip())
-            .ok_or(Refusal::Address(self.per_address.max))?;
+            .ok_or(Refusal::Address(self.per_address.max()))?;
         let slot = Arc::clone(&self.unauthenticated.permits)
             .try_acquire_owned()
             .map_err(|_| Refusal::Source(self.unauthenticated.max))?;
@@ -572,6 +516,3 @@ fn report_panic(source: &str, client: SocketAddr, id: u64, panic: &(dyn Any + Se
         "client {client} (conn {id}): the connection task panicked ({what}); that connection is closed, the others are unaffected"
     );
 }
-
-#[cfg(test)]
-mod tests;

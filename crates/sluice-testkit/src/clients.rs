@@ -3,104 +3,16 @@
 //! round trips tests repeat (console producer then consumer, with keyed
 //! records or a client properties file; `produce_consume.py`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-
-use wait_timeout::ChildExt;
 
 use crate::cluster::Cluster;
 
-/// Output of a client process.
-#[derive(Debug)]
-pub struct ClientOutput {
-    /// Exit code (None if killed by a signal).
-    pub code: Option<i32>,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-}
+pub use crate::process::{ClientOutput, run};
 
-impl ClientOutput {
-    /// Panics with both streams unless the process succeeded.
-    pub fn assert_success(&self, what: &str) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "{what} failed\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
-    /// Standard output followed by standard error, for messages and searches.
-    pub fn text(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
-}
-
-/// Runs `command` with optional stdin, killing it after `timeout`.
-pub fn run(
-    mut command: Command,
-    stdin: Option<&str>,
-    timeout: Duration,
-    what: &str,
-) -> ClientOutput {
-    command
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {what} ({:?}): {e}", command.get_program()));
-    if let Some(input) = stdin {
-        let mut pipe = child.stdin.take().expect("stdin pipe");
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    // Drain the pipes on threads so a chatty client cannot block on a full pipe.
-    let out = child.stdout.take().expect("stdout pipe");
-    let err = child.stderr.take().expect("stderr pipe");
-    let out = std::thread::spawn(move || read_all(out));
-    let err = std::thread::spawn(move || read_all(err));
-    let status = match child.wait_timeout(timeout).expect("wait for client") {
-        Some(status) => status,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            let (stdout, stderr) = (
-                out.join().unwrap_or_default(),
-                err.join().unwrap_or_default(),
-            );
-            panic!(
-                "{what} did not finish within {timeout:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-            );
-        }
-    };
-    ClientOutput {
-        code: status.code(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    }
-}
-
-fn read_all(mut r: impl std::io::Read) -> String {
-    let mut s = String::new();
-    let _ = r.read_to_string(&mut s);
-    s
-}
-
-/// A command running one of Kafka's Java tools (`class`) with the cluster's jars.
-///
-/// The JVM only uses its quick (C1) compiler and the serial collector: the
-/// tools are short-lived, and that halves the CPU each one spends starting
-/// on a busy 2-core machine. Measure peak client throughput elsewhere.
+/// A command running one of Kafka's Java tools (`class`) with the cluster's
+/// jars and JVM options ([`Cluster::jvm`]).
 pub fn java(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
     let mut command = jvm(cluster);
     command.arg(class).args(args);
@@ -109,24 +21,7 @@ pub fn java(cluster: &Cluster, class: &str, args: &[&str]) -> Command {
 
 /// `java` with the options of [`java`], up to the main class.
 fn jvm(cluster: &Cluster) -> Command {
-    jvm_with(cluster, &[])
-}
-
-/// [`jvm`] with the jars of `extra_libs` on the classpath after the cluster's.
-fn jvm_with(cluster: &Cluster, extra_libs: &[&Path]) -> Command {
-    let mut classpath = format!("{}/*", cluster.libs_dir().display());
-    for dir in extra_libs {
-        classpath.push_str(&format!(":{}/*", dir.display()));
-    }
-    let mut command = Command::new("java");
-    command
-        .arg("-Xmx768m")
-        .arg("-XX:TieredStopAtLevel=1")
-        .arg("-XX:+UseSerialGC")
-        .arg("-cp")
-        .arg(classpath)
-        .args(cluster.java_log_args());
-    command
+    cluster.jvm(&[])
 }
 
 /// A command running the single-file Java program `source` in
@@ -158,7 +53,7 @@ pub fn java_streams_program(cluster: &Cluster, source: &str, args: &[&str]) -> C
         .unwrap_or_default()
         .trim()
         .to_owned();
-    let mut command = jvm_with(cluster, &[Path::new(&libs)]);
+    let mut command = cluster.jvm(&[Path::new(&libs)]);
     command.arg(path).args(args);
     command
 }
@@ -169,6 +64,8 @@ pub(crate) const CONSOLE_PRODUCER: &str = "org.apache.kafka.tools.ConsoleProduce
 pub const CONSOLE_CONSUMER: &str = "org.apache.kafka.tools.consumer.ConsoleConsumer";
 /// Kafka's topics tool class.
 pub const TOPIC_COMMAND: &str = "org.apache.kafka.tools.TopicCommand";
+/// Kafka's leader election tool.
+pub(crate) const LEADER_ELECTION_COMMAND: &str = "org.apache.kafka.tools.LeaderElectionCommand";
 
 /// Runs Java tool `class` with `--bootstrap-server bootstrap` and `args`
 /// (bounded by 90 s), successful or not.

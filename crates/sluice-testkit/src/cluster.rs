@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::clients::{self, ClientOutput};
+use crate::process::{self, ClientOutput};
 
 /// The shared single-node cluster (KafkaSinkSingle tests).
 pub const SINGLE: &str = "single";
@@ -143,14 +143,39 @@ impl Cluster {
 
     /// Runs a Java tool against this cluster's jars.
     pub fn tool(&self, class: &str, args: &[&str], timeout: Duration) -> ClientOutput {
-        clients::run(clients::java(self, class, args), None, timeout, class)
+        let mut command = self.jvm(&[]);
+        command.arg(class).args(args);
+        process::run(command, None, timeout, class)
     }
 
     /// Runs `scripts/kafka/cluster.sh` with `args` for this cluster.
     pub fn script(&self, args: &[&str]) -> ClientOutput {
         let mut command = Command::new(crate::repo_root().join("scripts/kafka/cluster.sh"));
         command.args(args).arg("--name").arg(&self.name);
-        clients::run(command, None, Duration::from_secs(180), "cluster.sh")
+        process::run(command, None, Duration::from_secs(180), "cluster.sh")
+    }
+
+    /// `java` with the cluster's jars (then those of `extra_libs`) on the
+    /// classpath and its logging options, up to the main class.
+    ///
+    /// The JVM only uses its quick (C1) compiler and the serial collector:
+    /// the tools are short-lived, and that halves the CPU each one spends
+    /// starting on a busy 2-core machine. Measure peak client throughput
+    /// elsewhere.
+    pub(crate) fn jvm(&self, extra_libs: &[&Path]) -> Command {
+        let mut classpath = format!("{}/*", self.libs_dir().display());
+        for dir in extra_libs {
+            classpath.push_str(&format!(":{}/*", dir.display()));
+        }
+        let mut command = Command::new("java");
+        command
+            .arg("-Xmx768m")
+            .arg("-XX:TieredStopAtLevel=1")
+            .arg("-XX:+UseSerialGC")
+            .arg("-cp")
+            .arg(classpath)
+            .args(self.java_log_args());
+        command
     }
 }
 

@@ -380,7 +380,7 @@ pub(crate) fn elect_preferred(
     let file = temp_file(&format!("{{\"partitions\":[{}]}}", list.join(",")));
     let path = file.path().display().to_string();
     cluster.tool(
-        crate::nodes::LEADER_ELECTION_COMMAND,
+        crate::clients::LEADER_ELECTION_COMMAND,
         &[
             "--bootstrap-server",
             bootstrap,

@@ -36,6 +36,7 @@ pub mod delivery;
 pub mod fronted;
 pub mod listings;
 pub mod nodes;
+mod process;
 pub mod raw;
 pub mod requests;
 pub mod scram;

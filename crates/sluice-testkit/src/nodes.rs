@@ -20,9 +20,6 @@ use crate::clients::{self, ClientOutput};
 use crate::cluster::Cluster;
 use crate::raw::RawClient;
 
-/// Kafka's leader election tool.
-pub(crate) const LEADER_ELECTION_COMMAND: &str = "org.apache.kafka.tools.LeaderElectionCommand";
-
 /// A broker killed with SIGKILL. [`KilledNode::restart`] starts it again and
 /// waits until it serves; dropping it unrestarted does the same (errors are
 /// printed, never panicked on, since drop may run during a panic).

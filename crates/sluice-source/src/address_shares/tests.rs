@@ -1,4 +1,4 @@
-//! The per-address shares of the unauthenticated cap.
+//! The per-address shares of the unauthenticated cap: taken, held, given back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::IpAddr;
