@@ -1,5 +1,5 @@
 // The Java kafka-clients program of Sluice's client compatibility matrix
-// (crates/sluice/tests/compat.rs; the scenarios are described in compat/README.md).
+// (crates/sluice/tests/compat/matrix.rs; the scenarios are described in compat/README.md).
 //
 //   java -cp '<kafka libs>/*' Compat.java --bootstrap HOST:PORT --prefix P \
 //       [--scram-user U --scram-password W]

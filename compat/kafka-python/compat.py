@@ -1,5 +1,5 @@
 """The kafka-python program of Sluice's client compatibility matrix
-(crates/sluice/tests/compat.rs; scenarios in compat/README.md).
+(crates/sluice/tests/compat/matrix.rs; scenarios in compat/README.md).
 
     compat.py --bootstrap HOST:PORT --prefix P [--scram-user U --scram-password W]
 

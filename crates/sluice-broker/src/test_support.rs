@@ -1,15 +1,20 @@
-//! Test helpers: a fake broker that speaks Kafka framing at the byte level,
-//! and builders for real encoded requests and responses.
+//! Test helpers: the one fake broker of the workspace's unit tests, and
+//! builders for real encoded requests and responses.
 //!
 //! Broker-connection logic (ordering, correlation ids, failure handling) is
 //! pure connection logic, so a local TCP listener that plays the broker is
-//! enough to test it deterministically. Every wait is bounded by [`within`].
+//! enough to test it deterministically. [`FakeBroker`] is that listener,
+//! played by hand (the test accepts each connection and reads and answers
+//! its requests at the byte level) or by a [`Script`] (a one-broker cluster
+//! served in the background, with switches to fail, stall or hold it and a
+//! record of what it saw). Every wait is bounded by [`within`].
 //! [`Logs`] and [`Counters`] capture what the code under test logs and
 //! counts (thread-local, so they see the tasks of a current-thread runtime).
 //!
 //! Compiled for this crate's tests and, with the feature `test-support`,
 //! for the unit tests of the crates above (`sluice-chain`'s sinks and
-//! readiness probe); never in a build of Sluice.
+//! readiness probe, `sluice-sink-single`, `sluice-sink-cluster`'s driver,
+//! `sluice-tls`); never in a build of Sluice.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,14 +27,16 @@ use bytes::{BufMut, BytesMut};
 use sluice_codec::kafka_protocol::messages::ResponseHeader;
 use sluice_codec::kafka_protocol::protocol::Encodable;
 use sluice_codec::{ApiKey, Request, RequestKind, Response, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use metrics::{
     Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, SharedString, Unit,
 };
 
-use crate::BrokerAddress;
+mod fake;
+mod script;
+
+pub use fake::{FakeBroker, FakeConn, Stall};
+pub use script::{FETCH_SESSION, Plain, Script, Seen, TOPIC};
 
 /// The bound on every wait in these tests.
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -84,78 +91,6 @@ pub fn response_frame(
 pub fn parsed_response(api: ApiKey, version: i16, body: &ResponseKind) -> Response {
     let mut frame = response_frame(api, version, 42, body);
     Response::parse(frame.split_off(4), api, version).unwrap()
-}
-
-/// A listener that plays a broker.
-pub struct FakeBroker {
-    listener: TcpListener,
-}
-
-impl FakeBroker {
-    /// Listens on a free local port.
-    pub async fn start() -> Self {
-        Self {
-            listener: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        }
-    }
-
-    /// Where it listens, as a broker without an id.
-    pub fn address(&self) -> BrokerAddress {
-        let addr = self.listener.local_addr().unwrap();
-        BrokerAddress::new(addr.ip().to_string(), addr.port())
-    }
-
-    /// Accepts the next connection (within [`WAIT`]).
-    pub async fn accept(&self) -> FakeConn {
-        let (stream, _) = within("the broker to accept", self.listener.accept())
-            .await
-            .unwrap();
-        FakeConn { stream }
-    }
-}
-
-/// The broker's side of one connection.
-pub struct FakeConn {
-    /// The socket.
-    pub stream: TcpStream,
-}
-
-impl FakeConn {
-    /// Reads one request frame.
-    pub async fn read_request(&mut self) -> Request {
-        within("a request at the broker", async {
-            let len = self.stream.read_i32().await.unwrap();
-            let mut frame = BytesMut::zeroed(usize::try_from(len).unwrap());
-            self.stream.read_exact(&mut frame).await.unwrap();
-            Request::parse(frame).unwrap()
-        })
-        .await
-    }
-
-    /// Answers `request` (using its correlation id) with `body`.
-    pub async fn respond(&mut self, request: &Request, body: &ResponseKind) {
-        let frame = response_frame(
-            request.api_key(),
-            request.api_version(),
-            request.correlation_id(),
-            body,
-        );
-        self.write(&frame).await;
-    }
-
-    /// Writes raw bytes.
-    pub async fn write(&mut self, bytes: &[u8]) {
-        within("the broker to write", self.stream.write_all(bytes))
-            .await
-            .unwrap();
-    }
-
-    /// Closes the connection with a TCP reset instead of a FIN.
-    #[allow(deprecated)]
-    pub fn reset(self) {
-        self.stream.set_linger(Some(Duration::ZERO)).unwrap();
-        drop(self.stream);
-    }
 }
 
 /// Captures the log output of the whole test binary.

@@ -19,7 +19,7 @@
 //! - A broker killed while a consumer's split fetches are parked at every
 //!   broker (long max wait, a trickle of records), then restarted: no
 //!   record skipped, repeated or committed twice, no client disconnect
-//!   (`cluster_consume.rs` has the same checks without a broker failure).
+//!   (`it/cluster_consume.rs` has the same checks without a broker failure).
 //! - The leader of some partitions SIGSTOPped for 30 s under an idempotent
 //!   producer at 1,000 records/s: no record fails, every acknowledged one
 //!   is consumed, no client is disconnected, and Sluice ends its

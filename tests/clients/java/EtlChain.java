@@ -1,6 +1,6 @@
 // A chained consume-transform-produce workload (an ETL) with Kafka's Java
 // clients: the Java twin of compat/franz-go-etl, run by Sluice's integration
-// tests (crates/sluice/tests/cluster_etl.rs) as a single-file program
+// tests (crates/sluice/tests/it/cluster_etl.rs) as a single-file program
 // (`java -cp '<kafka libs>/*' EtlChain.java ...`: the JDK compiles it on the
 // fly), through Sluice and directly.
 //

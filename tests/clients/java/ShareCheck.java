@@ -1,5 +1,5 @@
 // Share groups (KIP-932) with Kafka's Java KafkaShareConsumer, run by
-// Sluice's integration tests (crates/sluice/tests/cluster_share.rs and
+// Sluice's integration tests (crates/sluice/tests/it/cluster_share.rs and
 // lifecycle/share.rs) as a single-file program (`java -cp '<kafka libs>/*'
 // ShareCheck.java ...`: the JDK compiles it on the fly).
 //

@@ -25,7 +25,7 @@
 //!   AlterReplicaLogDirs) are forwarded as sent, and ListPartitionReassignments
 //!   answers with real ids; a client that only knows Sluice node ids can only use them with
 //!   ids it learned elsewhere. Seen with Kafka's tools
-//!   (`crates/sluice/tests/cluster_admin.rs`): `kafka-reassign-partitions
+//!   (`crates/sluice/tests/it/cluster_admin.rs`): `kafka-reassign-partitions
 //!   --execute` refuses real ids before sending anything ("Unknown broker
 //!   id", checked against DescribeCluster); `--list` and `--cancel` work;
 //!   `--verify` compares the target's real ids with the Sluice ids Metadata

@@ -1,33 +1,25 @@
-//! Driver tests against a scripted fake broker: a broker that fails mid-way
-//! is answered with a retriable Kafka error, the client connection stays
+//! Driver tests against a scripted fake broker (`sluice-broker`'s
+//! [`FakeBroker::scripted`]: a one-broker cluster, broker id 1, leading
+//! partitions 0 and 1 of topic `t`): a broker that fails mid-way is
+//! answered with a retriable Kafka error, the client connection stays
 //! usable, responses keep request order, and acks=0 owes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use sluice_broker::test_support::{FETCH_SESSION, FakeBroker, Script, TOPIC, within};
 use sluice_chain::{ConnectionContext, Sink, SinkBuilder};
-use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersion;
-use sluice_codec::kafka_protocol::messages::metadata_response::{
-    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
 use sluice_codec::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
-use sluice_codec::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
-};
 use sluice_codec::kafka_protocol::messages::*;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{FrameCodec, Request, Response, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Notify;
-use tokio_util::codec::Decoder;
+use sluice_codec::{Request, Response, ResponseKind};
 
 use super::KafkaSinkClusterBuilder;
 
@@ -36,235 +28,13 @@ mod leave;
 mod shown;
 mod stalled;
 
-const WAIT: Duration = Duration::from_secs(10);
-
-async fn within<F: std::future::Future>(what: &str, f: F) -> F::Output {
-    tokio::time::timeout(WAIT, f)
-        .await
-        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
-}
-
-/// A one-broker cluster (id 1) leading partitions 0 and 1 of `t`. Produce
-/// requests are answered, unless `fail_produce` is set: then the broker
-/// closes the connection instead.
-struct FakeBroker {
-    addr: SocketAddr,
-    fail_produce: Arc<AtomicBool>,
-    stall: Arc<Stall>,
-    /// The session id and epoch of every Fetch; one opening a session
-    /// (epoch 0) is given session [`FAKE_SESSION`].
-    fetches: Arc<std::sync::Mutex<Vec<(i32, i32)>>>,
-}
-
-/// The fetch session id the fake broker gives.
-const FAKE_SESSION: i32 = 7;
-
-/// Makes the broker stop reading a connection the next time bytes arrive
-/// (`next`), say so (`stalled`), and drop it, unread bytes and all (a
-/// reset), once `release`d.
-#[derive(Default)]
-struct Stall {
-    next: AtomicBool,
-    stalled: Notify,
-    release: Notify,
-}
-
-impl FakeBroker {
-    async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let fail_produce = Arc::new(AtomicBool::new(false));
-        let stall = Arc::new(Stall::default());
-        let fetches = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (fail, stall_too, seen) = (fail_produce.clone(), stall.clone(), fetches.clone());
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let (fail, stall, seen) = (fail.clone(), stall_too.clone(), seen.clone());
-                tokio::spawn(serve(stream, addr, fail, stall, seen));
-            }
-        });
-        Self {
-            addr,
-            fail_produce,
-            stall,
-            fetches,
-        }
-    }
-}
-
-/// One fake broker connection's reading side: the next request, or `None`
-/// once the client closed it (or, with a `stall` armed, once it is released).
-struct Incoming {
-    codec: FrameCodec,
-    buf: BytesMut,
-}
-
-impl Incoming {
-    fn new() -> Self {
-        Self {
-            codec: FrameCodec::new(64 * 1024 * 1024),
-            buf: BytesMut::new(),
-        }
-    }
-
-    async fn next(&mut self, stream: &mut TcpStream, stall: Option<&Stall>) -> Option<Request> {
-        loop {
-            if let Some(frame) = self.codec.decode(&mut self.buf).unwrap() {
-                return Some(Request::parse(frame).unwrap());
-            }
-            if stream.read_buf(&mut self.buf).await.unwrap_or(0) == 0 {
-                return None;
-            }
-            if let Some(stall) = stall.filter(|s| s.next.swap(false, Ordering::SeqCst)) {
-                stall.stalled.notify_one();
-                stall.release.notified().await;
-                return None;
-            }
-        }
-    }
-}
-
-/// Writes `body` as the answer to `request`; false if the client is gone.
-async fn reply(stream: &mut TcpStream, request: &Request, body: ResponseKind) -> bool {
-    let (api, version) = (request.api_key(), request.api_version());
-    let mut out = BytesMut::new();
-    Response::from_body(api, version, request.correlation_id(), body)
-        .encode(&mut out)
-        .unwrap();
-    stream.write_all(&out).await.is_ok()
-}
-
-async fn serve(
-    mut stream: TcpStream,
-    addr: SocketAddr,
-    fail_produce: Arc<AtomicBool>,
-    stall: Arc<Stall>,
-    fetches: Arc<std::sync::Mutex<Vec<(i32, i32)>>>,
-) {
-    let mut incoming = Incoming::new();
-    while let Some(mut request) = incoming.next(&mut stream, Some(&stall)).await {
-        let api = request.api_key();
-        if api == ApiKey::Produce && fail_produce.load(Ordering::SeqCst) {
-            return; // drops the connection with the request in flight
-        }
-        let mut body = answer(&mut request, addr);
-        if let (Ok(RequestKind::Fetch(f)), ResponseKind::Fetch(a)) = (request.body(), &mut body) {
-            fetches
-                .lock()
-                .unwrap()
-                .push((f.session_id, f.session_epoch));
-            if f.session_epoch == 0 {
-                a.session_id = FAKE_SESSION;
-            }
-        }
-        if api == ApiKey::Produce && !request.expects_response() {
-            continue;
-        }
-        assert!(
-            reply(&mut stream, &request, body).await,
-            "the client is gone"
-        );
-    }
-}
-
-fn answer(request: &mut Request, addr: SocketAddr) -> ResponseKind {
-    match request.body().unwrap() {
-        RequestKind::ApiVersions(_) => {
-            let keys = [
-                (ApiKey::Produce, 3, 11),
-                (ApiKey::Fetch, 4, 12),
-                (ApiKey::Metadata, 0, 12),
-                (ApiKey::ApiVersions, 0, 3),
-            ];
-            ResponseKind::ApiVersions(
-                ApiVersionsResponse::default().with_api_keys(
-                    keys.iter()
-                        .map(|&(k, min, max)| {
-                            ApiVersion::default()
-                                .with_api_key(k as i16)
-                                .with_min_version(min)
-                                .with_max_version(max)
-                        })
-                        .collect(),
-                ),
-            )
-        }
-        RequestKind::Metadata(_) => {
-            let partitions = (0..2)
-                .map(|i| {
-                    MetadataResponsePartition::default()
-                        .with_partition_index(i)
-                        .with_leader_id(BrokerId(1))
-                        .with_replica_nodes(vec![BrokerId(1)])
-                        .with_isr_nodes(vec![BrokerId(1)])
-                })
-                .collect();
-            ResponseKind::Metadata(
-                MetadataResponse::default()
-                    .with_brokers(vec![
-                        MetadataResponseBroker::default()
-                            .with_node_id(BrokerId(1))
-                            .with_host(StrBytes::from_string(addr.ip().to_string()))
-                            .with_port(i32::from(addr.port())),
-                    ])
-                    .with_controller_id(BrokerId(1))
-                    .with_topics(vec![
-                        MetadataResponseTopic::default()
-                            .with_name(Some(topic()))
-                            .with_partitions(partitions),
-                    ]),
-            )
-        }
-        RequestKind::Produce(p) => {
-            let responses = p
-                .topic_data
-                .iter()
-                .map(|t| {
-                    TopicProduceResponse::default()
-                        .with_name(t.name.clone())
-                        .with_partition_responses(
-                            t.partition_data
-                                .iter()
-                                .map(|d| {
-                                    PartitionProduceResponse::default()
-                                        .with_index(d.index)
-                                        .with_base_offset(42)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            ResponseKind::Produce(ProduceResponse::default().with_responses(responses))
-        }
-        // Nothing to fetch, and no room for a fetch session.
-        RequestKind::Fetch(f) => {
-            let responses = f
-                .topics
-                .iter()
-                .map(|t| {
-                    let partitions = t
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            fetch_response::PartitionData::default()
-                                .with_partition_index(p.partition)
-                                .with_high_watermark(0)
-                        })
-                        .collect();
-                    fetch_response::FetchableTopicResponse::default()
-                        .with_topic(t.topic.clone())
-                        .with_topic_id(t.topic_id)
-                        .with_partitions(partitions)
-                })
-                .collect();
-            ResponseKind::Fetch(FetchResponse::default().with_responses(responses))
-        }
-        other => panic!("the fake broker does not serve {other:?}"),
-    }
-}
-
 fn topic() -> TopicName {
-    TopicName(StrBytes::from_static_str("t"))
+    TopicName(StrBytes::from_static_str(TOPIC))
+}
+
+/// The scripted one-broker cluster of these tests, without authentication.
+async fn fake_broker() -> FakeBroker {
+    FakeBroker::scripted(Script::default()).await
 }
 
 fn builder(broker: SocketAddr) -> KafkaSinkClusterBuilder {
@@ -386,8 +156,8 @@ async fn exchange<S: Sink + ?Sized>(
 
 #[tokio::test]
 async fn serves_in_order_and_hides_the_broker() {
-    let broker = FakeBroker::start().await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     send(&mut *sink, &ctx, metadata(7)).await;
     send(&mut *sink, &ctx, produce(8, -1)).await;
     send(&mut *sink, &ctx, produce(9, 0)).await;
@@ -411,11 +181,11 @@ async fn serves_in_order_and_hides_the_broker() {
 
 #[tokio::test]
 async fn a_failed_broker_is_answered_with_a_retriable_error() {
-    let broker = FakeBroker::start().await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
 
-    broker.fail_produce.store(true, Ordering::SeqCst);
+    broker.fail_produce(true);
     let answer = exchange(&mut *sink, &ctx, produce(2, -1), "synthesized produce").await;
     assert_eq!(answer.correlation_id(), 2);
     assert_eq!(
@@ -425,7 +195,7 @@ async fn a_failed_broker_is_answered_with_a_retriable_error() {
     );
 
     // The client connection is still usable: the next request reconnects.
-    broker.fail_produce.store(false, Ordering::SeqCst);
+    broker.fail_produce(false);
     let answer = exchange(&mut *sink, &ctx, produce(3, -1), "produce after reconnect").await;
     assert_eq!(answer.correlation_id(), 3);
     assert_eq!(produce_codes(answer), [(0, 0), (1, 0)]);
@@ -448,8 +218,8 @@ async fn an_unreachable_cluster_answers_metadata_by_closing() {
 
 #[tokio::test]
 async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
-    let broker = FakeBroker::start().await;
-    let builder = builder(broker.addr);
+    let broker = fake_broker().await;
+    let builder = builder(broker.addr());
     let mut sink = builder.build_cluster(&ctx());
     let ctx = ctx();
     exchange(&mut sink, &ctx, metadata(1), "metadata").await;
@@ -464,23 +234,23 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
 
 #[tokio::test]
 async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
-    let broker = FakeBroker::start().await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
 
     // A produce larger than the socket buffers: the connection is still
     // writing it when the broker resets the connection, and the next
     // produce waits in the connection's queue, never written.
-    broker.stall.next.store(true, Ordering::SeqCst);
+    broker.stall().next.store(true, Ordering::SeqCst);
     let big = bytes::Bytes::from(vec![0u8; 16 * 1024 * 1024]);
     send(&mut *sink, &ctx, produce_records(2, -1, big)).await;
     within(
         "the broker to stop reading",
-        broker.stall.stalled.notified(),
+        broker.stall().stalled.notified(),
     )
     .await;
     send(&mut *sink, &ctx, produce(3, -1)).await;
-    broker.stall.release.notify_one();
+    broker.stall().release.notify_one();
 
     let first = within("the big produce", sink.recv(&ctx)).await.unwrap();
     assert_eq!(first.correlation_id(), 2);
@@ -506,8 +276,8 @@ async fn a_request_its_failed_connection_never_wrote_is_sent_again_in_order() {
 /// does not offer.
 #[tokio::test]
 async fn a_share_fetch_outside_its_session_is_answered_and_an_unoffered_version_closes() {
-    let broker = FakeBroker::start().await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     let version = ApiKey::ShareFetch.valid_versions().max;
     let body = RequestKind::ShareFetch(ShareFetchRequest::default().with_share_session_epoch(1));
@@ -568,18 +338,18 @@ fn session_fetch(id: i32) -> Request {
 /// broker evicts it.
 #[tokio::test]
 async fn a_client_that_goes_closes_its_broker_fetch_sessions() {
-    let broker = FakeBroker::start().await;
-    let (builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (builder, mut sink, ctx) = client(broker.addr());
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     exchange(&mut *sink, &ctx, session_fetch(2), "fetch").await;
     assert_eq!(
-        broker.fetches.lock().unwrap().first(),
-        Some(&(0, 0)),
+        broker.seen(|s| s.fetches.first().copied()),
+        Some((0, 0)),
         "Sluice opened a session with the broker"
     );
     drop(sink);
     within("the session's close", async {
-        while !broker.fetches.lock().unwrap().contains(&(FAKE_SESSION, -1)) {
+        while !broker.seen(|s| s.fetches.contains(&(FETCH_SESSION, -1))) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })

@@ -5,144 +5,20 @@
 //! SaslAuthenticate never reaches the broker. The client re-authenticates
 //! (KIP-368) as its session runs out, each time on a fresh connection.
 
-use std::sync::Mutex;
-
-use tokio::sync::watch;
-
 use super::*;
-
-/// What the fake broker saw.
-#[derive(Debug, Default)]
-struct Seen {
-    /// Usernames of successful PLAIN authentications, one per connection.
-    logins: Vec<String>,
-    /// Requests other than ApiVersions/SASL on unauthenticated connections.
-    violations: Vec<ApiKey>,
-    /// Every request's api, in arrival order.
-    requests: Vec<ApiKey>,
-    /// The session id and epoch of every Fetch.
-    fetches: Vec<(i32, i32)>,
-}
 
 /// A one-broker cluster whose connections must authenticate with PLAIN as
 /// alice/alice-secret. A successful authentication reports
-/// `session_lifetime_ms`. While `hold` is true, the first Produce on a
-/// connection is answered only once `hold` turns false.
-struct SaslBroker {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Seen>>,
-    hold: watch::Sender<bool>,
-    /// Holds the next SaslAuthenticate once armed (`next`).
-    auth_gate: Arc<Stall>,
-}
-
-impl SaslBroker {
-    async fn start(session_lifetime_ms: i64) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let (hold, _) = watch::channel(false);
-        let auth_gate = Arc::new(Stall::default());
-        let broker = Self {
-            addr,
-            seen,
-            hold,
-            auth_gate,
-        };
-        let (seen, hold) = (broker.seen.clone(), broker.hold.clone());
-        let auth_gate = broker.auth_gate.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let conn = SaslConn {
-                    addr,
-                    seen: seen.clone(),
-                    hold: hold.subscribe(),
-                    auth_gate: auth_gate.clone(),
-                    session_lifetime_ms,
-                    authenticated: false,
-                    held_once: false,
-                };
-                tokio::spawn(conn.serve(stream));
-            }
-        });
-        broker
-    }
-
-    fn seen<T>(&self, f: impl FnOnce(&Seen) -> T) -> T {
-        f(&self.seen.lock().unwrap())
-    }
-}
-
-struct SaslConn {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Seen>>,
-    hold: watch::Receiver<bool>,
-    auth_gate: Arc<Stall>,
-    session_lifetime_ms: i64,
-    authenticated: bool,
-    held_once: bool,
-}
-
-impl SaslConn {
-    async fn serve(mut self, mut stream: TcpStream) {
-        let mut incoming = Incoming::new();
-        while let Some(mut request) = incoming.next(&mut stream, None).await {
-            let api = request.api_key();
-            self.seen.lock().unwrap().requests.push(api);
-            let allowed = matches!(
-                api,
-                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-            );
-            if !self.authenticated && !allowed {
-                // Like Kafka: a request before authentication ends the connection.
-                self.seen.lock().unwrap().violations.push(api);
-                return;
-            }
-            if api == ApiKey::SaslAuthenticate && self.auth_gate.next.swap(false, Ordering::SeqCst)
-            {
-                self.auth_gate.stalled.notify_one();
-                self.auth_gate.release.notified().await;
-            }
-            if let Ok(RequestKind::Fetch(f)) = request.body() {
-                self.seen
-                    .lock()
-                    .unwrap()
-                    .fetches
-                    .push((f.session_id, f.session_epoch));
-                // An empty answer comes after a while, as from a broker
-                // with nothing new.
-                let wait = u64::try_from(f.max_wait_ms).unwrap_or(0).min(FETCH_HOLD_MS);
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-            }
-            if api == ApiKey::Produce && !self.held_once {
-                self.held_once = true;
-                let _ = self.hold.wait_for(|hold| !*hold).await;
-            }
-            let body = match request.body().unwrap() {
-                RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
-                    SaslHandshakeResponse::default().with_mechanisms(vec![
-                        StrBytes::from_static_str("SCRAM-SHA-256"),
-                        StrBytes::from_static_str("PLAIN"),
-                    ]),
-                ),
-                RequestKind::SaslAuthenticate(a) => {
-                    let ok = &a.auth_bytes[..] == b"\0alice\0alice-secret";
-                    if ok {
-                        self.authenticated = true;
-                        self.seen.lock().unwrap().logins.push("alice".into());
-                    }
-                    let answer = SaslAuthenticateResponse::default()
-                        .with_error_code(if ok { 0 } else { 58 })
-                        .with_session_lifetime_ms(if ok { self.session_lifetime_ms } else { 0 });
-                    ResponseKind::SaslAuthenticate(answer)
-                }
-                _ => answer(&mut request, self.addr),
-            };
-            if !reply(&mut stream, &request, body).await {
-                return;
-            }
-        }
-    }
+/// `session_lifetime_ms`. It has no room for fetch sessions, and holds an
+/// empty Fetch answer up to [`FETCH_HOLD_MS`]. While its produces are held
+/// ([`FakeBroker::hold_produce`]), the first Produce on a connection is
+/// answered only once they are not.
+async fn sasl_broker(session_lifetime_ms: i64) -> FakeBroker {
+    let script = Script::default()
+        .with_plain("alice", "alice-secret", session_lifetime_ms)
+        .without_fetch_sessions()
+        .holding_fetches(Duration::from_millis(FETCH_HOLD_MS));
+    FakeBroker::scripted(script).await
 }
 
 fn handshake(id: i32) -> Request {
@@ -198,11 +74,11 @@ async fn plain_login(sink: &mut dyn Sink, ctx: &ConnectionContext) -> i64 {
     a.session_lifetime_ms
 }
 
-/// A client logged in with PLAIN through a fresh sink of a [`SaslBroker`],
+/// A client logged in with PLAIN through a fresh sink of a [`sasl_broker`],
 /// after one Metadata exchange; returns it with the session lifetime the
 /// client was told.
-async fn logged_in(broker: &SaslBroker) -> (Client, i64) {
-    let (builder, mut sink, ctx) = client(broker.addr);
+async fn logged_in(broker: &FakeBroker) -> (Client, i64) {
+    let (builder, mut sink, ctx) = client(broker.addr());
     let lifetime = plain_login(&mut *sink, &ctx).await;
     exchange(&mut *sink, &ctx, metadata(4), "metadata").await;
     ((builder, sink, ctx), lifetime)
@@ -213,11 +89,11 @@ async fn logged_in(broker: &SaslBroker) -> (Client, i64) {
 /// re-authenticates the client (r50, r51: its own session ends too), and
 /// sends r6, which must go to a replacement connection.
 async fn produce_across_a_replacement(
-    broker: &SaslBroker,
+    broker: &FakeBroker,
     sink: &mut dyn Sink,
     ctx: &ConnectionContext,
 ) {
-    broker.hold.send_replace(true);
+    broker.hold_produce(true);
     send(sink, ctx, produce(5, -1)).await;
     tokio::time::sleep(SESSION_AT_RISK).await;
     send_reauth(sink, ctx, 50).await;
@@ -264,7 +140,7 @@ const SESSION_AT_RISK: Duration = Duration::from_millis(1300);
 
 #[tokio::test]
 async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_connection_drains() {
-    let broker = SaslBroker::start(SESSION_MS).await;
+    let broker = sasl_broker(SESSION_MS).await;
     let ((_builder, mut sink, ctx), lifetime) = logged_in(&broker).await;
     assert_eq!(
         lifetime, SESSION_MS,
@@ -282,7 +158,7 @@ async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_con
         "the re-authentication, then PLAIN replayed once"
     );
     assert_eq!(sink.pending(), 4);
-    broker.hold.send_replace(false);
+    broker.hold_produce(false);
     let first = within("r5", sink.recv(&ctx)).await.unwrap();
     assert_eq!(
         first.correlation_id(),
@@ -299,8 +175,8 @@ async fn plain_is_replayed_and_an_expiring_session_is_replaced_while_the_old_con
 
 #[tokio::test]
 async fn a_request_pipelined_behind_a_failed_authentication_never_reaches_the_broker() {
-    let broker = SaslBroker::start(0).await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = sasl_broker(0).await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     send(&mut *sink, &ctx, handshake(1)).await;
     send(&mut *sink, &ctx, authenticate(2, b"\0alice\0wrong")).await;
     // Sent before any answer was read: waits for the verdict, then is dropped.
@@ -326,8 +202,8 @@ async fn a_request_pipelined_behind_a_failed_authentication_never_reaches_the_br
 
 #[tokio::test]
 async fn a_client_without_authentication_is_served_as_before() {
-    let broker = FakeBroker::start().await;
-    let (_builder, mut sink, ctx) = client(broker.addr);
+    let broker = fake_broker().await;
+    let (_builder, mut sink, ctx) = client(broker.addr());
     exchange(&mut *sink, &ctx, api_versions(1), "api versions").await;
     exchange(&mut *sink, &ctx, metadata(2), "metadata").await;
     let answer = exchange(&mut *sink, &ctx, produce(3, -1), "produce").await;
@@ -336,7 +212,7 @@ async fn a_client_without_authentication_is_served_as_before() {
 
 #[tokio::test]
 async fn a_replacement_while_the_previous_one_still_drains_keeps_the_client() {
-    let broker = SaslBroker::start(SESSION_MS).await;
+    let broker = sasl_broker(SESSION_MS).await;
     let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
     // r5 is held on connection A; A's session runs out; r6 goes to its
     // replacement B (and is held there too); then B's session runs out while
@@ -354,7 +230,7 @@ async fn a_replacement_while_the_previous_one_still_drains_keeps_the_client() {
         "two re-authentications, PLAIN replayed twice"
     );
     assert_eq!(sink.pending(), 7);
-    broker.hold.send_replace(false);
+    broker.hold_produce(false);
     for id in [5, 50, 6, 60, 7] {
         if id >= 50 {
             recv_reauth(&mut *sink, &ctx, id).await;
@@ -369,7 +245,7 @@ async fn a_replacement_while_the_previous_one_still_drains_keeps_the_client() {
 
 #[tokio::test]
 async fn a_refused_reauthentication_answers_the_brokers_error_then_closes() {
-    let broker = SaslBroker::start(SESSION_MS).await;
+    let broker = sasl_broker(SESSION_MS).await;
     let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
     send(&mut *sink, &ctx, handshake(5)).await;
     send(&mut *sink, &ctx, authenticate(6, b"\0alice\0changed")).await;
@@ -432,24 +308,24 @@ fn session_fetch(id: i32, max_wait_ms: i32) -> Request {
 #[tokio::test]
 async fn a_refetch_cancelled_while_its_connection_is_replaced_leaves_the_broker_session_as_it_was()
 {
-    let broker = SaslBroker::start(SESSION_MS).await;
+    let broker = sasl_broker(SESSION_MS).await;
     let ((_builder, mut sink, ctx), _) = logged_in(&broker).await;
     // Sent 900 ms into the session, the fetch's first part is answered
     // empty 500 ms later, past the 85% at which its connection is at risk:
     // the refetch replaces the connection first, and the broker holds the
     // replacement's authentication.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    broker.auth_gate.next.store(true, Ordering::SeqCst);
+    broker.auth_gate().next.store(true, Ordering::SeqCst);
     send(&mut *sink, &ctx, session_fetch(5, 3000)).await;
     within("the replacement's authentication", async {
         tokio::select! {
             answer = sink.recv(&ctx) => panic!("answered before the refetch: {answer:?}"),
-            () = broker.auth_gate.stalled.notified() => {}
+            () = broker.auth_gate().stalled.notified() => {}
         }
     })
     .await;
     // The client sent a request: recv was dropped with the refetch.
-    broker.auth_gate.release.notify_one();
+    broker.auth_gate().release.notify_one();
     let answer = within("the fetch", sink.recv(&ctx)).await.unwrap();
     assert_eq!(answer.correlation_id(), 5);
     broker.seen(|s| {

@@ -57,9 +57,9 @@ fn heartbeat(id: i32) -> Request {
 
 #[tokio::test]
 async fn a_leaving_node_sends_its_clients_to_the_others() {
-    let broker = FakeBroker::start().await;
+    let broker = fake_broker().await;
     // Node 1, which shows the partitions it is sent a Produce for.
-    let (builder, mut sink, ctx) = two_node_client(broker.addr, 1);
+    let (builder, mut sink, ctx) = two_node_client(broker.addr(), 1);
     let before = exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     assert_eq!(shown(before), [(0, 9192), (1, 9193)]);
     let answer = exchange(&mut *sink, &ctx, produce(2, -1), "produce").await;
@@ -70,7 +70,7 @@ async fn a_leaving_node_sends_its_clients_to_the_others() {
     assert_eq!(shown(after), [(0, 9192)], "only the other node is shown");
 
     // The broker would answer 0: these never reach it.
-    broker.fail_produce.store(true, Ordering::SeqCst);
+    broker.fail_produce(true);
     let answer = exchange(&mut *sink, &ctx, produce(4, -1), "produce while leaving").await;
     assert_eq!(answer.correlation_id(), 4);
     assert_eq!(
@@ -86,7 +86,7 @@ async fn a_leaving_node_sends_its_clients_to_the_others() {
         h.error_code, 16,
         "NOT_COORDINATOR: the client finds another"
     );
-    broker.fail_produce.store(false, Ordering::SeqCst);
+    broker.fail_produce(false);
     send(&mut *sink, &ctx, produce(6, 0)).await;
     assert_eq!(sink.pending(), 0, "acks=0 has no answer to carry an error");
 }

@@ -21,11 +21,11 @@ fn shown_leaders(response: Response) -> BTreeMap<i32, i32> {
 
 #[tokio::test]
 async fn a_produce_for_a_partition_shown_on_another_node_is_refused() {
-    let broker = FakeBroker::start().await;
+    let broker = fake_broker().await;
     // The fake cluster's one broker leads partitions 0 and 1, both shown on
     // node 1 of two.
     for (local, code) in [(1, 0), (0, 6)] {
-        let (_builder, mut sink, ctx) = two_node_client(broker.addr, local);
+        let (_builder, mut sink, ctx) = two_node_client(broker.addr(), local);
         let metadata = exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
         let leaders = shown_leaders(metadata);
         assert_eq!(leaders, [(0, 1), (1, 1)].into(), "both shown on node 1");
@@ -38,14 +38,14 @@ async fn a_produce_for_a_partition_shown_on_another_node_is_refused() {
     }
     // acks=0 has no answer to carry the error: node 0 forwards it (the
     // broker reads its bytes) rather than drop the records unseen.
-    let (_builder, mut sink, ctx) = two_node_client(broker.addr, 0);
+    let (_builder, mut sink, ctx) = two_node_client(broker.addr(), 0);
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
-    broker.stall.next.store(true, Ordering::SeqCst);
-    let stalled = broker.stall.stalled.notified();
+    broker.stall().next.store(true, Ordering::SeqCst);
+    let stalled = broker.stall().stalled.notified();
     send(&mut *sink, &ctx, produce(3, 0)).await;
     assert_eq!(sink.pending(), 0, "acks=0 owes no answer");
     within("the acks=0 Produce to reach the broker", stalled).await;
-    broker.stall.release.notify_one();
+    broker.stall().release.notify_one();
 }
 
 /// The head of a v2 record batch of producer 7, epoch 0, whose first record
@@ -69,8 +69,8 @@ fn idempotent_batch(seq: i32) -> bytes::Bytes {
 /// resends from the gap.
 #[tokio::test]
 async fn a_batch_behind_one_refused_unsent_is_refused_too_until_the_client_resends_it() {
-    let broker = FakeBroker::start().await;
-    let (builder, mut sink, ctx) = two_node_client(broker.addr, 0);
+    let broker = fake_broker().await;
+    let (builder, mut sink, ctx) = two_node_client(broker.addr(), 0);
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     let first = produce_records(2, -1, idempotent_batch(0));
     let answer = exchange(&mut *sink, &ctx, first, "the first batch").await;
@@ -101,8 +101,8 @@ async fn a_batch_behind_one_refused_unsent_is_refused_too_until_the_client_resen
 /// back the next.
 #[tokio::test]
 async fn a_batch_of_a_producer_that_is_not_idempotent_is_never_held() {
-    let broker = FakeBroker::start().await;
-    let (builder, mut sink, ctx) = two_node_client(broker.addr, 0);
+    let broker = fake_broker().await;
+    let (builder, mut sink, ctx) = two_node_client(broker.addr(), 0);
     exchange(&mut *sink, &ctx, metadata(1), "metadata").await;
     let answer = exchange(&mut *sink, &ctx, produce(2, -1), "the first batch").await;
     assert_eq!(produce_codes(answer), [(0, 6), (1, 6)], "shown on node 1");

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerConnection};
+use sluice_broker::test_support::FakeConn;
+use sluice_broker::{BrokerConnectOptions, BrokerConnection};
 use sluice_codec::kafka_protocol::messages::{FetchRequest, JoinGroupRequest};
 use tokio::time::Instant;
 
@@ -37,16 +38,16 @@ fn a_produce_waits_nothing_whatever_its_timeout_and_a_join_its_rebalance_wait() 
     assert_eq!(own_wait(&metadata(3)), Duration::ZERO);
 }
 
-/// A connection to a broker that reads nothing and answers nothing.
-async fn silent_broker() -> (BrokerConnection, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+/// A connection to a broker that reads nothing and answers nothing (a fake
+/// broker played by hand that never reads), and the broker's side of it.
+async fn silent_broker() -> (BrokerConnection, FakeConn) {
+    let broker = FakeBroker::start().await;
     let options = BrokerConnectOptions::new(Duration::from_secs(5));
     let (conn, accepted) = tokio::join!(
-        BrokerConnection::connect(BrokerAddress::new("127.0.0.1", port), &options),
-        listener.accept()
+        BrokerConnection::connect(broker.address(), &options),
+        broker.accept()
     );
-    (conn.unwrap(), accepted.unwrap().0)
+    (conn.unwrap(), accepted)
 }
 
 /// A broker serves one request of a connection at a time: what is queued
@@ -128,9 +129,9 @@ async fn a_produce_makes_its_broker_suspect_only_after_its_timeout() {
 /// stall WARN). Once every connection is quiet, it is suspect as before.
 #[tokio::test]
 async fn a_broker_answering_other_connections_of_the_sink_is_not_stalled() {
-    let broker = FakeBroker::start().await;
+    let broker = fake_broker().await;
     // Reads may take longer than the whole test: only the stall check acts.
-    let builder = builder_reading_within(broker.addr, 60);
+    let builder = builder_reading_within(broker.addr(), 60);
     let ctx = ctx();
     let (mut quiet, mut busy) = (builder.build_cluster(&ctx), builder.build_cluster(&ctx));
     exchange(
@@ -147,16 +148,16 @@ async fn a_broker_answering_other_connections_of_the_sink_is_not_stalled() {
         "metadata on the second client",
     )
     .await;
-    let address = BrokerAddress::new(broker.addr.ip().to_string(), broker.addr.port());
+    let address = broker.address();
     let suspect = || builder.shared.is_suspect(&address);
 
     tokio::time::pause();
     // The broker stops reading the first client's connection.
-    broker.stall.next.store(true, Ordering::SeqCst);
+    broker.stall().next.store(true, Ordering::SeqCst);
     send(&mut quiet, &ctx, metadata(2)).await;
     within(
         "the broker to hold the request",
-        broker.stall.stalled.notified(),
+        broker.stall().stalled.notified(),
     )
     .await;
 
@@ -182,5 +183,5 @@ async fn a_broker_answering_other_connections_of_the_sink_is_not_stalled() {
     let answer = tokio::time::timeout(Duration::from_secs(5), quiet.recv(&ctx)).await;
     assert!(answer.is_err(), "the held request is still owed");
     assert!(suspect(), "no connection heard from the broker: suspect");
-    broker.stall.release.notify_one();
+    broker.stall().release.notify_one();
 }

@@ -13,7 +13,7 @@
 //!   their acquisition lock while renewed are never given to another
 //!   member.
 //!
-//! A broker killed under share consumers is in `lifecycle/share.rs` (the
+//! A broker killed under share consumers is in `tests/lifecycle/share.rs` (the
 //! serial phase).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -28,11 +28,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hostile {
-    pub(crate) mod frames;
-    pub(crate) mod front;
-    pub(crate) mod slow;
-}
+mod frames;
+mod front;
+mod slow;
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,12 +39,11 @@ use sluice_testkit::cluster::{Cluster, TRIO};
 use sluice_testkit::delivery::{self, Produced, ProducerRun};
 use sluice_testkit::{clients, fronted, unique};
 
-use hostile::front::{
+use front::{
     Front, MIB, RSS_BOUND_BYTES, RSS_SLACK_BYTES, RssWatch, TIGHT_BUDGET_BYTES, hoard_topic,
     wait_more_acks,
 };
-use hostile::slow::PRODUCE_PARTITIONS;
-use hostile::{frames, slow};
+use slow::PRODUCE_PARTITIONS;
 
 #[test]
 fn hostile_clients_are_closed_alone_while_well_behaved_clients_run() {
@@ -300,7 +297,7 @@ fn unauthenticated_floods_and_huge_frames_with_plain_leave_clients_served() {
         60,
         "            require_authentication: true\n",
     );
-    let sluice = SluiceProcess::start(hostile::front::sluice_bin(), &topology, &[&listen]);
+    let sluice = SluiceProcess::start(front::sluice_bin(), &topology, &[&listen]);
     let topic = unique("plain-under-flood");
     cluster.create_topic(&topic, 1, 1);
     let login = [

@@ -36,7 +36,7 @@
 //!   fetch sessions; the Java consumers of the other tests do.)
 //!
 //! Brokers are never stopped here: the broker kill under parked fetches is
-//! in `lifecycle.rs` (serial phase). Every topic and group is the test's own.
+//! in `tests/lifecycle.rs` (serial phase). Every topic and group is the test's own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -57,11 +57,8 @@ use sluice_testkit::requests::{self, produce_until_accepted};
 use sluice_testkit::sluice::{SluiceProcess, sum_metric};
 use sluice_testkit::{unique, wait};
 
-#[path = "cluster_consume/isolation.rs"]
 mod isolation;
-#[path = "cluster_consume/pause.rs"]
 mod pause;
-#[path = "cluster_consume/wire.rs"]
 mod wire;
 
 fn sluice_bin() -> &'static Path {

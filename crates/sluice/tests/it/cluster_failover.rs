@@ -12,7 +12,7 @@
 //!   too): no failed send, every acknowledged record consumed, and the
 //!   surviving nodes stop listing the stopped one in their metadata.
 //!
-//! Brokers are never stopped here (see `lifecycle.rs`); every topic is the
+//! Brokers are never stopped here (see `tests/lifecycle.rs`); every topic is the
 //! test's own, so moving its leaders disturbs no other test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -8,7 +8,7 @@
 //! reference and the dashboard follow.
 //!
 //! Every broker of the cluster going down and coming back is in
-//! `lifecycle.rs` (it kills brokers, so it runs in the serial phase).
+//! `tests/lifecycle.rs` (it kills brokers, so it runs in the serial phase).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -17,10 +17,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod tls_reload {
-    pub(crate) mod client;
-    pub(crate) mod pki;
-}
+mod client;
+mod pki;
 
 use std::path::Path;
 use std::time::Duration;
@@ -36,8 +34,8 @@ use sluice_testkit::raw::RawClient;
 use sluice_testkit::sluice::SluiceProcess;
 use sluice_testkit::{fronted, unique, wait};
 
-use tls_reload::client::TlsClient;
-use tls_reload::pki::{Ca, Files, Leaf};
+use client::TlsClient;
+use pki::{Ca, Files, Leaf};
 
 const RELOADS: &str = "sluice_tls_reloads_total";
 const PARTITIONS: u32 = 3;
