@@ -13,7 +13,9 @@ Rows of RESULTS (tab-separated):
   cpu      reread-relay  CPU_SECONDS  BYTES       (the bare relay's, over one re-read through it)
   cpu      produce-relay|consume-relay  CPU_SECONDS  BYTES  (the bare relay's, over one run through it)
   cpu      KIND-baseline  CPU_SECONDS  BYTES      (the baseline Sluice's, BENCH_BASELINE_BIN)
-VIA: direct, sluice, relay or baseline (the baseline Sluice).
+  cpu      KIND-shotover  CPU_SECONDS  BYTES      (shotover-proxy's, BENCH_SHOTOVER_BIN)
+  shotover VERSION  CLIENTS                       (shotover-proxy ran, this version; its clients' Kafka version)
+VIA: direct, sluice, relay, baseline (the baseline Sluice) or shotover (shotover-proxy).
   latency  CLIENT  RATE  VIA  P50_MS  P99_MS  MAX_MS  N  (one row per round, rounds in order)
   idle     CLIENT  VIA  FETCHES  SECONDS
   baseline FETCHES  SECONDS                           (no consumer running)
@@ -65,6 +67,7 @@ reread = {}  # VIA -> fetch MB/s of each re-read, in order
 reread_machine = {}  # VIA -> machine(c) of each re-read, in order
 reread_cpu_s = []  # Sluice's CPU-s over each re-read through it, in order
 rounds = 0
+shotover = None  # shotover-proxy's version, when it ran
 for line in open(path):
     f = line.rstrip("\n").split("\t")
     kind = f[0]
@@ -102,6 +105,9 @@ for line in open(path):
         continue
     elif kind == "baseline":
         baseline.append(int(f[1]) / float(f[2]))
+        continue
+    elif kind == "shotover":
+        shotover = f"shotover {f[1]} (Kafka {f[2]} clients)"
         continue
     elif kind == "memory":
         memory.setdefault(f[1], {})[int(f[2])] = int(f[3])
@@ -164,6 +170,9 @@ for k, by in thr.items():
     if "baseline" in by:
         b = statistics.median(by["baseline"])
         row(f"{k}: {BASELINE}", f"{d:.1f}", f"{b:.1f}", ratio(d, b), target, relay=r)
+    if "shotover" in by:
+        o = statistics.median(by["shotover"])
+        row(f"{k}: {shotover}", f"{d:.1f}", f"{o:.1f}", ratio(d, o), relay=r)
 for phase, target in (("consume", "<= 0.6"), ("produce", "<= 0.8; <= 1.3x relay")):
     relay_cpu = statistics.median(cpu[f"{phase}-relay"]) if f"{phase}-relay" in cpu else None
     if phase in cpu:
@@ -172,6 +181,9 @@ for phase, target in (("consume", "<= 0.6"), ("produce", "<= 0.8; <= 1.3x relay"
     if f"{phase}-baseline" in cpu:
         row(f"{BASELINE} CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase + '-baseline']):.2f}", "-",
             target, relay=relay_cpu)
+    if f"{phase}-shotover" in cpu:
+        row(f"{shotover} CPU-s per GB {phase}d", "-", f"{statistics.median(cpu[phase + '-shotover']):.2f}",
+            relay=relay_cpu)
 row("sluice RSS idle / peak MiB", "-", f"{int(idle_kb) / 1024:.1f} / {int(peak_kb) / 1024:.1f}")
 
 pairs = list(zip(reread.get("direct", []), reread.get("sluice", [])))
@@ -196,6 +208,15 @@ if pairs:
     if "reread-baseline" in cpu:
         row(f"{BASELINE} CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread-baseline']):.2f}", "-",
             "<= 0.6", relay=statistics.median(cpu["reread-relay"]) if "reread-relay" in cpu else None)
+    other = list(zip(reread.get("direct", []), reread.get("shotover", [])))
+    if other:
+        each = "/".join(f"{o / d:.2f}" for d, o in other)
+        row(f"consume MB/s (fetch time): {shotover}", f"{statistics.median(d for d, _ in other):.1f}",
+            f"{statistics.median(o for _, o in other):.1f}",
+            f"{statistics.median(o / d for d, o in other):.2f}x ({each})", relay=relayed_med)
+    if "reread-shotover" in cpu:
+        row(f"{shotover} CPU-s per GB consumed", "-", f"{statistics.median(cpu['reread-shotover']):.2f}",
+            relay=statistics.median(cpu["reread-relay"]) if "reread-relay" in cpu else None)
     windows = {via: [m for m in reread_machine.get(via, []) if m] for via in ("direct", "sluice")}
     if windows["direct"] and windows["sluice"]:
 

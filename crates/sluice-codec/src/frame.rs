@@ -46,15 +46,27 @@ impl FrameCodec {
     /// Takes the next whole frame (without its prefix) off the front of
     /// `src`; `None` until all of it is there.
     pub fn decode_frame(&mut self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
-        let Some(size) = self.check_prefix(src)? else {
-            return Ok(None);
-        };
-        if src.len() < 4 + size {
-            src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
-            return Ok(None);
+        if let Some(frame) = self.take_frame(src)? {
+            return Ok(Some(frame));
         }
-        src.advance(4);
-        Ok(Some(src.split_to(size)))
+        if let Some(size) = self.check_prefix(src)? {
+            src.reserve((4 + size - src.len()).min(MAX_UPFRONT_RESERVE));
+        }
+        Ok(None)
+    }
+
+    /// Takes the next whole frame (without its prefix) off the front of
+    /// `src`, as [`FrameCodec::decode_frame`] does, but reserves nothing: for
+    /// a caller that sizes its buffer itself (a client connection sizes it
+    /// only once its memory budget has admitted the frame).
+    pub fn take_frame(&self, src: &mut BytesMut) -> Result<Option<BytesMut>, CodecError> {
+        match self.check_prefix(src)? {
+            Some(size) if src.len() >= 4 + size => {
+                src.advance(4);
+                Ok(Some(src.split_to(size)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Appends `frame` to `dst` behind its length prefix.
@@ -142,6 +154,27 @@ mod tests {
         codec.set_max_frame_bytes(16);
         assert_eq!(codec.max_frame_bytes(), 16);
         assert_eq!(&codec.decode(&mut buf).unwrap().unwrap()[..], b"0123456789");
+    }
+
+    #[test]
+    fn take_frame_splits_whole_frames_and_reserves_nothing() {
+        let mut codec = FrameCodec::new(1024);
+        let mut buf = BytesMut::new();
+        codec.encode(b"hello".as_slice(), &mut buf).unwrap();
+        buf.extend_from_slice(&[0, 0, 3, 232, 1, 2]);
+        assert_eq!(&codec.take_frame(&mut buf).unwrap().unwrap()[..], b"hello");
+        let capacity = buf.capacity();
+        assert!(codec.take_frame(&mut buf).unwrap().is_none());
+        assert_eq!(buf.capacity(), capacity, "a partial frame reserves nothing");
+        assert_eq!(&buf[..], &[0, 0, 3, 232, 1, 2]);
+        let mut too_large = BytesMut::from(&2048i32.to_be_bytes()[..]);
+        assert!(matches!(
+            codec.take_frame(&mut too_large),
+            Err(CodecError::FrameTooLarge {
+                size: 2048,
+                max: 1024
+            })
+        ));
     }
 
     #[test]

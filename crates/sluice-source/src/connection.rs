@@ -32,7 +32,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures::FutureExt;
 use metrics::counter;
 use sluice_chain::{Chain, ChainBuilder, ChainError, ConnectionContext};
@@ -43,7 +43,6 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep, sleep_until};
 use tokio_rustls::TlsAcceptor;
-use tokio_util::codec::Decoder;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
@@ -54,6 +53,7 @@ use crate::write::{WriteFailure, write_within};
 mod close;
 mod counters;
 mod drain;
+mod read_buf;
 
 pub(crate) use close::{Close, ConnectionError};
 use counters::{ConnectionCounters, OpenGuard};
@@ -69,7 +69,7 @@ const WRITE_BATCH_BYTES: usize = 256 * 1024;
 /// How long closing the write side (TLS `close_notify`, then FIN) may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Free space ensured in the read buffer before each read.
+/// What a read between frames takes at most ([`read_buf::prepare_read`]).
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Free space ensured before a read while the connection is quiet: enough
@@ -203,6 +203,10 @@ struct Io<S> {
     /// Set while the connection is quiet (at first, and once it gave its
     /// buffers back): reads then start small ([`QUIET_READ_CHUNK`]).
     quiet: bool,
+    /// The size of the last frame taken, with its prefix: after a long one
+    /// the next read takes only the next prefix
+    /// ([`read_buf::between_frames`]).
+    last_frame_bytes: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Io<S> {
@@ -294,6 +298,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 out: OutFrames::default(),
                 open_for_reading: true,
                 quiet: true,
+                last_frame_bytes: 0,
             },
             ctx,
             chain,
@@ -349,7 +354,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.check_authenticated();
             if self.accepting_requests() {
                 let decoded = match self.budget.full_for_forwarding() {
-                    None => self.io.codec.decode(&mut self.io.read_buf),
+                    None => self.io.codec.take_frame(&mut self.io.read_buf),
                     // Held back: a frame too large is still refused at once.
                     Some(_) => self.io.codec.check_prefix(&self.io.read_buf).map(|_| None),
                 };
@@ -422,17 +427,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             },
         };
         self.note_pause(full);
-        if reading {
+        let quiet_armed =
+            !self.io.quiet && self.io.read_buf.is_empty() && self.drain.deadline.is_none();
+        let read_limit = if reading {
             let chunk = if self.io.quiet {
                 QUIET_READ_CHUNK
             } else {
                 READ_CHUNK
             };
-            self.io.read_buf.reserve(chunk);
-        }
+            let chunk = read_buf::between_frames(chunk, self.io.last_frame_bytes);
+            read_buf::prepare_read(
+                &mut self.io.read_buf,
+                chunk,
+                self.io.codec.max_frame_bytes(),
+            )
+        } else {
+            0
+        };
+        let mut read_into = (&mut self.io.read_buf).limit(read_limit);
         let process_full = (full == Some(Full::Process)).then(|| Arc::clone(self.budget.process()));
-        let quiet_armed =
-            !self.io.quiet && self.io.read_buf.is_empty() && self.drain.deadline.is_none();
         let quiet_at = self.last_activity + QUIET_AFTER;
         let idle_armed =
             self.settings.idle_timeout.is_some() && pending == 0 && self.drain.deadline.is_none();
@@ -445,7 +458,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             biased;
             () = &mut self.drain.cancelled, if drain_deadline.is_none() => Event::Shutdown,
             r = self.chain.recv(&self.ctx), if pending > 0 => Event::Response(r),
-            r = self.io.stream.read_buf(&mut self.io.read_buf), if reading => Event::Read(r),
+            r = self.io.stream.read_buf(&mut read_into), if reading => Event::Read(r),
             () = ConnectionBudget::freed(process_full) => Event::BudgetFreed,
             () = sleep_until(quiet_at), if quiet_armed => Event::Quiet,
             () = &mut self.idle_timer, if idle_armed => Event::IdleTimer,
@@ -482,6 +495,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.budget.frame_taken();
         self.note_buffered();
         let frame_bytes = frame.len() + 4;
+        self.io.last_frame_bytes = frame_bytes;
         let taken_at = Instant::now();
         let (request, fetch) = Request::parse_with_fetch_limit(frame, self.budget.fetch_limit())
             .map_err(|e| Close::Error(ConnectionError::Frame(e)))?;
@@ -563,6 +577,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     fn go_quiet(&mut self) {
         if self.io.read_buf.is_empty() {
             self.io.read_buf = BytesMut::new();
+            self.io.last_frame_bytes = 0;
             self.io.out.shrink(0);
             self.counters.release_idle();
             self.io.quiet = true;

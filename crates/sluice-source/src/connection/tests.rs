@@ -527,6 +527,59 @@ async fn a_quiet_connection_still_reads_frames_larger_than_its_small_buffer() {
     assert!(matches!(handle.await.unwrap(), Close::ClientClosed));
 }
 
+/// An ApiVersions request whose client software name is `len` bytes long.
+fn request_of(id: i32, len: usize) -> BytesMut {
+    let body = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_string("x".repeat(len)));
+    let req = Request::from_body(ApiKey::ApiVersions, 3, id, None, body.into());
+    let mut frame = BytesMut::new();
+    req.encode(&mut frame).unwrap();
+    frame
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_and_short_requests_in_turn_are_each_read_whole_and_answered_in_order() {
+    // Long ones are read in place, the read after each taking only the next
+    // prefix; short ones a chunk at a time, several in one read.
+    let (client, handle) = spawn(false, 1 << 16, None, CancellationToken::new());
+    let (mut from_sluice, mut to_sluice) = tokio::io::split(client);
+    let lens = [
+        200_000, 10, 10, 300_000, 100_000, READ_CHUNK, 20_000, 10, 16_000, 100,
+    ];
+    let mut pipelined = BytesMut::new();
+    for (id, &len) in (1..).zip(&lens) {
+        pipelined.extend_from_slice(&request_of(id, len));
+    }
+    let writer = tokio::spawn(async move {
+        to_sluice.write_all(&pipelined).await.unwrap();
+        to_sluice
+    });
+    // The correlation ids of the whole answers in `bytes`.
+    let ids = |mut bytes: &[u8]| {
+        let mut ids = Vec::new();
+        while bytes.len() >= 8 {
+            let len = usize::try_from(i32::from_be_bytes(bytes[..4].try_into().unwrap())).unwrap();
+            if bytes.len() < 4 + len {
+                break;
+            }
+            ids.push(i32::from_be_bytes(bytes[4..8].try_into().unwrap()));
+            bytes = &bytes[4 + len..];
+        }
+        ids
+    };
+    let mut answers = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    while ids(&answers).len() < lens.len() {
+        let n = from_sluice.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed after the answers to {:?}", ids(&answers));
+        answers.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(ids(&answers), (1..=10).collect::<Vec<i32>>());
+    drop(writer.await.unwrap());
+    drop(from_sluice);
+    assert!(matches!(handle.await.unwrap(), Close::ClientClosed));
+}
+
 #[tokio::test(start_paused = true)]
 async fn requests_read_together_wait_in_the_buffer_while_the_budget_is_full() {
     let gate = Arc::new(Semaphore::new(0));
