@@ -46,6 +46,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sluice_codec::kafka_protocol::messages::ProduceRequest;
+use sluice_codec::{ApiKey, Request, RequestKind};
 
 use crate::split::order::TopicEntry;
 use crate::split::{Coordinators, PartitionLeaders, Routing};
@@ -191,6 +192,20 @@ impl ProduceGaps {
     pub fn forwarded(&mut self, topic: &TopicRef, partition: i32) {
         if !self.gaps.is_empty() {
             self.gaps.remove(&(topic.clone(), partition));
+        }
+    }
+
+    /// Records that `request`, which its failed connection never wrote, is
+    /// sent again: for a Produce, its batches are the ones their
+    /// partitions' gaps wait for.
+    pub fn resending(&mut self, request: &mut Request) {
+        let version = request.api_version();
+        if request.api_key() == ApiKey::Produce
+            && let Ok(RequestKind::Produce(p)) = request.body()
+        {
+            for (topic, partition, _) in produce_heads(p, version) {
+                self.forwarded(&topic, partition);
+            }
         }
     }
 

@@ -197,7 +197,6 @@ impl KafkaSinkCluster {
                 post,
                 on_failure,
                 original,
-                retried: false,
             })),
         }))
     }
@@ -362,7 +361,6 @@ impl KafkaSinkCluster {
                 },
                 on_failure: OnFailure::Synthesize(error_codes::REQUEST_TIMED_OUT),
                 original: request,
-                retried: false,
             })),
         }))
     }
