@@ -104,6 +104,7 @@ mod tests;
 #[cfg(test)]
 use crate::error_codes::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
 pub use ahead::ReadAhead;
+pub use combine::{FetchStep, unknown_partitions};
 use kept::Frame;
 pub use session::{ClientSessions, SessionReply};
 pub use session::{SessionEvent, SessionSide, session_error_name};
