@@ -43,7 +43,6 @@ mod builder;
 mod error;
 mod fetch;
 mod finish;
-mod follower;
 mod internal;
 mod leave;
 mod ready;

@@ -49,7 +49,7 @@ use sluice_codec::kafka_protocol::messages::ProduceRequest;
 use sluice_codec::{ApiKey, Request, RequestKind};
 
 use crate::split::order::TopicEntry;
-use crate::split::{Coordinators, PartitionLeaders, Routing};
+use crate::split::{Coordinators, PartitionLeaders, Routing, Unroutable};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
 /// How long a partition's gap holds back the batches behind it.
@@ -185,6 +185,31 @@ impl ProduceGaps {
         }
         self.gaps
             .insert((topic.clone(), partition), Gap { head, at: now });
+    }
+
+    /// After a Produce with idempotent batches (`heads`) was split: the
+    /// partitions no broker could take (`unroutable`: answered unsent) open
+    /// a gap, the others close theirs. Returns the batches that opened one.
+    pub fn after_split<'h>(
+        &mut self,
+        heads: &'h [(TopicRef, i32, BatchHead)],
+        unroutable: &[Unroutable],
+        now: Instant,
+    ) -> Vec<&'h (TopicRef, i32, BatchHead)> {
+        let mut opened = Vec::new();
+        for entry in heads {
+            let (topic, partition, head) = entry;
+            let unsent = unroutable.iter().any(|u| {
+                matches!(u, Unroutable::Partition { topic: t, partition: p } if t == topic && p == partition)
+            });
+            if unsent {
+                self.failed_unsent(topic, *partition, *head, now);
+                opened.push(entry);
+            } else {
+                self.forwarded(topic, *partition);
+            }
+        }
+        opened
     }
 
     /// Records that a batch of `topic`/`partition` was forwarded: the
@@ -343,6 +368,28 @@ mod tests {
         gaps.forwarded(&t, 2);
         assert!(!gaps.holds(&t, 2, &head(1000, 0, 5703), soon));
         assert!(gaps.is_empty());
+    }
+
+    #[test]
+    fn a_split_opens_gaps_for_partitions_answered_unsent_and_closes_the_others() {
+        let mut gaps = ProduceGaps::default();
+        let now = Instant::now();
+        let heads = vec![(topic(), 0, head(7, 1, 10)), (topic(), 1, head(7, 1, 20))];
+        gaps.failed_unsent(&topic(), 0, head(7, 1, 5), now);
+        let unroutable = vec![Unroutable::Partition {
+            topic: topic(),
+            partition: 1,
+        }];
+        let opened = gaps.after_split(&heads, &unroutable, now);
+        assert_eq!(opened, vec![&heads[1]]);
+        assert!(
+            !gaps.holds(&topic(), 0, &head(7, 1, 11), now),
+            "partition 0 was forwarded: its gap closed"
+        );
+        assert!(
+            gaps.holds(&topic(), 1, &head(7, 1, 21), now),
+            "partition 1 holds the batches behind its unsent one"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod errors;
 mod failure;
 mod groups;
 mod keyed;
+mod leaving;
 mod meta;
 mod produce_fetch;
 mod streams;

@@ -262,9 +262,7 @@ impl KafkaSinkCluster {
             None => self.auth.fail(Invariant::ScramWithoutTokenTask),
         }
     }
-}
 
-impl KafkaSinkCluster {
     /// Applies a successful re-authentication: its connection retires, and
     /// PLAIN credentials (perhaps a new password) are replayed from now on.
     fn reauthenticated(
@@ -283,9 +281,7 @@ impl KafkaSinkCluster {
             "client re-authenticated"
         );
     }
-}
 
-impl KafkaSinkCluster {
     /// A broker just accepted a SCRAM client's credentials: its user's token
     /// may be renewed until the client's session ends (see
     /// [`sluice_auth::token`]).

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::finish::count_synthesized;
+use super::leave::leaving_fetch_answer;
 use super::send::Dest;
 use super::{KafkaSinkCluster, now};
 use crate::close::Invariant;
@@ -137,10 +138,10 @@ impl KafkaSinkCluster {
         let full = full.map(RequestKind::Fetch);
         if self.shared.nodes.is_hidden() {
             let leaving = match &full {
-                Some(full) => self.leaving_fetch_answer(&request, full),
+                Some(full) => leaving_fetch_answer(&self.shared, &request, full),
                 None => {
                     let body = request.body()?.clone();
-                    self.leaving_fetch_answer(&request, &body)
+                    leaving_fetch_answer(&self.shared, &request, &body)
                 }
             };
             if leaving.is_some() {
@@ -452,7 +453,9 @@ impl KafkaSinkCluster {
         };
         let frame_bytes = response.wire_len();
         let decoded = self
-            .post_follower_fetch(&mut response, part.broker.as_ref())
+            .shared
+            .view
+            .after_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
             Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer, frame_bytes),

@@ -284,7 +284,9 @@ impl KafkaSinkCluster {
         let api = response.api_key();
         let decode_error = |e: CodecError| protocol_error(broker, api, e);
         if api == ApiKey::Fetch {
-            self.post_follower_fetch(response, broker)
+            self.shared
+                .view
+                .after_follower_fetch(response, broker)
                 .map_err(decode_error)?;
         }
         let facts = exchange::split_facts(response).map_err(decode_error)?;

@@ -72,7 +72,7 @@ impl KafkaSinkCluster {
         if api != ApiKey::ApiVersions && !supported {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
-        if let Some(answer) = self.leaving_answer(&mut request, descriptor.family)? {
+        if let Some(answer) = super::leave::leaving_answer(&self.shared, &mut request)? {
             return Ok(Some(answer));
         }
         match descriptor.family {
@@ -422,7 +422,8 @@ impl KafkaSinkCluster {
         if !unknown.is_empty() {
             fatal_only(self.find_coordinators(key_type, &unknown).await)?;
         }
-        let by_coordinator = self.keys_by_coordinator(key_type, &keys);
+        let by_coordinator =
+            route::keyed::by_coordinator(&*self.shared.view.read(), key_type, &keys);
         if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
             let post = Post::Coordinator {
                 key_type,
@@ -466,24 +467,6 @@ impl KafkaSinkCluster {
         }))
     }
 
-    /// `keys` grouped by their coordinator (`None`: unknown), in first-use order.
-    fn keys_by_coordinator(
-        &self,
-        key_type: CoordinatorKeyType,
-        keys: &[String],
-    ) -> Vec<(Option<BrokerId>, Vec<String>)> {
-        let view = self.shared.view.read();
-        let mut groups: Vec<(Option<BrokerId>, Vec<String>)> = Vec::new();
-        for key in keys {
-            let coordinator = view.coordinator(key_type, key);
-            match groups.iter_mut().find(|(c, _)| *c == coordinator) {
-                Some((_, group)) => group.push(key.clone()),
-                None => groups.push((coordinator, vec![key.clone()])),
-            }
-        }
-        groups
-    }
-
     /// The split APIs: by leader, by coordinator, or to every broker.
     async fn send_split(
         &mut self,
@@ -498,7 +481,17 @@ impl KafkaSinkCluster {
             (split, heads)
         };
         if !heads.is_empty() {
-            self.keep_produce_order(&split, &heads);
+            let opened = self
+                .produce_gaps
+                .after_split(&heads, &split.unroutable, super::now());
+            for (topic, partition, head) in opened {
+                debug!(
+                    ?topic,
+                    partition,
+                    ?head,
+                    "an idempotent batch answered unsent: later ones wait for its resend"
+                );
+            }
         }
         self.send_split_parts(request, split, false, &heads).await
     }
@@ -522,30 +515,6 @@ impl KafkaSinkCluster {
             );
             self.produce_gaps
                 .failed_unsent(topic, *partition, *head, now);
-        }
-    }
-
-    /// After a Produce with idempotent batches (`heads`) was split: its
-    /// partitions answered unsent open a gap, the ones forwarded close
-    /// theirs (see [`sluice_cluster::route::produce_order`]).
-    fn keep_produce_order(&mut self, split: &SplitRequest, heads: &[(TopicRef, i32, BatchHead)]) {
-        let now = super::now();
-        for (topic, partition, head) in heads {
-            let unsent = split.unroutable.iter().any(|u| {
-                matches!(u, Unroutable::Partition { topic: t, partition: p } if t == topic && p == partition)
-            });
-            if unsent {
-                debug!(
-                    ?topic,
-                    partition,
-                    ?head,
-                    "an idempotent batch answered unsent: later ones wait for its resend"
-                );
-                self.produce_gaps
-                    .failed_unsent(topic, *partition, *head, now);
-            } else {
-                self.produce_gaps.forwarded(topic, *partition);
-            }
         }
     }
 
