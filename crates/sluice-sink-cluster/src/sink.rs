@@ -11,12 +11,18 @@
 //!
 //! `send` routes a request ([`sluice_cluster::route`] decides, `send.rs` does it):
 //! internal requests that fill the view (a Metadata refresh when a partition
-//! has no known leader, FindCoordinator when a coordinator is unknown) are
-//! sent and awaited there, before the client's request goes out. `recv` waits
+//! has no known leader or before any broker is known, FindCoordinator,
+//! batched where the broker supports it, when a coordinator is unknown) are
+//! sent to any broker and awaited there, bounded by the request timeout,
+//! before the client's request goes out; a failed one is logged, and the
+//! request is routed with what is known, so the client gets a retriable
+//! Kafka error rather than a closed connection. `recv` waits
 //! for the oldest entry's parts and does what [`sluice_cluster::exchange`]
 //! decides (`finish.rs`): a part its connection never wrote (the connection
 //! failed first) is sent once more, in place, on a reopened connection; the
 //! parts' answers are combined by the core and the answer post-processed.
+//! While it waits, a broker owing anything past its wait is checked on
+//! (`stalled.rs`).
 //!
 //! Every client request ends in exactly one of three ways: a broker answer, a
 //! synthesized Kafka error (a failed broker's part is answered with a
@@ -43,7 +49,6 @@ mod builder;
 mod error;
 mod fetch;
 mod finish;
-mod internal;
 mod leave;
 mod ready;
 mod send;
@@ -53,15 +58,20 @@ mod stalled;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sluice_broker::{BrokerAddress, BrokerError, Call};
 use sluice_chain::{ChainError, ConnectionContext, Sink};
 use sluice_cluster::exchange::Tries;
 use sluice_cluster::route::produce_order::ProduceGaps;
+use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Request, Response};
+use tokio::time::Instant;
+use tracing::{debug, warn};
 
 pub use builder::KafkaSinkClusterBuilder;
 pub(crate) use builder::Shared;
@@ -73,9 +83,14 @@ pub(crate) use share::ShareCombine;
 
 use crate::close::CloseError;
 use crate::pending::PendingResponse;
-use crate::pool::Pool;
+use crate::pool::health::Verdict;
+use crate::pool::{ConnError, Pool, Target};
 use sluice_cluster::client_auth::ClientAuth;
+use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::share::ShareSessions;
+use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
+use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, MetadataApplied, TopicRef};
+use stalled::{RECHECK_EVERY, STALL_AFTER};
 
 /// One client connection's sink: its broker connections, the responses it
 /// is owed, in request order, and where its authentication stands.
@@ -127,6 +142,207 @@ impl std::fmt::Debug for KafkaSinkCluster {
             .field("pending", &self.pending.len())
             .field("auth", &self.auth)
             .finish()
+    }
+}
+
+impl KafkaSinkCluster {
+    /// Sends an internal request, built from the chosen broker's versions, to
+    /// any broker and waits, within the request timeout, for its answer.
+    /// Returns the version used and the answer.
+    async fn internal_request<C: Call>(
+        &mut self,
+        build: impl FnOnce(InternalVersions) -> (i16, C),
+    ) -> Result<(i16, C::Response), InternalRequestError> {
+        let api = C::API;
+        let (_, conn) = self.connections.any(None).await.map_err(|e| match e {
+            ConnError::Broker(source) => InternalRequestError::Broker { api, source },
+            ConnError::Fatal(source) => InternalRequestError::Fatal { api, source },
+        })?;
+        let versions =
+            InternalVersions::choose(self.shared.api_versions_of(conn.address()).as_deref());
+        let (version, body) = build(versions);
+        let answer = conn
+            .call(version, body, self.shared.request_timeout)
+            .await?;
+        Ok((version, answer))
+    }
+
+    /// Refreshes `topics` (or only the broker list, for `None`) from any
+    /// broker into the view.
+    pub(super) async fn refresh_metadata(
+        &mut self,
+        topics: Option<&[TopicRef]>,
+    ) -> Result<(), InternalRequestError> {
+        let view = self.shared.view.clone();
+        let result = self
+            .internal_request(|versions| {
+                let request = metadata_request(topics, versions.metadata, &view.read());
+                (versions.metadata, request)
+            })
+            .await;
+        let (version, metadata) = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                warn!("metadata refresh failed: {e}");
+                return Err(e);
+            }
+        };
+        let applied = self.shared.view.write().apply_metadata(version, &metadata);
+        log_applied(&applied);
+        self.connections.on_metadata(&applied);
+        debug!(
+            topics = metadata.topics.len(),
+            brokers = metadata.brokers.len(),
+            "metadata refreshed"
+        );
+        Ok(())
+    }
+
+    /// Looks up the coordinators of `keys` into the view: one batched
+    /// request where the broker supports it (v4+), else one per key.
+    pub(super) async fn find_coordinators(
+        &mut self,
+        key_type: CoordinatorKeyType,
+        keys: &[String],
+    ) -> Result<(), InternalRequestError> {
+        let mut remaining: VecDeque<String> = keys.iter().cloned().collect();
+        while !remaining.is_empty() {
+            let mut asked: Vec<String> = Vec::new();
+            let result = self
+                .internal_request(|versions| {
+                    let v = versions.find_coordinator;
+                    asked = if v >= BATCHED_FIND_COORDINATOR_VERSION {
+                        remaining.drain(..).collect()
+                    } else {
+                        remaining.pop_front().into_iter().collect()
+                    };
+                    let request = find_coordinator_requests(key_type, &asked, v)
+                        .pop()
+                        .unwrap_or_default();
+                    (v, request)
+                })
+                .await;
+            let (version, found) = match result {
+                Ok(answer) => answer,
+                Err(e) => {
+                    warn!("coordinator lookup failed: {e}");
+                    return Err(e);
+                }
+            };
+            // v0-3 answer for the one key asked, which they do not repeat.
+            let key = (version < BATCHED_FIND_COORDINATOR_VERSION)
+                .then(|| asked.first().map(|k| StrBytes::from_string(k.clone())))
+                .flatten();
+            self.shared.view.write().apply_find_coordinator(
+                version,
+                key_type,
+                key.as_ref(),
+                &found,
+            );
+        }
+        Ok(())
+    }
+
+    /// The earliest stall time of any part still owed.
+    pub(super) fn next_stall_check(&self) -> Option<Instant> {
+        self.pending
+            .iter()
+            .flat_map(|entry| entry.parts.iter())
+            .filter_map(|part| part.stall_check_at())
+            .min()
+    }
+
+    /// Checks on the brokers whose parts have stalled (see `sink/stalled.rs`);
+    /// parts owed by a broker that left the cluster metadata are failed.
+    pub(super) async fn check_stalled(&mut self) {
+        let now = Instant::now();
+        let mut quiet_brokers: BTreeSet<(i32, String)> = BTreeSet::new();
+        // Each with the API of the request found waiting there, for the log.
+        let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
+        let connections = &self.connections;
+        let parts = self.pending.iter_mut().flat_map(|e| {
+            let api = e.api_key;
+            e.parts.iter_mut().map(move |part| (api, part))
+        });
+        for (api, part) in parts {
+            // Answered, but behind an answer the client has not taken yet.
+            part.settle_if_answered();
+            if part.stall_check_at().is_none_or(|at| at > now) {
+                continue;
+            }
+            let Some(clock) = part.stall.as_mut() else {
+                continue;
+            };
+            clock.check_at = now + RECHECK_EVERY;
+            // A broker working through a long queue answers as it goes,
+            // and one whose answers to other connections of the sink flow
+            // is alive: only one that nobody has heard from lately is
+            // stalled.
+            let quiet = connections.quiet_for(part.target, now) >= STALL_AFTER;
+            if quiet && let Some(broker) = &part.broker {
+                let key = (broker.id.unwrap_or(-1), broker.to_string());
+                let first = quiet_brokers.insert(key);
+                let again = std::mem::replace(&mut clock.checked, true);
+                let suspect = again && now >= clock.suspect_from;
+                if suspect && !suspects.iter().any(|(b, _)| b == broker) {
+                    suspects.push((broker.clone(), api));
+                } else if first {
+                    debug!(broker = %broker, api = ?api, "a broker has not answered a request within its wait; checking whether it left the cluster");
+                }
+            }
+        }
+        if quiet_brokers.is_empty() {
+            return;
+        }
+        // Only a broker still quiet when checked again is suspect: a false
+        // alarm costs the one Metadata request below.
+        for (broker, api) in &suspects {
+            if let Verdict::Warn { quieted } = self.shared.health.failed(broker, now) {
+                warn!(
+                    broker = %broker,
+                    api = ?api,
+                    quieted,
+                    "a broker has not answered a request within its wait, nor since; checking whether it left the cluster"
+                );
+            }
+        }
+        // The Metadata request may queue behind a long wait on the
+        // connection it goes out on: the client's answers do not wait for it
+        // longer than until the next check. A failure is logged inside; the
+        // parts keep waiting and are checked again at their next stall time.
+        match tokio::time::timeout(RECHECK_EVERY, self.refresh_metadata(None)).await {
+            Ok(Ok(())) => self.fail_parts_of_departed_brokers(),
+            Ok(Err(_)) => {}
+            Err(_) => {
+                debug!("no metadata within {RECHECK_EVERY:?}; the stalled parts are checked again")
+            }
+        }
+    }
+
+    /// Fails every owed part whose broker the view no longer lists, and
+    /// ends those brokers' connections (see `sink/stalled.rs`: what a hung
+    /// broker has not read must not reach it when it resumes, and nothing
+    /// may be sent behind it).
+    fn fail_parts_of_departed_brokers(&mut self) {
+        let listed: BTreeSet<BrokerId> = self.shared.view.read().brokers().map(|b| b.id).collect();
+        let mut departed: Vec<(Target, BrokerAddress)> = Vec::new();
+        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
+            if let Target::Broker(id) = part.target
+                && !listed.contains(&id)
+                && let Some(broker) = part.broker.clone()
+            {
+                part.abandon(BrokerError::LeftCluster {
+                    broker: broker.clone(),
+                });
+                if !departed.iter().any(|(t, _)| *t == part.target) {
+                    departed.push((part.target, broker));
+                }
+            }
+        }
+        for (target, broker) in departed {
+            self.connections
+                .abort(target, BrokerError::LeftCluster { broker });
+        }
     }
 }
 
@@ -206,4 +422,17 @@ impl Sink for KafkaSinkCluster {
 /// timer tests) as a `std` instant, which is what the core takes.
 pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
+}
+
+/// Logs what applying a Metadata response left out of the view.
+fn log_applied(applied: &MetadataApplied) {
+    for older in &applied.older_epochs_ignored {
+        debug!(
+            topic = %older.topic.0,
+            partition = older.partition,
+            old_epoch = older.kept,
+            new_epoch = older.ignored,
+            "ignoring partition metadata older than the view"
+        );
+    }
 }

@@ -326,7 +326,7 @@ impl KafkaSinkCluster {
             Post::Metadata => {
                 if let ResponseKind::Metadata(m) = response.body().map_err(decode_error)? {
                     let applied = self.shared.view.write().apply_metadata(version, m);
-                    super::internal::log_applied(&applied);
+                    super::log_applied(&applied);
                     self.connections.on_metadata(&applied);
                 }
                 self.shared.rewrite(response, None).map_err(rewrite)
