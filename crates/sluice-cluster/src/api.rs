@@ -420,3 +420,16 @@ pub fn offered_versions(api: ApiKey) -> Option<VersionRange> {
         Versions::Codec => Some(api.valid_versions()),
     }
 }
+
+/// Whether Sluice serves a client's `api` at `version`: an offered version
+/// of it, or an API clients may not send (answered with an error). Kafka
+/// closes a client that uses a version it does not support or an API it
+/// does not offer; ApiVersions is answered at any version, with the
+/// versions supported.
+pub fn serves(api: ApiKey, version: i16) -> bool {
+    let supported = match offered_versions(api) {
+        Some(range) => (range.min..=range.max).contains(&version),
+        None => !describe(api).is_client_facing(),
+    };
+    api == ApiKey::ApiVersions || supported
+}

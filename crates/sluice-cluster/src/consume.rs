@@ -107,7 +107,7 @@ pub use ahead::ReadAhead;
 pub use combine::{FetchStep, unknown_partitions};
 use kept::Frame;
 pub use session::{ClientSessions, SessionReply};
-pub use session::{SessionEvent, SessionSide, session_error_name};
+pub use session::{SessionEvent, SessionSide, session_error_answer, session_error_name};
 pub use upstream::{Prepared, SentIn, UpstreamSessions, learn};
 
 /// A part of a split fetch as the core sees it. The driver's part holds

@@ -52,6 +52,16 @@ use crate::split::order::TopicEntry;
 use crate::split::{Coordinators, PartitionLeaders, Routing, Unroutable};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
+/// The idempotent batches of a Produce that expects an answer (an
+/// `acks=0` one is never refused: it has no answer to carry the error);
+/// none for anything else.
+pub fn idempotent_heads(body: &RequestKind, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
+    match body {
+        RequestKind::Produce(p) if p.acks != 0 => produce_heads(p, version),
+        _ => Vec::new(),
+    }
+}
+
 /// How long a partition's gap holds back the batches behind it.
 pub const GAP_WINDOW: Duration = Duration::from_secs(10);
 
@@ -390,6 +400,39 @@ mod tests {
             gaps.holds(&topic(), 1, &head(7, 1, 21), now),
             "partition 1 holds the batches behind its unsent one"
         );
+    }
+
+    #[test]
+    fn only_a_produce_that_expects_an_answer_has_batches_to_keep_in_order() {
+        use sluice_codec::kafka_protocol::messages::produce_request::{
+            PartitionProduceData, TopicProduceData,
+        };
+        let records = bytes::Bytes::from(batch(1000, 3, 5701));
+        let data = |name: &'static str| {
+            TopicProduceData::default()
+                .with_name(sluice_codec::kafka_protocol::messages::TopicName(
+                    sluice_codec::kafka_protocol::protocol::StrBytes::from_static_str(name),
+                ))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records.clone())),
+                ])
+        };
+        let produce = |acks| {
+            RequestKind::Produce(
+                ProduceRequest::default()
+                    .with_acks(acks)
+                    .with_topic_data(vec![data("t")]),
+            )
+        };
+        assert_eq!(
+            idempotent_heads(&produce(-1), 9),
+            vec![(topic(), 0, head(1000, 3, 5701))]
+        );
+        assert!(idempotent_heads(&produce(0), 9).is_empty(), "acks=0");
+        let fetch = RequestKind::Fetch(Default::default());
+        assert!(idempotent_heads(&fetch, 12).is_empty());
     }
 
     #[test]

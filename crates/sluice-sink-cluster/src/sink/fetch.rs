@@ -25,9 +25,10 @@ use crate::pending::{Combine, Part, PendingResponse};
 use crate::pool::Target;
 use sluice_cluster::consume::{
     FetchCombine, FetchState, FetchStep, NewPart, Outcome, Parked, PartMeta, Planned, Prepared,
-    ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_name, unknown_partitions,
+    ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_answer, session_error_name,
+    unknown_partitions,
 };
-use sluice_cluster::error_codes::{ErrorCode, NOT_LEADER_OR_FOLLOWER};
+use sluice_cluster::error_codes::NOT_LEADER_OR_FOLLOWER;
 use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
 use sluice_cluster::split::dispatch::SplitRequest;
 use sluice_cluster::topology::BrokerId;
@@ -132,7 +133,8 @@ impl KafkaSinkCluster {
                     epoch = asked.1,
                     "answering a fetch in a session sluice does not have with error {code}"
                 );
-                return Ok(Some(super::send::ready(&request, session_error(code))));
+                let answer = ResponseKind::Fetch(session_error_answer(code));
+                return Ok(Some(super::send::ready(&request, answer)));
             }
         };
         let full = full.map(RequestKind::Fetch);
@@ -498,13 +500,4 @@ impl KafkaSinkCluster {
         self.post_split(&mut response, false, None)?;
         Ok(response)
     }
-}
-
-/// The answer to a fetch in a session Sluice does not have (or at an epoch
-/// it does not expect): the error, no session, no partitions.
-fn session_error(code: ErrorCode) -> ResponseKind {
-    ResponseKind::Fetch(
-        sluice_codec::kafka_protocol::messages::FetchResponse::default()
-            .with_error_code(code.code()),
-    )
 }

@@ -24,7 +24,7 @@ use sluice_chain::ChainError;
 use sluice_cluster::error_codes::{self, ErrorCode};
 use sluice_cluster::rewrite::Rewriter;
 use sluice_cluster::route::produce_fetch::ShownHere;
-use sluice_cluster::route::produce_order::{BatchHead, Holding, produce_heads};
+use sluice_cluster::route::produce_order::{BatchHead, Holding, idempotent_heads};
 use sluice_cluster::route::{self, Family, Meta, OnFailure};
 use sluice_cluster::split::dispatch::{SplitRequest, split_request};
 use sluice_cluster::split::{RackRouting, Unroutable};
@@ -61,17 +61,10 @@ impl KafkaSinkCluster {
             ),
             _ => {}
         }
-        // Kafka closes a client that uses a version it does not support, or
-        // an api it does not offer (only ApiVersions is answered, with the
-        // versions it does). An api clients may not send is answered below.
-        let descriptor = sluice_cluster::api::describe(api);
-        let supported = match route::offered_versions(api) {
-            Some(range) => (range.min..=range.max).contains(&version),
-            None => !descriptor.is_client_facing(),
-        };
-        if api != ApiKey::ApiVersions && !supported {
+        if !sluice_cluster::api::serves(api, version) {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
+        let descriptor = sluice_cluster::api::describe(api);
         if let Some(answer) = super::leave::leaving_answer(&self.shared, &mut request)? {
             return Ok(Some(answer));
         }
@@ -674,15 +667,6 @@ impl KafkaSinkCluster {
             ),
         };
         split.ok_or_else(|| Invariant::NotSplittable.into())
-    }
-}
-
-/// The idempotent batches of a Produce that expects an answer (an
-/// `acks=0` one is never refused: see `split_now`); none for anything else.
-fn idempotent_heads(body: &RequestKind, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
-    match body {
-        RequestKind::Produce(p) if p.acks != 0 => produce_heads(p, version),
-        _ => Vec::new(),
     }
 }
 
