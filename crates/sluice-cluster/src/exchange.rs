@@ -32,7 +32,7 @@ use sluice_codec::header::response_body_offset;
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, CodecError, Request, RequestKind, Response, ResponseKind};
 
-use crate::api::{Family, OnFailure, describe};
+use crate::api::{Admin, Family, Meta, OnFailure, describe};
 use crate::client_auth::SaslStep;
 use crate::error_codes::{self, ErrorCode};
 use crate::rewrite::RewriteError;
@@ -40,7 +40,7 @@ use crate::route::keyed::KeyedResult;
 use crate::route::{self, Stale, produce_fetch};
 use crate::split::dispatch::{MergePlan, merge_responses};
 use crate::split::{PartResult, SplitError};
-use crate::topology::{CoordinatorKeyType, Staleness, TopicRef, staleness};
+use crate::topology::{BrokerId, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 /// Where one part of an owed answer stands, as the driver saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,6 +293,37 @@ pub enum Post {
 }
 
 impl Post {
+    /// What the answer of a request about the cluster itself is
+    /// post-processed with (for a v0–3 FindCoordinator, with its key).
+    pub fn of_meta(meta: Meta, request: &mut Request) -> Result<Post, CodecError> {
+        Ok(match meta {
+            Meta::ApiVersions => Post::ApiVersions,
+            Meta::Metadata => Post::Metadata,
+            Meta::DescribeCluster => Post::DescribeCluster,
+            Meta::FindCoordinator => {
+                let version = request.api_version();
+                let (key_type, key) = match request.body()? {
+                    RequestKind::FindCoordinator(r) => {
+                        route::meta::find_coordinator_key(r, version)
+                    }
+                    _ => (None, None),
+                };
+                Post::FindCoordinator { key_type, key }
+            }
+        })
+    }
+
+    /// What an admin request's answer is post-processed with: the topics it
+    /// names are forgotten when it changes them.
+    pub fn of_admin(admin: Admin, request: &mut Request) -> Result<Post, CodecError> {
+        let stale_topics = if admin.marks_topics_stale {
+            route::admin::stale_topics(request.body()?)
+        } else {
+            Vec::new()
+        };
+        Ok(Post::Admin { stale_topics })
+    }
+
     /// What a whole request's answer says is out of date in the view: a
     /// coordinator that answered it no longer is one; the topics an admin
     /// write named, and what its top-level error says.
@@ -447,6 +478,71 @@ impl KeyedCombine {
         done.synthesized = synthesized;
         done.unreadable = unreadable;
         Ok(done)
+    }
+}
+
+/// How a request naming several coordinator keys goes out, their
+/// coordinators looked up as far as they could be.
+#[derive(Debug)]
+pub enum KeyedPlan {
+    /// Every key has the same coordinator: the request goes to it whole.
+    Whole {
+        /// The coordinator.
+        coordinator: BrokerId,
+        /// Its answer's post-processing (the coordinator forgotten when it
+        /// answers it no longer is one).
+        post: Post,
+        /// What a failure is answered with.
+        on_failure: OnFailure,
+    },
+    /// One part per known coordinator, with the keys it coordinates; the
+    /// keys without one are answered COORDINATOR_NOT_AVAILABLE.
+    Parts {
+        /// Each part's coordinator and body (parallel to `combine.part_keys`).
+        parts: Vec<(BrokerId, RequestKind)>,
+        /// How their answers merge (boxed: it holds the decoded request,
+        /// which goes into the owed answer as it is).
+        combine: Box<KeyedCombine>,
+    },
+}
+
+impl KeyedCombine {
+    /// How `request`, naming `keys` of `key_type` (grouped by coordinator:
+    /// `by_coordinator`, see `route::keyed::by_coordinator`), goes out.
+    pub fn plan(
+        request: &RequestKind,
+        key_type: CoordinatorKeyType,
+        keys: Vec<String>,
+        by_coordinator: Vec<(Option<BrokerId>, Vec<String>)>,
+    ) -> KeyedPlan {
+        if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
+            return KeyedPlan::Whole {
+                coordinator: *coordinator,
+                post: Post::Coordinator {
+                    key_type,
+                    key: keys.first().cloned().unwrap_or_default(),
+                },
+                on_failure: OnFailure::Synthesize(error_codes::NOT_COORDINATOR),
+            };
+        }
+        let mut parts = Vec::new();
+        let mut part_keys = Vec::new();
+        let mut unroutable = Vec::new();
+        for (coordinator, group) in by_coordinator {
+            let Some(coordinator) = coordinator else {
+                unroutable.extend(group);
+                continue;
+            };
+            parts.push((coordinator, route::keyed::with_keys(request, &group)));
+            part_keys.push(group);
+        }
+        let combine = Box::new(KeyedCombine {
+            request: request.clone(),
+            order: keys,
+            part_keys,
+            unroutable,
+        });
+        KeyedPlan::Parts { parts, combine }
     }
 }
 

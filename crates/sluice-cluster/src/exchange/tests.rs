@@ -494,3 +494,107 @@ fn a_partition_error_names_the_stale_leader_and_hints_from_v10() {
     let mut clean = produce_answer(10, 0, NONE);
     assert_eq!(split_facts(&mut clean).unwrap(), Facts::default());
 }
+
+fn describe_groups(groups: &[&'static str]) -> RequestKind {
+    RequestKind::ConsumerGroupDescribe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(
+            groups
+                .iter()
+                .map(|g| GroupId(StrBytes::from_static_str(g)))
+                .collect(),
+        ),
+    )
+}
+
+fn keys(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| (*k).to_owned()).collect()
+}
+
+#[test]
+fn keys_with_one_coordinator_go_whole_to_it() {
+    let request = describe_groups(&["g1", "g2"]);
+    let by = vec![(Some(crate::topology::BrokerId(2)), keys(&["g1", "g2"]))];
+    let plan = KeyedCombine::plan(&request, CoordinatorKeyType::Group, keys(&["g1", "g2"]), by);
+    let KeyedPlan::Whole {
+        coordinator,
+        post,
+        on_failure,
+    } = plan
+    else {
+        panic!("one coordinator: whole");
+    };
+    assert_eq!(coordinator.0, 2);
+    assert_eq!(
+        post,
+        Post::Coordinator {
+            key_type: CoordinatorKeyType::Group,
+            key: "g1".into()
+        }
+    );
+    assert_eq!(on_failure, OnFailure::Synthesize(NOT_COORDINATOR));
+}
+
+#[test]
+fn keys_of_several_coordinators_go_one_part_each_and_the_unknown_wait_for_the_merge() {
+    let request = describe_groups(&["g1", "g2", "g3"]);
+    let by = vec![
+        (Some(crate::topology::BrokerId(1)), keys(&["g1", "g3"])),
+        (None, keys(&["g2"])),
+    ];
+    let order = keys(&["g1", "g2", "g3"]);
+    let plan = KeyedCombine::plan(&request, CoordinatorKeyType::Group, order.clone(), by);
+    let KeyedPlan::Parts { parts, combine } = plan else {
+        panic!("a key without a coordinator: parts");
+    };
+    assert_eq!(parts.len(), 1);
+    let (broker, RequestKind::ConsumerGroupDescribe(body)) = &parts[0] else {
+        panic!("a ConsumerGroupDescribe part");
+    };
+    assert_eq!(broker.0, 1);
+    let asked: Vec<&str> = body.group_ids.iter().map(|g| g.0.as_str()).collect();
+    assert_eq!(asked, ["g1", "g3"]);
+    assert_eq!(combine.part_keys, vec![keys(&["g1", "g3"])]);
+    assert_eq!(combine.unroutable, keys(&["g2"]));
+    assert_eq!(combine.order, order);
+}
+
+#[test]
+fn requests_about_the_cluster_and_admin_writes_say_their_post_processing() {
+    let find = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str("billing"))
+        .with_key_type(0);
+    let mut request = client_request(
+        ApiKey::FindCoordinator,
+        3,
+        RequestKind::FindCoordinator(find),
+    );
+    let post = Post::of_meta(crate::api::Meta::FindCoordinator, &mut request).unwrap();
+    assert_eq!(
+        post,
+        Post::FindCoordinator {
+            key_type: Some(CoordinatorKeyType::Group),
+            key: Some(StrBytes::from_static_str("billing")),
+        },
+        "a v0-3 answer does not repeat its key"
+    );
+    let mut metadata = client_request(
+        ApiKey::Metadata,
+        12,
+        RequestKind::Metadata(MetadataRequest::default()),
+    );
+    assert_eq!(
+        Post::of_meta(crate::api::Meta::Metadata, &mut metadata).unwrap(),
+        Post::Metadata
+    );
+    let delete = DeleteTopicsRequest::default().with_topic_names(vec![name("orders")]);
+    let mut request = client_request(ApiKey::DeleteTopics, 5, RequestKind::DeleteTopics(delete));
+    let crate::api::Family::Admin(admin) = describe(ApiKey::DeleteTopics).family else {
+        panic!("DeleteTopics is an admin API");
+    };
+    assert_eq!(
+        Post::of_admin(admin, &mut request).unwrap(),
+        Post::Admin {
+            stale_topics: vec![TopicRef::Name(name("orders"))]
+        }
+    );
+}

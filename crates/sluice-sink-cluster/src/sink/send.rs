@@ -22,6 +22,7 @@ use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCo
 use crate::pool::{ConnError, Target};
 use sluice_chain::ChainError;
 use sluice_cluster::error_codes::{self, ErrorCode};
+use sluice_cluster::exchange::KeyedPlan;
 use sluice_cluster::rewrite::Rewriter;
 use sluice_cluster::route::produce_fetch::ShownHere;
 use sluice_cluster::route::produce_order::{BatchHead, Holding, idempotent_heads};
@@ -237,17 +238,7 @@ impl KafkaSinkCluster {
                 }
                 Post::ApiVersions
             }
-            Meta::Metadata => Post::Metadata,
-            Meta::DescribeCluster => Post::DescribeCluster,
-            Meta::FindCoordinator => {
-                let (key_type, key) = match request.body()? {
-                    RequestKind::FindCoordinator(r) => {
-                        route::meta::find_coordinator_key(r, version)
-                    }
-                    _ => (None, None),
-                };
-                Post::FindCoordinator { key_type, key }
-            }
+            _ => Post::of_meta(meta, &mut request)?,
         };
         let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
         self.send_whole(request, dest, post, on_failure).await
@@ -287,14 +278,9 @@ impl KafkaSinkCluster {
                 return self.send_configs(request, plan, &nodes).await;
             }
         }
-        let stale_topics = if admin.marks_topics_stale {
-            route::admin::stale_topics(request.body()?)
-        } else {
-            Vec::new()
-        };
+        let post = Post::of_admin(admin, &mut request)?;
         let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
-        self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
-            .await
+        self.send_whole(request, Dest::Any, post, on_failure).await
     }
 
     /// A config request whose BROKER/BROKER_LOGGER resources name brokers
@@ -417,46 +403,40 @@ impl KafkaSinkCluster {
         }
         let by_coordinator =
             route::keyed::by_coordinator(&*self.shared.view.read(), key_type, &keys);
-        if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
-            let post = Post::Coordinator {
-                key_type,
-                key: keys.first().cloned().unwrap_or_default(),
+        let (parts, mut combine) =
+            match KeyedCombine::plan(request.body()?, key_type, keys, by_coordinator) {
+                KeyedPlan::Whole {
+                    coordinator,
+                    post,
+                    on_failure,
+                } => {
+                    let dest = Dest::Broker(coordinator);
+                    return self.send_whole(request, dest, post, on_failure).await;
+                }
+                KeyedPlan::Parts { parts, combine } => (parts, combine),
             };
-            let on_failure = OnFailure::Synthesize(error_codes::NOT_COORDINATOR);
-            let dest = Dest::Broker(*coordinator);
-            return self.send_whole(request, dest, post, on_failure).await;
-        }
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
-        let body = request.body()?.clone();
-        let mut parts = Vec::new();
+        let mut sent = Vec::new();
         let mut part_keys = Vec::new();
-        let mut unroutable = Vec::new();
-        for (coordinator, group) in by_coordinator {
-            let Some(coordinator) = coordinator else {
-                unroutable.extend(group);
-                continue;
-            };
-            let part_body = route::keyed::with_keys(&body, &group);
-            let part =
-                Request::from_body(api, version, correlation_id, client_id.clone(), part_body);
-            if let Some(sent) = self.send_part(Dest::Broker(coordinator), part).await? {
-                parts.push(sent);
-                part_keys.push(group);
+        for ((coordinator, body), keys) in parts
+            .into_iter()
+            .zip(std::mem::take(&mut combine.part_keys))
+        {
+            let part = Request::from_body(api, version, correlation_id, client_id.clone(), body);
+            if let Some(part) = self.send_part(Dest::Broker(coordinator), part).await? {
+                sent.push(part);
+                part_keys.push(keys);
             }
         }
+        combine.part_keys = part_keys;
         Ok(Some(PendingResponse {
             correlation_id,
             api_key: api,
             api_version: version,
-            parts,
-            combine: Combine::Keyed(Box::new(KeyedCombine {
-                request: body,
-                order: keys,
-                part_keys,
-                unroutable,
-            })),
+            parts: sent,
+            combine: Combine::Keyed(combine),
         }))
     }
 
