@@ -422,15 +422,8 @@ impl KafkaSinkCluster {
                 continue;
             }
             let Parked { part, mut meta } = parked;
-            match self.fetch_outcome(part, &mut meta) {
-                Outcome::Answer(answer, frame_bytes) => {
-                    self.fetch.get().absorb(&meta, answer, frame_bytes, now());
-                }
-                // Nobody asked for a part sent ahead.
-                Outcome::Failed(_) if meta.ahead => {}
-                Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code, now()),
-                Outcome::Parked => {}
-            }
+            let outcome = self.fetch_outcome(part, &mut meta);
+            self.fetch.get().settle(&meta, outcome, now());
         }
     }
 
@@ -450,7 +443,7 @@ impl KafkaSinkCluster {
             Some(Err(error)) => {
                 self.part_failed(part.target, part.broker.as_ref(), ApiKey::Fetch, &error);
                 count_synthesized(ApiKey::Fetch);
-                return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
+                return Outcome::failed();
             }
         };
         let frame_bytes = response.wire_len();
@@ -460,12 +453,11 @@ impl KafkaSinkCluster {
             .after_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
-            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer, frame_bytes),
-            Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
+            Ok(body) => Outcome::answered(body, frame_bytes),
             Err(e) => {
                 warn!(broker = %part.broker_label(), "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
                 count_synthesized(ApiKey::Fetch);
-                Outcome::Failed(NOT_LEADER_OR_FOLLOWER)
+                Outcome::failed()
             }
         }
     }

@@ -82,3 +82,29 @@ fn partitions_the_cluster_does_not_have_are_answered_as_kafka_does() {
     );
     assert_eq!(by_id[&(orders, 99)], UNKNOWN_TOPIC_OR_PARTITION);
 }
+
+#[test]
+fn a_parked_part_that_failed_leaves_its_error_for_the_next_fetch_unless_sent_ahead() {
+    let mut state = FetchState::<Part>::default();
+    let request = fetch(&[(0, 10)], 1);
+    let planned = plan(&mut state, &request, now());
+    let (combine, _parts, _replies) = send(planned);
+    let mut meta = combine.meta(0).cloned().expect("one part");
+    assert!(matches!(
+        Outcome::answered(ResponseKind::Produce(Default::default()), 0),
+        Outcome::Failed(code) if code == NOT_LEADER_OR_FOLLOWER
+    ));
+    meta.ahead = true;
+    state.settle(&meta, Outcome::failed(), now());
+    assert!(
+        state.stash.is_empty(),
+        "no fetch asked for a part sent ahead"
+    );
+    meta.ahead = false;
+    state.settle(&meta, Outcome::failed(), now());
+    assert_eq!(
+        state.stash.len(),
+        1,
+        "the next fetch of partition 0 learns the error"
+    );
+}
