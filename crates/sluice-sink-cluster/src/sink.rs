@@ -30,19 +30,7 @@
 //! a closed client connection with a logged reason (when the API has no place
 //! for an error, e.g. Metadata before v13 after its retry failed too).
 //!
-//! Authentication ([`sluice_cluster::client_auth`]): until the client is authenticated (or
-//! has shown it uses no authentication) only ApiVersions, SaslHandshake and
-//! SaslAuthenticate leave Sluice, on the client's auth connection to a first
-//! contact point. Every SASL answer is settled before the next request is
-//! admitted: `send` waits for SASL answers in flight first (the source awaits
-//! `send` to completion, so a request pipelined behind SaslAuthenticate
-//! cannot overtake the broker's verdict). Then every broker connection opened
-//! for the client authenticates like it: PLAIN credentials are replayed, and
-//! a SCRAM user's connections use the user's delegation token from the
-//! sink's one token task (`authorize_scram_over_mtls`). A failed
-//! authentication answers the client with the broker's error, then closes
-//! it: [`Sink::pending`] counts the close as owed, and `recv` returns it as
-//! an error once every earlier answer has gone out.
+//! Authentication: see `auth.rs`.
 
 mod auth;
 mod builder;
