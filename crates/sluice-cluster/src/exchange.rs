@@ -24,6 +24,9 @@
 //! - What an answer says is stale in the view, and whether its leader hints
 //!   need a rewrite, is read from the answer ([`split_facts`],
 //!   [`Post::stale`]).
+//! - Before any of it: how a request naming several coordinator keys goes
+//!   out ([`KeyedCombine::plan`]), and what a whole answer is post-processed
+//!   with ([`Post::of_meta`], [`Post::of_admin`]).
 //!
 //! The driver awaits the parts, sends what a [`Step`] says, forgets what a
 //! [`Done`] names, and logs and counts what it reports.

@@ -27,7 +27,7 @@
 //! broker list is refreshed from
 //! another broker (one Metadata request, waited for at most
 //! [`RECHECK_EVERY`]), and every part still owed by a broker that has left
-//! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`],
+//! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`](sluice_broker::BrokerError::LeftCluster),
 //! retriable): the client gets NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR or
 //! the like, refreshes its metadata and retries where the partitions moved,
 //! on the same Sluice connection. Idempotent producers make that retry
