@@ -11,6 +11,8 @@
 //! ([`Part::wait`]), so a `recv` dropped in a `select!` loses nothing and
 //! the next one resumes where it stopped.
 
+use std::collections::BTreeSet;
+
 use sluice_broker::{BrokerAddress, BrokerError, ResponseReceiver};
 use sluice_codec::{ApiKey, Response};
 use sluice_error::ErrorClass;
@@ -21,6 +23,7 @@ use sluice_cluster::consume::{FetchCombine, FetchPart};
 use sluice_cluster::exchange::{Failure, OwedPart, PartStatus};
 pub(crate) use sluice_cluster::exchange::{KeyedCombine, Post, SplitCombine, Whole};
 use sluice_cluster::route::OnFailure;
+use sluice_cluster::topology::BrokerId;
 
 /// One client request's answer-to-be.
 #[derive(Debug)]
@@ -55,6 +58,35 @@ impl PendingResponse {
         match &self.combine {
             Combine::Whole(whole) => Some(whole.on_failure),
             _ => None,
+        }
+    }
+
+    /// The earliest stall check due among its parts still waiting (see
+    /// `sink/stalled.rs`).
+    pub(crate) fn stall_check_at(&self) -> Option<Instant> {
+        self.parts.iter().filter_map(Part::stall_check_at).min()
+    }
+
+    /// Fails each of its parts owed by a broker that `listed` no longer
+    /// names ([`BrokerError::LeftCluster`]), adding each such connection
+    /// and its broker to `departed` once.
+    pub(crate) fn abandon_departed(
+        &mut self,
+        listed: &BTreeSet<BrokerId>,
+        departed: &mut Vec<(Target, BrokerAddress)>,
+    ) {
+        for part in &mut self.parts {
+            if let Target::Broker(id) = part.target
+                && !listed.contains(&id)
+                && let Some(broker) = part.broker.clone()
+            {
+                part.abandon(BrokerError::LeftCluster {
+                    broker: broker.clone(),
+                });
+                if !departed.iter().any(|(t, _)| *t == part.target) {
+                    departed.push((part.target, broker));
+                }
+            }
         }
     }
 

@@ -72,7 +72,7 @@ pub(crate) use share::ShareCombine;
 use crate::close::CloseError;
 use crate::pending::PendingResponse;
 use crate::pool::health::Verdict;
-use crate::pool::{ConnError, Pool, Target};
+use crate::pool::{ConnError, Pool};
 use sluice_cluster::client_auth::ClientAuth;
 use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::share::ShareSessions;
@@ -231,15 +231,6 @@ impl KafkaSinkCluster {
         Ok(())
     }
 
-    /// The earliest stall time of any part still owed.
-    pub(super) fn next_stall_check(&self) -> Option<Instant> {
-        self.pending
-            .iter()
-            .flat_map(|entry| entry.parts.iter())
-            .filter_map(|part| part.stall_check_at())
-            .min()
-    }
-
     /// Checks on the brokers whose parts have stalled (see `sink/stalled.rs`);
     /// parts owed by a broker that left the cluster metadata are failed.
     pub(super) async fn check_stalled(&mut self) {
@@ -299,37 +290,24 @@ impl KafkaSinkCluster {
         // longer than until the next check. A failure is logged inside; the
         // parts keep waiting and are checked again at their next stall time.
         match tokio::time::timeout(RECHECK_EVERY, self.refresh_metadata(None)).await {
-            Ok(Ok(())) => self.fail_parts_of_departed_brokers(),
+            // Parts of brokers no longer listed fail; their connections end
+            // (nothing unread reaches a resumed broker, nothing queues behind).
+            Ok(Ok(())) => {
+                let listed: BTreeSet<BrokerId> =
+                    self.shared.view.read().brokers().map(|b| b.id).collect();
+                let mut departed = Vec::new();
+                for entry in &mut self.pending {
+                    entry.abandon_departed(&listed, &mut departed);
+                }
+                for (target, broker) in departed {
+                    let error = BrokerError::LeftCluster { broker };
+                    self.connections.abort(target, error);
+                }
+            }
             Ok(Err(_)) => {}
             Err(_) => {
                 debug!("no metadata within {RECHECK_EVERY:?}; the stalled parts are checked again")
             }
-        }
-    }
-
-    /// Fails every owed part whose broker the view no longer lists, and
-    /// ends those brokers' connections (see `sink/stalled.rs`: what a hung
-    /// broker has not read must not reach it when it resumes, and nothing
-    /// may be sent behind it).
-    fn fail_parts_of_departed_brokers(&mut self) {
-        let listed: BTreeSet<BrokerId> = self.shared.view.read().brokers().map(|b| b.id).collect();
-        let mut departed: Vec<(Target, BrokerAddress)> = Vec::new();
-        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
-            if let Target::Broker(id) = part.target
-                && !listed.contains(&id)
-                && let Some(broker) = part.broker.clone()
-            {
-                part.abandon(BrokerError::LeftCluster {
-                    broker: broker.clone(),
-                });
-                if !departed.iter().any(|(t, _)| *t == part.target) {
-                    departed.push((part.target, broker));
-                }
-            }
-        }
-        for (target, broker) in departed {
-            self.connections
-                .abort(target, BrokerError::LeftCluster { broker });
         }
     }
 }
@@ -350,7 +328,7 @@ impl Sink for KafkaSinkCluster {
 
     async fn recv(&mut self, _ctx: &ConnectionContext) -> Result<Response, ChainError> {
         loop {
-            let stall_check = self.next_stall_check();
+            let stall_check = self.pending.iter().filter_map(|e| e.stall_check_at()).min();
             let Some(head) = self.pending.front_mut() else {
                 if let Some(reason) = self.auth.closing() {
                     return Err(reason.clone().into());
