@@ -19,6 +19,7 @@ mod keyed;
 mod leaving;
 mod meta;
 mod produce_fetch;
+mod refresh;
 mod streams;
 
 use bytes::BytesMut;

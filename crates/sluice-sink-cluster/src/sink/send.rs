@@ -24,11 +24,11 @@ use sluice_chain::ChainError;
 use sluice_cluster::error_codes::{self, ErrorCode};
 use sluice_cluster::exchange::KeyedPlan;
 use sluice_cluster::rewrite::Rewriter;
-use sluice_cluster::route::produce_fetch::ShownHere;
+use sluice_cluster::route::produce_fetch::{ShownHere, goes_where_shown};
 use sluice_cluster::route::produce_order::{BatchHead, Holding, idempotent_heads};
 use sluice_cluster::route::{self, Family, Meta, OnFailure};
+use sluice_cluster::split::RackRouting;
 use sluice_cluster::split::dispatch::{SplitRequest, split_request};
-use sluice_cluster::split::{RackRouting, Unroutable};
 use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
 /// Where a whole request goes.
@@ -562,30 +562,19 @@ impl KafkaSinkCluster {
         if split.unroutable.is_empty() {
             return Ok(split);
         }
-        let mut topics: Vec<TopicRef> = Vec::new();
-        let mut groups: Vec<String> = Vec::new();
-        let mut no_broker = false;
-        for u in &split.unroutable {
-            match u {
-                // A held partition is answered unsent whatever the view says.
-                Unroutable::Partition { topic, partition }
-                    if held.iter().any(|(t, p)| t == topic && p == partition) => {}
-                Unroutable::Partition { topic, .. } if !topics.contains(topic) => {
-                    topics.push(topic.clone());
-                }
-                Unroutable::Partition { .. } => {}
-                Unroutable::Group { group_id } => groups.push(group_id.0.to_string()),
-                Unroutable::NoBroker => no_broker = true,
+        let refresh = route::Refresh::for_unroutable(&split.unroutable, held);
+        match &refresh.metadata {
+            Some(route::MetadataRefresh::Topics(topics)) => {
+                fatal_only(self.refresh_metadata(Some(topics)).await)?;
             }
+            Some(route::MetadataRefresh::Brokers) => {
+                fatal_only(self.refresh_metadata(None).await)?;
+            }
+            None => {}
         }
-        if !topics.is_empty() {
-            fatal_only(self.refresh_metadata(Some(&topics)).await)?;
-        } else if no_broker {
-            fatal_only(self.refresh_metadata(None).await)?;
-        }
-        if !groups.is_empty() {
+        if !refresh.groups.is_empty() {
             let found = self
-                .find_coordinators(CoordinatorKeyType::Group, &groups)
+                .find_coordinators(CoordinatorKeyType::Group, &refresh.groups)
                 .await;
             fatal_only(found)?;
         }
@@ -608,18 +597,13 @@ impl KafkaSinkCluster {
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        // A Produce goes only where it is shown (`route::produce_fetch`). A
-        // leaving node forwards everything, and so does one with no node up,
-        // which cannot happen (the local node is up while it is not leaving).
-        // So is acks=0, which has no answer to carry the error (a refused
-        // partition's records would be dropped unseen) and no order to keep.
-        let nodes = match body {
-            RequestKind::Produce(p)
-                if p.acks != 0 && self.shared.nodes.leaving_for(now).is_none() =>
-            {
-                self.shared.nodes.snapshot()
-            }
-            _ => Vec::new(),
+        // With no node up (which cannot happen: the local node is up while
+        // it is not leaving) the Rewriter fails and everything is forwarded.
+        let leaving = self.shared.nodes.leaving_for(now).is_some();
+        let nodes = if goes_where_shown(body, leaving) {
+            self.shared.nodes.snapshot()
+        } else {
+            Vec::new()
         };
         let split = match Rewriter::new(&view, &nodes) {
             Ok(shown) => {
