@@ -105,7 +105,7 @@ mod tests;
 #[cfg(test)]
 use crate::error_codes::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
 pub use ahead::ReadAhead;
-pub use combine::{FetchStep, unknown_partitions};
+pub use combine::{FetchStep, passes_through, unknown_partitions};
 use kept::Frame;
 pub use outcome::Outcome;
 pub use session::{ClientSessions, SessionReply};

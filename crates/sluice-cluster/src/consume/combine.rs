@@ -5,7 +5,8 @@
 //! and the parts a broker that has answered empty gets for the time left
 //! ([`FetchCombine::refetches`]); [`FetchCombine::on_settled`] decides among
 //! them each time some of its parts have answered. And what a partition no
-//! broker serves is answered with ([`unknown_partitions`]).
+//! broker serves is answered with ([`unknown_partitions`]), and which fetch
+//! needs none of it ([`passes_through`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -13,12 +14,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sluice_codec::ResponseKind;
 
+use super::SessionReply;
 use super::{
     Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Position,
     Source, UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
 use crate::error_codes::{ErrorCode, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
 use crate::split::Unroutable;
+use crate::split::dispatch::SplitRequest;
 use crate::split::order::TopicEntry;
 use crate::topology::{BrokerId, ClusterView};
 
@@ -33,6 +36,23 @@ pub enum FetchStep {
     /// Send these parts (each [`commit`](FetchCombine::commit)ted once
     /// sent), then wait.
     Refetch(Vec<NewPart>),
+}
+
+/// Whether a client's fetch goes out as its own bytes, answered as the
+/// broker answers it: no fetch session on either side (`whole`: the fetch a
+/// client session stands for, `None` outside one), nothing parked or
+/// stashed for the client (`idle`), and one broker serving all of it.
+pub fn passes_through<W>(
+    whole: Option<&W>,
+    session: SessionReply,
+    idle: bool,
+    split: &SplitRequest,
+) -> bool {
+    whole.is_none()
+        && session == SessionReply::None
+        && idle
+        && split.parts.len() == 1
+        && split.unroutable.is_empty()
 }
 
 /// The error of each unroutable partition of a fetch that the cluster does

@@ -25,8 +25,8 @@ use crate::pending::{Combine, Part, PendingResponse};
 use crate::pool::Target;
 use sluice_cluster::consume::{
     FetchCombine, FetchState, FetchStep, NewPart, Outcome, Parked, PartMeta, Planned, Prepared,
-    ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_answer, session_error_name,
-    unknown_partitions,
+    ReadAhead, SentIn, SessionEvent, SessionReply, learn, passes_through, session_error_answer,
+    session_error_name, unknown_partitions,
 };
 use sluice_cluster::error_codes::NOT_LEADER_OR_FOLLOWER;
 use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
@@ -158,12 +158,7 @@ impl KafkaSinkCluster {
             Some(full) => self.split_fetch(full, version, until).await?,
             None => self.split_fetch(request.body()?, version, until).await?,
         };
-        let sessionless = full.is_none() && session == SessionReply::None;
-        if sessionless
-            && self.fetch.is_idle()
-            && split.parts.len() == 1
-            && split.unroutable.is_empty()
-        {
+        if passes_through(full.as_ref(), session, self.fetch.is_idle(), &split) {
             return self.send_split_parts(request, split, strip_rack, &[]).await;
         }
         self.send_planned(request, full, (session, received), split)

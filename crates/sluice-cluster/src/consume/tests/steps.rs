@@ -108,3 +108,47 @@ fn a_parked_part_that_failed_leaves_its_error_for_the_next_fetch_unless_sent_ahe
         "the next fetch of partition 0 learns the error"
     );
 }
+
+#[test]
+fn a_sessionless_fetch_one_broker_serves_goes_out_as_it_came_while_nothing_is_kept() {
+    use sluice_codec::RequestKind;
+    use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let mut view = ClusterView::default();
+    view.apply_metadata(12, &metadata_response(5));
+    let orders = |partitions: &[i32]| {
+        let fetch = FetchRequest::default().with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name("orders"))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|p| FetchPartition::default().with_partition(*p))
+                        .collect(),
+                ),
+        ]);
+        let request = RequestKind::Fetch(fetch);
+        crate::split::dispatch::split_request(&request, 12, &view).expect("a fetch splits")
+    };
+    let one_broker = orders(&[0, 3]);
+    let whole: Option<&FetchRequest> = None;
+    assert!(passes_through(whole, SessionReply::None, true, &one_broker));
+    assert!(
+        !passes_through(whole, SessionReply::None, false, &one_broker),
+        "something kept"
+    );
+    assert!(
+        !passes_through(whole, SessionReply::Opened(7), true, &one_broker),
+        "a client session"
+    );
+    let in_session = FetchRequest::default();
+    assert!(!passes_through(
+        Some(&in_session),
+        SessionReply::None,
+        true,
+        &one_broker
+    ));
+    assert!(
+        !passes_through(whole, SessionReply::None, true, &orders(&[0, 1])),
+        "two brokers"
+    );
+}
