@@ -5,11 +5,11 @@
 //! |---|---|---|
 //! | [`ApiDescriptor::family`] | where it goes: any broker, split by leader or coordinator, one coordinator, every broker, or nowhere (Sluice answers) | `sink/send.rs` |
 //! | [`ApiDescriptor::split_since`] | the first version that is split (OffsetFetch before v8 names one group and goes whole to its coordinator) | `sink/send.rs` |
-//! | [`ApiDescriptor::on_failure`] | what a client gets when the broker fails: a per-partition error, a whole error answer, a retry elsewhere, or a close | `sink/finish.rs`, `sink/send.rs` |
+//! | [`ApiDescriptor::on_failure`] | what a client gets when the broker fails: a per-partition error, a whole error answer, a retry elsewhere, or a close | `exchange.rs`, `sink/send.rs` |
 //! | [`ApiDescriptor::failure_answer_since`] | from which version its answer has a place for an error (none: a failure closes the client); the answer itself is built by its family's [`failure::FailureAnswer`] | `route::failure_answer` |
 //! | [`ApiDescriptor::rewritten`] | its answer always passes through the rewriter (it names brokers) | `rewrite.rs`, `sink/finish.rs` |
-//! | [`ApiDescriptor::leader_hints_since`] | from which version its answer may carry leader hints naming brokers | `rewrite.rs`, `sink/finish.rs` |
-//! | [`ApiDescriptor::filtered_after_fan_out`] | each broker's answer is cut down to what the local Sluice node owns before merging | `sink/finish.rs` |
+//! | [`ApiDescriptor::leader_hints_since`] | from which version its answer may carry leader hints naming brokers | `rewrite.rs`, `exchange.rs` |
+//! | [`ApiDescriptor::filtered_after_fan_out`] | each broker's answer is cut down to what the local Sluice node owns before merging | `exchange.rs` |
 //! | [`ApiDescriptor::versions`] | which versions are offered to clients beyond those Sluice decodes | [`offered_versions`] |
 //!
 //! How a split API splits and merges is code, per request type, in
@@ -419,4 +419,17 @@ pub fn offered_versions(api: ApiKey) -> Option<VersionRange> {
         }
         Versions::Codec => Some(api.valid_versions()),
     }
+}
+
+/// Whether Sluice serves a client's `api` at `version`: an offered version
+/// of it, or an API clients may not send (answered with an error). Kafka
+/// closes a client that uses a version it does not support or an API it
+/// does not offer; ApiVersions is answered at any version, with the
+/// versions supported.
+pub fn serves(api: ApiKey, version: i16) -> bool {
+    let supported = match offered_versions(api) {
+        Some(range) => (range.min..=range.max).contains(&version),
+        None => !describe(api).is_client_facing(),
+    };
+    api == ApiKey::ApiVersions || supported
 }

@@ -94,6 +94,7 @@ mod ahead;
 mod bound;
 mod combine;
 mod kept;
+mod outcome;
 mod session;
 mod upstream;
 
@@ -104,9 +105,11 @@ mod tests;
 #[cfg(test)]
 use crate::error_codes::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
 pub use ahead::ReadAhead;
+pub use combine::{FetchStep, passes_through, unknown_partitions};
 use kept::Frame;
+pub use outcome::Outcome;
 pub use session::{ClientSessions, SessionReply};
-pub use session::{SessionEvent, SessionSide, session_error_name};
+pub use session::{SessionEvent, SessionSide, session_error_answer, session_error_name};
 pub use upstream::{Prepared, SentIn, UpstreamSessions, learn};
 
 /// A part of a split fetch as the core sees it. The driver's part holds
@@ -332,18 +335,6 @@ struct Arrived {
     /// The frame each part's answer came in, by part index.
     frames: HashMap<usize, Arc<Frame>>,
     node_endpoints: Vec<NodeEndpoint>,
-}
-
-/// What a finished part yielded, for [`FetchState::assemble`].
-#[derive(Debug)]
-pub enum Outcome {
-    /// The broker's answer, decoded, and the size of the frame it came in
-    /// (0 when not read from a broker).
-    Answer(FetchResponse, usize),
-    /// No answer: its partitions get this error.
-    Failed(ErrorCode),
-    /// Still out: parked.
-    Parked,
 }
 
 /// A part to send for an entry.

@@ -31,6 +31,9 @@
 //! - `client_auth`: the client authentication state machine (the pre-auth
 //!   gate, offered SASL mechanisms, PLAIN replay, SCRAM over mTLS,
 //!   re-authentication).
+//! - `exchange`: an owed answer's life once its parts stop waiting: what
+//!   to send again, what to retry elsewhere, and how the parts' answers
+//!   become the client's answer.
 
 #![deny(missing_docs)]
 
@@ -46,6 +49,8 @@ pub mod route;
 
 pub mod client_auth;
 pub mod consume;
+
+pub mod exchange;
 
 pub use client_auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
 pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};

@@ -42,10 +42,11 @@ pub mod transactions;
 #[cfg(test)]
 mod tests;
 
-use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use sluice_codec::{ApiKey, CodecError, Request, RequestKind, ResponseKind};
 
 use crate::api::failure::{FailureAnswer, NoAnswer};
-use crate::error_codes::{ErrorCode, UNSUPPORTED_VERSION};
+use crate::error_codes::{ErrorCode, NOT_COORDINATOR, NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_VERSION};
+use crate::split::Unroutable;
 use crate::topology::{ClusterView, CoordinatorKeyType, Staleness, TopicRef, staleness};
 
 // The per-API facts routing decides by live in the API table.
@@ -67,6 +68,93 @@ pub fn failure_answer(
         return None;
     }
     answers_of(row.family).failure_answer(api, request, version, code)
+}
+
+/// While the local node leaves (see `topology/nodes.rs`), the answer to a
+/// request that needs a leader or a coordinator, with its code: the
+/// retriable NOT_LEADER_OR_FOLLOWER or NOT_COORDINATOR that sends the
+/// client elsewhere. `None` for other requests, for a Fetch (answered from
+/// its fetch session: [`leaving_fetch_answer`]), for InitProducerId without
+/// a transactional id (it needs no coordinator), and where the answer has
+/// no place for the error. Only those requests' bodies are decoded.
+pub fn leaving_answer(
+    request: &mut Request,
+) -> Result<Option<(ResponseKind, ErrorCode)>, CodecError> {
+    let (api, version) = (request.api_key(), request.api_version());
+    let code = match crate::api::describe(api).family {
+        Family::ByLeader if api == ApiKey::Fetch => return Ok(None),
+        Family::ByLeader => NOT_LEADER_OR_FOLLOWER,
+        Family::ByCoordinator => NOT_COORDINATOR,
+        Family::Coordinator(key_type) => {
+            let key = groups::coordinator_key(request.body()?);
+            if key.is_none_or(|(t, _)| t != key_type) {
+                return Ok(None);
+            }
+            NOT_COORDINATOR
+        }
+        _ => return Ok(None),
+    };
+    let answer = failure_answer(api, request.body()?, version, code);
+    Ok(answer.map(|answer| (answer, code)))
+}
+
+/// While the local node leaves, the answer to a Fetch at `version`
+/// (`body`: the whole fetch its session stands for, else the request's
+/// own): every partition NOT_LEADER_OR_FOLLOWER.
+pub fn leaving_fetch_answer(body: &RequestKind, version: i16) -> Option<(ResponseKind, ErrorCode)> {
+    let code = NOT_LEADER_OR_FOLLOWER;
+    failure_answer(ApiKey::Fetch, body, version, code).map(|answer| (answer, code))
+}
+
+/// What the view must learn before a request whose split left something
+/// unroutable is split once more.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Refresh {
+    /// A Metadata refresh, if any.
+    pub metadata: Option<MetadataRefresh>,
+    /// Groups whose coordinators to look up (FindCoordinator).
+    pub groups: Vec<String>,
+}
+
+/// Which Metadata refresh a split needs.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MetadataRefresh {
+    /// These topics' partitions (some have no known leader).
+    Topics(Vec<TopicRef>),
+    /// Only the broker list (no broker is known to send a fan-out to).
+    Brokers,
+}
+
+impl Refresh {
+    /// What to refresh for a split's `unroutable` parts. A partition in
+    /// `held` (its idempotent batch waits for an earlier one, see
+    /// `produce_order`) is answered unsent whatever the view says: it
+    /// needs nothing.
+    pub fn for_unroutable(unroutable: &[Unroutable], held: &[(TopicRef, i32)]) -> Self {
+        let mut topics: Vec<TopicRef> = Vec::new();
+        let mut refresh = Refresh::default();
+        let mut no_broker = false;
+        for u in unroutable {
+            match u {
+                Unroutable::Partition { topic, partition }
+                    if held.iter().any(|(t, p)| t == topic && p == partition) => {}
+                Unroutable::Partition { topic, .. } if !topics.contains(topic) => {
+                    topics.push(topic.clone());
+                }
+                Unroutable::Partition { .. } => {}
+                Unroutable::Group { group_id } => refresh.groups.push(group_id.0.to_string()),
+                Unroutable::NoBroker => no_broker = true,
+            }
+        }
+        refresh.metadata = if !topics.is_empty() {
+            Some(MetadataRefresh::Topics(topics))
+        } else if no_broker {
+            Some(MetadataRefresh::Brokers)
+        } else {
+            None
+        };
+        refresh
+    }
 }
 
 /// Who builds the failure answers of an API family.

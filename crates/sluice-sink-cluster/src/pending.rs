@@ -11,17 +11,19 @@
 //! ([`Part::wait`]), so a `recv` dropped in a `select!` loses nothing and
 //! the next one resumes where it stopped.
 
+use std::collections::BTreeSet;
+
 use sluice_broker::{BrokerAddress, BrokerError, ResponseReceiver};
-use sluice_codec::kafka_protocol::protocol::StrBytes;
-use sluice_codec::{ApiKey, Request, RequestKind, Response};
+use sluice_codec::{ApiKey, Response};
+use sluice_error::ErrorClass;
 use tokio::time::Instant;
 
 use crate::pool::Target;
-use sluice_cluster::client_auth::SaslStep;
 use sluice_cluster::consume::{FetchCombine, FetchPart};
+use sluice_cluster::exchange::{Failure, OwedPart, PartStatus};
+pub(crate) use sluice_cluster::exchange::{KeyedCombine, Post, SplitCombine, Whole};
 use sluice_cluster::route::OnFailure;
-use sluice_cluster::split::dispatch::MergePlan;
-use sluice_cluster::topology::{CoordinatorKeyType, TopicRef};
+use sluice_cluster::topology::BrokerId;
 
 /// One client request's answer-to-be.
 #[derive(Debug)]
@@ -47,6 +49,44 @@ impl PendingResponse {
             api_version: response.api_version(),
             parts: Vec::new(),
             combine: Combine::Ready(Box::new(response)),
+        }
+    }
+
+    /// The failure policy of a request sent whole (`None`: split, or
+    /// answered by Sluice).
+    pub(crate) fn whole_policy(&self) -> Option<OnFailure> {
+        match &self.combine {
+            Combine::Whole(whole) => Some(whole.on_failure),
+            _ => None,
+        }
+    }
+
+    /// The earliest stall check due among its parts still waiting (see
+    /// `sink/stalled.rs`).
+    pub(crate) fn stall_check_at(&self) -> Option<Instant> {
+        self.parts.iter().filter_map(Part::stall_check_at).min()
+    }
+
+    /// Fails each of its parts owed by a broker that `listed` no longer
+    /// names ([`BrokerError::LeftCluster`]), adding each such connection
+    /// and its broker to `departed` once.
+    pub(crate) fn abandon_departed(
+        &mut self,
+        listed: &BTreeSet<BrokerId>,
+        departed: &mut Vec<(Target, BrokerAddress)>,
+    ) {
+        for part in &mut self.parts {
+            if let Target::Broker(id) = part.target
+                && !listed.contains(&id)
+                && let Some(broker) = part.broker.clone()
+            {
+                part.abandon(BrokerError::LeftCluster {
+                    broker: broker.clone(),
+                });
+                if !departed.iter().any(|(t, _)| *t == part.target) {
+                    departed.push((part.target, broker));
+                }
+            }
         }
     }
 
@@ -270,6 +310,23 @@ impl Part {
     }
 }
 
+impl OwedPart for Part {
+    fn status(&self) -> PartStatus {
+        match &self.state {
+            PartState::Done(Ok(_)) => PartStatus::Answered,
+            PartState::Done(Err(e)) => PartStatus::Failed(Failure {
+                unsent: !e.request_may_have_been_sent()
+                    && e.retriable()
+                    && e.unsent_request().is_some(),
+                pinned: self.target == Target::Auth,
+            }),
+            // A part taken out is being combined: neither to wait for nor
+            // to send again.
+            PartState::Waiting(_) | PartState::Taken => PartStatus::Waiting,
+        }
+    }
+}
+
 impl FetchPart for Part {
     fn is_waiting(&self) -> bool {
         Part::is_waiting(self)
@@ -308,78 +365,6 @@ pub(crate) enum Combine {
     /// Parts of a ShareFetch or ShareAcknowledge, merged by the share
     /// sessions (see [`sluice_cluster::route::share`]).
     Share(Box<crate::sink::ShareCombine>),
-}
-
-/// The parts of a multi-key request split by coordinator.
-#[derive(Debug)]
-pub(crate) struct KeyedCombine {
-    /// The client's request, decoded (the merge dispatches on it).
-    pub(crate) request: RequestKind,
-    /// Its keys, in request order.
-    pub(crate) order: Vec<String>,
-    /// The keys each part asked about, parallel to the entry's parts.
-    pub(crate) part_keys: Vec<Vec<String>>,
-    /// Keys no coordinator could be found for.
-    pub(crate) unroutable: Vec<String>,
-}
-
-/// A whole request sent to one broker.
-#[derive(Debug)]
-pub(crate) struct Whole {
-    /// What to do with a successful answer.
-    pub(crate) post: Post,
-    /// What to answer when the broker fails.
-    pub(crate) on_failure: OnFailure,
-    /// The client's request (cheap: shares the frame), to retry it elsewhere
-    /// or to build an error answer from.
-    pub(crate) original: Request,
-    /// Whether it was already retried on another broker.
-    pub(crate) retried: bool,
-}
-
-/// What to do with the answer of a whole request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Post {
-    /// Nothing: the answer passes through as its raw bytes.
-    None,
-    /// Intersect with every broker's versions (and cache it).
-    ApiVersions,
-    /// Record in the view, then rewrite.
-    Metadata,
-    /// Record in the view, then rewrite.
-    FindCoordinator {
-        /// The request's key type, when known.
-        key_type: Option<CoordinatorKeyType>,
-        /// The v0–3 request's key.
-        key: Option<StrBytes>,
-    },
-    /// Rewrite.
-    DescribeCluster,
-    /// Forget the coordinator if it answers that it no longer is one.
-    Coordinator {
-        /// Group or transaction.
-        key_type: CoordinatorKeyType,
-        /// The group id or transactional id.
-        key: String,
-    },
-    /// Forget the topics an admin write changed.
-    Admin {
-        /// The topics the request named.
-        stale_topics: Vec<TopicRef>,
-    },
-    /// Settle a SASL answer in the client's authentication state (once:
-    /// settled entries become [`Post::None`]).
-    Sasl(SaslStep),
-}
-
-/// The parts of a split request.
-#[derive(Debug)]
-pub(crate) struct SplitCombine {
-    /// The split module's merge plan.
-    pub(crate) plan: MergePlan,
-    /// Exactly one part and nothing unroutable: the part's answer is the
-    /// client's answer as it came (no decode, no merge).
-    pub(crate) single: bool,
 }
 
 #[cfg(test)]

@@ -11,11 +11,18 @@
 //!
 //! `send` routes a request ([`sluice_cluster::route`] decides, `send.rs` does it):
 //! internal requests that fill the view (a Metadata refresh when a partition
-//! has no known leader, FindCoordinator when a coordinator is unknown) are
-//! sent and awaited there, before the client's request goes out. `recv` waits
-//! for the oldest entry's parts, combines them and post-processes the answer
-//! (`finish.rs`); a part its connection never wrote (the connection failed
-//! first) is sent once more, in place, on a reopened connection first.
+//! has no known leader or before any broker is known, FindCoordinator,
+//! batched where the broker supports it, when a coordinator is unknown) are
+//! sent to any broker and awaited there, bounded by the request timeout,
+//! before the client's request goes out; a failed one is logged, and the
+//! request is routed with what is known, so the client gets a retriable
+//! Kafka error rather than a closed connection. `recv` waits
+//! for the oldest entry's parts and does what [`sluice_cluster::exchange`]
+//! decides (`finish.rs`): a part its connection never wrote (the connection
+//! failed first) is sent once more, in place, on a reopened connection; the
+//! parts' answers are combined by the core and the answer post-processed.
+//! While it waits, a broker owing anything past its wait is checked on
+//! (`stalled.rs`).
 //!
 //! Every client request ends in exactly one of three ways: a broker answer, a
 //! synthesized Kafka error (a failed broker's part is answered with a
@@ -23,26 +30,13 @@
 //! a closed client connection with a logged reason (when the API has no place
 //! for an error, e.g. Metadata before v13 after its retry failed too).
 //!
-//! Authentication ([`sluice_cluster::client_auth`]): until the client is authenticated (or
-//! has shown it uses no authentication) only ApiVersions, SaslHandshake and
-//! SaslAuthenticate leave Sluice, on the client's auth connection to a first
-//! contact point. Every SASL answer is settled before the next request is
-//! admitted: `send` waits for SASL answers in flight first (the source awaits
-//! `send` to completion, so a request pipelined behind SaslAuthenticate
-//! cannot overtake the broker's verdict). Then every broker connection opened
-//! for the client authenticates like it: PLAIN credentials are replayed, and
-//! a SCRAM user's connections use the user's delegation token from the
-//! sink's one token task (`authorize_scram_over_mtls`). A failed
-//! authentication answers the client with the broker's error, then closes
-//! it: [`Sink::pending`] counts the close as owed, and `recv` returns it as
-//! an error once every earlier answer has gone out.
+//! Authentication: see `auth.rs`.
 
 mod auth;
+mod builder;
 mod error;
 mod fetch;
 mod finish;
-mod follower;
-mod internal;
 mod leave;
 mod ready;
 mod send;
@@ -52,24 +46,23 @@ mod stalled;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sluice_auth::token::{TokenTask, TokenTaskHandle};
-use sluice_broker::{BrokerAddress, BrokerConnectOptions, BrokerError};
-use sluice_chain::readiness::{self, ProbeTargets, Readiness};
-use sluice_chain::{ChainError, ConnectionContext, Sink, SinkBuilder};
+use sluice_broker::{BrokerAddress, BrokerError, Call};
+use sluice_chain::{ChainError, ConnectionContext, Sink};
+use sluice_cluster::exchange::Tries;
 use sluice_cluster::route::produce_order::ProduceGaps;
-use sluice_codec::kafka_protocol::messages::ApiVersionsResponse;
+use sluice_codec::ApiKey;
+use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{Request, Response};
-use sluice_config::KafkaSinkClusterConfig;
-use sluice_tls::reload::Reload;
-use sluice_tls::{self as tls, SharedConnector};
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio::time::Instant;
+use tracing::{debug, warn};
 
+pub use builder::KafkaSinkClusterBuilder;
+pub(crate) use builder::Shared;
 pub(crate) use error::InternalRequestError;
 pub use error::SinkClusterError;
 use fetch::LazyFetchState;
@@ -78,424 +71,14 @@ pub(crate) use share::ShareCombine;
 
 use crate::close::CloseError;
 use crate::pending::PendingResponse;
-use crate::pool::Pool;
-use crate::pool::health::Health;
-use crate::shared_view::SharedClusterView;
+use crate::pool::health::Verdict;
+use crate::pool::{ConnError, Pool};
 use sluice_cluster::client_auth::ClientAuth;
+use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::share::ShareSessions;
-use sluice_cluster::topology::{BrokerId, ClusterView, SluiceNodes};
-
-/// How long an internal request may wait for its answer when the config sets
-/// no read timeout.
-const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How often Sluice retries reaching a broker only to learn its ApiVersions.
-const API_VERSIONS_RETRY: Duration = Duration::from_secs(30);
-
-/// How long a broker's cached ApiVersions may answer clients without the
-/// broker being asked again. Versions change only when a broker is upgraded
-/// or its features are finalized; once this passes, the next client's
-/// ApiVersions goes to a broker and refreshes its entry.
-const API_VERSIONS_FRESH: Duration = Duration::from_secs(60);
-
-/// What every client connection of one sink shares.
-pub(crate) struct Shared {
-    /// The sink's name, for logs.
-    pub(crate) name: Arc<str>,
-    /// The Sluice nodes clients are shown.
-    pub(crate) nodes: SluiceNodes,
-    /// The real cluster, as Sluice routes by it.
-    pub(crate) view: SharedClusterView,
-    /// How to connect (TLS server name set per broker by [`Shared::options_for`]).
-    pub(crate) options: BrokerConnectOptions,
-    /// TLS to the brokers, when configured (reloadable: each connection
-    /// takes the connector current when it opens).
-    pub(crate) tls: Option<SharedConnector>,
-    /// Where to bootstrap from.
-    pub(crate) contact_points: Vec<BrokerAddress>,
-    /// The contact point the next bootstrap starts at.
-    pub(crate) next_contact: AtomicUsize,
-    /// Each broker's ApiVersions, by `host:port`, and when it was heard.
-    api_versions: Mutex<HashMap<String, (Arc<ApiVersionsResponse>, tokio::time::Instant)>>,
-    /// When Sluice last tried to reach a broker only to learn its versions.
-    api_versions_attempts: Mutex<HashMap<BrokerId, tokio::time::Instant>>,
-    /// How long an internal request may wait for its answer.
-    pub(crate) request_timeout: Duration,
-    /// The token task, with `authorize_scram_over_mtls`: one per sink,
-    /// shared by all of its client connections.
-    pub(crate) tokens: Option<TokenTaskHandle>,
-    /// Each broker's health: down after failed connects, suspect after
-    /// failed requests, and when any connection of the process last heard
-    /// from it (see `pool/health.rs`).
-    pub(crate) health: Health,
-    /// How long after it starts leaving the node answers requests for its
-    /// leaders and coordinators with errors (see `sink/leave.rs`).
-    pub(crate) leave_errors_after: Duration,
-    /// The brokers require SASL: from the configuration
-    /// (`require_authentication`, `authorize_scram_over_mtls`), or learned
-    /// from the first SaslHandshake a broker accepted. Clients connected
-    /// from then on must authenticate (see `sluice_cluster::client_auth`).
-    sasl_required: AtomicBool,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("name", &self.name)
-            .field("contact_points", &self.contact_points)
-            .field("tls", &self.tls.is_some())
-            .field("scram_over_mtls", &self.tokens.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    /// Whether the brokers require SASL (see [`Shared::sasl_required`]'s field).
-    pub(crate) fn sasl_required(&self) -> bool {
-        self.sasl_required.load(Ordering::Relaxed)
-    }
-
-    /// A broker accepted a client's SaslHandshake: its listener requires
-    /// SASL, and every client connected from now on must authenticate.
-    pub(crate) fn learn_sasl_required(&self) {
-        if !self.sasl_required.swap(true, Ordering::Relaxed) {
-            tracing::info!(
-                sink = %self.name,
-                "the brokers require SASL (a broker accepted a SaslHandshake): clients that \
-                 connect from now on must authenticate, under the before-authentication limits \
-                 (set require_authentication: true to apply them from startup)"
-            );
-        }
-    }
-
-    /// Whether a request to `broker` failed recently (see `pool/health.rs`).
-    pub(crate) fn is_suspect(&self, broker: &BrokerAddress) -> bool {
-        self.health.is_suspect(broker, tokio::time::Instant::now())
-    }
-
-    /// Whether a request to broker `id` (at its address in `view`) failed
-    /// recently; false for a broker the view does not know.
-    pub(crate) fn is_suspect_id(&self, view: &ClusterView, id: BrokerId) -> bool {
-        view.broker_address(id).is_some_and(|a| {
-            u16::try_from(a.port)
-                .is_ok_and(|port| self.is_suspect(&BrokerAddress::new(a.host.as_str(), port)))
-        })
-    }
-
-    /// Whether broker `id` is known to sit outside the local Sluice node's
-    /// rack (false when either rack is unknown).
-    pub(crate) fn out_of_rack(&self, view: &ClusterView, id: BrokerId) -> bool {
-        let local = self.nodes.local_rack();
-        !local.is_empty() && view.broker_rack(id).is_some_and(|rack| &**rack != local)
-    }
-
-    /// The connect options for `addr` (TLS verifies the broker's own name).
-    pub(crate) fn options_for(
-        &self,
-        addr: &BrokerAddress,
-    ) -> Result<BrokerConnectOptions, BrokerError> {
-        let mut options = self.options.clone();
-        if let Some(connector) = &self.tls {
-            let name =
-                sluice_tls::server_name(&addr.host).map_err(|e| BrokerError::TlsHandshake {
-                    broker: addr.clone(),
-                    reason: e.to_string(),
-                })?;
-            options.tls = Some((connector.current(), name));
-        }
-        Ok(options)
-    }
-
-    /// The cached ApiVersions of the broker at `addr`.
-    pub(crate) fn api_versions_of(&self, addr: &BrokerAddress) -> Option<Arc<ApiVersionsResponse>> {
-        let key = addr.host_port().to_string();
-        self.api_versions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .map(|(versions, _)| Arc::clone(versions))
-    }
-
-    /// Caches the ApiVersions of the broker at `addr`.
-    pub(crate) fn remember_api_versions(
-        &self,
-        addr: &BrokerAddress,
-        versions: ApiVersionsResponse,
-    ) {
-        let key = addr.host_port().to_string();
-        self.api_versions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (Arc::new(versions), tokio::time::Instant::now()));
-    }
-
-    /// The answer to a client's ApiVersions from the cache alone, when every
-    /// known broker's versions (before any Metadata: every broker's heard so
-    /// far) were heard within [`API_VERSIONS_FRESH`]: the
-    /// latest heard first (its features are the ones kept), intersected with
-    /// the others and with what Sluice offers. A client that connects, asks
-    /// its versions and idles then costs no broker connection. `None` sends
-    /// the request to a broker, whose answer refreshes the cache.
-    pub(crate) fn cached_client_api_versions(&self) -> Option<ApiVersionsResponse> {
-        let addresses: Vec<String> = self
-            .view
-            .read()
-            .brokers()
-            .map(|b| b.address.to_string())
-            .collect();
-        let now = tokio::time::Instant::now();
-        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
-        // Before any Metadata (a client that only asked its versions) the
-        // brokers heard are all Sluice knows, as when a broker answers.
-        let mut heard: Vec<&(Arc<ApiVersionsResponse>, tokio::time::Instant)> =
-            if addresses.is_empty() {
-                cache.values().collect()
-            } else {
-                addresses
-                    .iter()
-                    .map(|a| cache.get(a))
-                    .collect::<Option<_>>()?
-            };
-        if heard
-            .iter()
-            .any(|(_, at)| now.duration_since(*at) > API_VERSIONS_FRESH)
-        {
-            return None;
-        }
-        heard.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
-        let (latest, rest) = heard.split_first()?;
-        let others: Vec<Arc<ApiVersionsResponse>> =
-            rest.iter().map(|(v, _)| Arc::clone(v)).collect();
-        Some(sluice_cluster::route::meta::client_api_versions(
-            &latest.0, &others,
-        ))
-    }
-
-    /// The cached ApiVersions of every known broker but the one at `except`.
-    pub(crate) fn api_versions_of_others(
-        &self,
-        except: &BrokerAddress,
-    ) -> Vec<Arc<ApiVersionsResponse>> {
-        let except = except.host_port().to_string();
-        let addresses: Vec<String> = self
-            .view
-            .read()
-            .brokers()
-            .map(|b| b.address.to_string())
-            .filter(|a| *a != except)
-            .collect();
-        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
-        addresses
-            .iter()
-            .filter_map(|a| cache.get(a).map(|(versions, _)| Arc::clone(versions)))
-            .collect()
-    }
-
-    /// The known brokers whose ApiVersions Sluice has not heard yet and has
-    /// not tried to reach for them lately (a broker that is down is tried at
-    /// most once per [`API_VERSIONS_RETRY`], so that new clients do not each
-    /// wait for its connect timeout). Records the attempt.
-    pub(crate) fn brokers_to_ask_api_versions(&self) -> Vec<BrokerId> {
-        let now = tokio::time::Instant::now();
-        let missing = self.brokers_missing_api_versions();
-        let mut attempts = self
-            .api_versions_attempts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        missing
-            .into_iter()
-            .filter(|id| {
-                let due = attempts
-                    .get(id)
-                    .is_none_or(|at| now.duration_since(*at) >= API_VERSIONS_RETRY);
-                if due {
-                    attempts.insert(*id, now);
-                }
-                due
-            })
-            .collect()
-    }
-
-    /// The known brokers whose ApiVersions Sluice has not heard yet.
-    pub(crate) fn brokers_missing_api_versions(&self) -> Vec<BrokerId> {
-        let brokers: Vec<(BrokerId, String)> = self
-            .view
-            .read()
-            .brokers()
-            .map(|b| (b.id, b.address.to_string()))
-            .collect();
-        let cache = self.api_versions.lock().unwrap_or_else(|p| p.into_inner());
-        brokers
-            .into_iter()
-            .filter(|(_, a)| !cache.contains_key(a))
-            .map(|(id, _)| id)
-            .collect()
-    }
-}
-
-/// Builds a [`KafkaSinkCluster`] for each client connection, and runs the
-/// peer health checks while it lives.
-pub struct KafkaSinkClusterBuilder {
-    shared: Arc<Shared>,
-    /// Its TLS to brokers and, with SCRAM over mTLS, the token task's.
-    tls_reloads: Vec<Arc<dyn Reload>>,
-    peers_every: Option<Duration>,
-    peers_started: Once,
-    shutdown: CancellationToken,
-    _stop_peers: DropGuard,
-}
-
-impl std::fmt::Debug for KafkaSinkClusterBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaSinkClusterBuilder")
-            .field("shared", &self.shared)
-            .field("peers_every", &self.peers_every)
-            .finish_non_exhaustive()
-    }
-}
-
-impl KafkaSinkClusterBuilder {
-    /// Validates `cfg`, prepares TLS and, with `authorize_scram_over_mtls`,
-    /// the token task (which contacts brokers only once a client needs a
-    /// token). The peer health checks start now when
-    /// called inside a tokio runtime, else with the first client connection.
-    pub fn new(cfg: &KafkaSinkClusterConfig) -> Result<Self, SinkClusterError> {
-        let nodes = SluiceNodes::from_config(cfg)?;
-        if cfg.first_contact_points.is_empty() {
-            return Err(SinkClusterError::NoContactPoints);
-        }
-        let contact_points = cfg
-            .first_contact_points
-            .iter()
-            .map(|p| BrokerAddress::parse(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut options = BrokerConnectOptions::new(cfg.connect_timeout());
-        options.read_timeout = cfg.read_timeout();
-        let name = cfg.name.as_deref().unwrap_or("KafkaSinkCluster");
-        let tls = cfg
-            .tls
-            .as_ref()
-            .map(|t| tls::reloadable_connector(name, t))
-            .transpose()?;
-        let mut tls_reloads: Vec<Arc<dyn Reload>> = Vec::new();
-        tls_reloads.extend(tls.iter().map(|t| Arc::clone(t) as Arc<dyn Reload>));
-        let shutdown = CancellationToken::new();
-        let tokens = match &cfg.authorize_scram_over_mtls {
-            Some(scram) => {
-                let mtls_name = format!("{name}/authorize_scram_over_mtls");
-                let connector = tls::reloadable_connector(&mtls_name, &scram.tls)
-                    .map_err(|e| SinkClusterError::ScramOverMtls(e.into()))?;
-                tls_reloads.push(Arc::clone(&connector) as Arc<dyn Reload>);
-                Some(TokenTask::spawn_over(
-                    scram,
-                    connector,
-                    shutdown.child_token(),
-                )?)
-            }
-            None => None,
-        };
-        let builder = Self {
-            tls_reloads,
-            shared: Arc::new(Shared {
-                name: Arc::from(name),
-                nodes,
-                view: SharedClusterView::default(),
-                options,
-                tls,
-                contact_points,
-                next_contact: AtomicUsize::new(0),
-                api_versions: Mutex::new(HashMap::new()),
-                api_versions_attempts: Mutex::new(HashMap::new()),
-                request_timeout: cfg.read_timeout().unwrap_or(DEFAULT_REQUEST_TIMEOUT),
-                tokens,
-                health: Health::process_wide(),
-                leave_errors_after: leave::errors_after(
-                    cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
-                ),
-                sasl_required: AtomicBool::new(cfg.requires_authentication()),
-            }),
-            peers_every: cfg.check_shotover_peers_delay_ms.map(Duration::from_millis),
-            peers_started: Once::new(),
-            _stop_peers: shutdown.clone().drop_guard(),
-            shutdown,
-        };
-        if tokio::runtime::Handle::try_current().is_ok() {
-            builder.start_peers();
-        }
-        Ok(builder)
-    }
-
-    /// The handle that makes this sink's node leave what clients are shown
-    /// at shutdown (see [`Leave`]).
-    pub fn leave_handle(&self) -> Leave {
-        Leave::new(self.shared.nodes.clone())
-    }
-
-    /// Starts the peer health checks once (needs a tokio runtime).
-    fn start_peers(&self) {
-        let Some(every) = self.peers_every else {
-            return;
-        };
-        self.peers_started.call_once(|| {
-            crate::peers::spawn(
-                self.shared.nodes.clone(),
-                every,
-                self.shared.options.connect_timeout,
-                self.shutdown.clone(),
-            );
-        });
-    }
-}
-
-impl SinkBuilder for KafkaSinkClusterBuilder {
-    fn build(&self, ctx: &ConnectionContext) -> Box<dyn Sink> {
-        Box::new(self.build_cluster(ctx))
-    }
-
-    /// Authentication is required once the brokers are known to require
-    /// SASL (configured, or learned from a SaslHandshake they accepted).
-    /// Before that a client that never sends SASL cannot be told from one
-    /// of a cluster without SASL (whose clients may sit idle after
-    /// ApiVersions), so no before-authentication limit applies.
-    fn authenticates_clients(&self) -> bool {
-        self.shared.sasl_required()
-    }
-
-    fn tls_reloads(&self) -> Vec<Arc<dyn Reload>> {
-        self.tls_reloads.clone()
-    }
-
-    fn start_readiness(&self, cancel: &CancellationToken) -> Option<Arc<Readiness>> {
-        Some(readiness::spawn(
-            &self.shared.name,
-            Arc::clone(&self.shared) as Arc<dyn ProbeTargets>,
-            readiness::PROBE_INTERVAL,
-            cancel.clone(),
-        ))
-    }
-}
-
-impl KafkaSinkClusterBuilder {
-    /// The sink for one client connection, unboxed.
-    fn build_cluster(&self, ctx: &ConnectionContext) -> KafkaSinkCluster {
-        self.start_peers();
-        KafkaSinkCluster {
-            shared: self.shared.clone(),
-            connection_id: ctx.connection_id,
-            connections: Pool::new(self.shared.clone()),
-            pending: VecDeque::new(),
-            auth: ClientAuth::new(self.shared.tokens.is_some())
-                .requiring(self.shared.sasl_required()),
-            sasl_in_flight: 0,
-            head_resent: Vec::new(),
-            fetch: LazyFetchState::default(),
-            share: ShareSessions::default(),
-            room_bytes: 0,
-            rebalance_wait: None,
-            produce_gaps: ProduceGaps::default(),
-        }
-    }
-}
+use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions};
+use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, MetadataApplied, TopicRef};
+use stalled::{RECHECK_EVERY, STALL_AFTER};
 
 /// One client connection's sink: its broker connections, the responses it
 /// is owed, in request order, and where its authentication stands.
@@ -509,9 +92,9 @@ pub struct KafkaSinkCluster {
     auth: ClientAuth<CloseError>,
     /// SASL requests whose answers are not settled yet.
     sasl_in_flight: usize,
-    /// The parts (by index) of the oldest pending entry already sent again
-    /// after failing unsent; each is sent again at most once.
-    head_resent: Vec<usize>,
+    /// What was already tried for the oldest pending entry (see
+    /// [`sluice_cluster::exchange`]).
+    tries: Tries,
     /// Fetch parts still out after their fetch was answered, and their
     /// answers, for the client's next fetch (see [`sluice_cluster::consume`]);
     /// made on the first fetch.
@@ -550,6 +133,185 @@ impl std::fmt::Debug for KafkaSinkCluster {
     }
 }
 
+impl KafkaSinkCluster {
+    /// Sends an internal request, built from the chosen broker's versions, to
+    /// any broker and waits, within the request timeout, for its answer.
+    /// Returns the version used and the answer.
+    async fn internal_request<C: Call>(
+        &mut self,
+        build: impl FnOnce(InternalVersions) -> (i16, C),
+    ) -> Result<(i16, C::Response), InternalRequestError> {
+        let api = C::API;
+        let (_, conn) = self.connections.any(None).await.map_err(|e| match e {
+            ConnError::Broker(source) => InternalRequestError::Broker { api, source },
+            ConnError::Fatal(source) => InternalRequestError::Fatal { api, source },
+        })?;
+        let versions =
+            InternalVersions::choose(self.shared.api_versions_of(conn.address()).as_deref());
+        let (version, body) = build(versions);
+        let answer = conn
+            .call(version, body, self.shared.request_timeout)
+            .await?;
+        Ok((version, answer))
+    }
+
+    /// Refreshes `topics` (or only the broker list, for `None`) from any
+    /// broker into the view.
+    pub(super) async fn refresh_metadata(
+        &mut self,
+        topics: Option<&[TopicRef]>,
+    ) -> Result<(), InternalRequestError> {
+        let view = self.shared.view.clone();
+        let result = self
+            .internal_request(|versions| {
+                let request = metadata_request(topics, versions.metadata, &view.read());
+                (versions.metadata, request)
+            })
+            .await;
+        let (version, metadata) = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                warn!("metadata refresh failed: {e}");
+                return Err(e);
+            }
+        };
+        let applied = self.shared.view.write().apply_metadata(version, &metadata);
+        log_applied(&applied);
+        self.connections.on_metadata(&applied);
+        debug!(
+            topics = metadata.topics.len(),
+            brokers = metadata.brokers.len(),
+            "metadata refreshed"
+        );
+        Ok(())
+    }
+
+    /// Looks up the coordinators of `keys` into the view: one batched
+    /// request where the broker supports it (v4+), else one per key.
+    pub(super) async fn find_coordinators(
+        &mut self,
+        key_type: CoordinatorKeyType,
+        keys: &[String],
+    ) -> Result<(), InternalRequestError> {
+        let mut remaining: VecDeque<String> = keys.iter().cloned().collect();
+        while !remaining.is_empty() {
+            let mut asked: Vec<String> = Vec::new();
+            let result = self
+                .internal_request(|versions| {
+                    let v = versions.find_coordinator;
+                    asked = if v >= BATCHED_FIND_COORDINATOR_VERSION {
+                        remaining.drain(..).collect()
+                    } else {
+                        remaining.pop_front().into_iter().collect()
+                    };
+                    let request = find_coordinator_requests(key_type, &asked, v)
+                        .pop()
+                        .unwrap_or_default();
+                    (v, request)
+                })
+                .await;
+            let (version, found) = match result {
+                Ok(answer) => answer,
+                Err(e) => {
+                    warn!("coordinator lookup failed: {e}");
+                    return Err(e);
+                }
+            };
+            // v0-3 answer for the one key asked, which they do not repeat.
+            let key = (version < BATCHED_FIND_COORDINATOR_VERSION)
+                .then(|| asked.first().map(|k| StrBytes::from_string(k.clone())))
+                .flatten();
+            self.shared.view.write().apply_find_coordinator(
+                version,
+                key_type,
+                key.as_ref(),
+                &found,
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks on the brokers whose parts have stalled (see `sink/stalled.rs`);
+    /// parts owed by a broker that left the cluster metadata are failed.
+    pub(super) async fn check_stalled(&mut self) {
+        let now = Instant::now();
+        let mut quiet_brokers: BTreeSet<(i32, String)> = BTreeSet::new();
+        // Each with the API of the request found waiting there, for the log.
+        let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
+        let connections = &self.connections;
+        let parts = self.pending.iter_mut().flat_map(|e| {
+            let api = e.api_key;
+            e.parts.iter_mut().map(move |part| (api, part))
+        });
+        for (api, part) in parts {
+            // Answered, but behind an answer the client has not taken yet.
+            part.settle_if_answered();
+            if part.stall_check_at().is_none_or(|at| at > now) {
+                continue;
+            }
+            let Some(clock) = part.stall.as_mut() else {
+                continue;
+            };
+            clock.check_at = now + RECHECK_EVERY;
+            // A broker working through a long queue answers as it goes,
+            // and one whose answers to other connections of the sink flow
+            // is alive: only one that nobody has heard from lately is
+            // stalled.
+            let quiet = connections.quiet_for(part.target, now) >= STALL_AFTER;
+            if quiet && let Some(broker) = &part.broker {
+                let key = (broker.id.unwrap_or(-1), broker.to_string());
+                let first = quiet_brokers.insert(key);
+                let again = std::mem::replace(&mut clock.checked, true);
+                let suspect = again && now >= clock.suspect_from;
+                if suspect && !suspects.iter().any(|(b, _)| b == broker) {
+                    suspects.push((broker.clone(), api));
+                } else if first {
+                    debug!(broker = %broker, api = ?api, "a broker has not answered a request within its wait; checking whether it left the cluster");
+                }
+            }
+        }
+        if quiet_brokers.is_empty() {
+            return;
+        }
+        // Only a broker still quiet when checked again is suspect: a false
+        // alarm costs the one Metadata request below.
+        for (broker, api) in &suspects {
+            if let Verdict::Warn { quieted } = self.shared.health.failed(broker, now) {
+                warn!(
+                    broker = %broker,
+                    api = ?api,
+                    quieted,
+                    "a broker has not answered a request within its wait, nor since; checking whether it left the cluster"
+                );
+            }
+        }
+        // The Metadata request may queue behind a long wait on the
+        // connection it goes out on: the client's answers do not wait for it
+        // longer than until the next check. A failure is logged inside; the
+        // parts keep waiting and are checked again at their next stall time.
+        match tokio::time::timeout(RECHECK_EVERY, self.refresh_metadata(None)).await {
+            // Parts of brokers no longer listed fail; their connections end
+            // (nothing unread reaches a resumed broker, nothing queues behind).
+            Ok(Ok(())) => {
+                let listed: BTreeSet<BrokerId> =
+                    self.shared.view.read().brokers().map(|b| b.id).collect();
+                let mut departed = Vec::new();
+                for entry in &mut self.pending {
+                    entry.abandon_departed(&listed, &mut departed);
+                }
+                for (target, broker) in departed {
+                    let error = BrokerError::LeftCluster { broker };
+                    self.connections.abort(target, error);
+                }
+            }
+            Ok(Err(_)) => {}
+            Err(_) => {
+                debug!("no metadata within {RECHECK_EVERY:?}; the stalled parts are checked again")
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Sink for KafkaSinkCluster {
     fn name(&self) -> &str {
@@ -566,7 +328,7 @@ impl Sink for KafkaSinkCluster {
 
     async fn recv(&mut self, _ctx: &ConnectionContext) -> Result<Response, ChainError> {
         loop {
-            let stall_check = self.next_stall_check();
+            let stall_check = self.pending.iter().filter_map(|e| e.stall_check_at()).min();
             let Some(head) = self.pending.front_mut() else {
                 if let Some(reason) = self.auth.closing() {
                     return Err(reason.clone().into());
@@ -588,16 +350,13 @@ impl Sink for KafkaSinkCluster {
             } else {
                 head.wait_parts().await;
             }
-            if self.resend_unsent_parts().await?
-                || self.retry_head_elsewhere().await?
-                || self.fetch_head_waits().await?
-            {
+            if self.try_head_again().await? || self.fetch_head_waits().await? {
                 continue;
             }
             let Some(entry) = self.pending.pop_front() else {
                 continue;
             };
-            self.head_resent.clear();
+            self.tries = Tries::default();
             return self.finish(*entry);
         }
     }
@@ -629,4 +388,17 @@ impl Sink for KafkaSinkCluster {
 /// timer tests) as a `std` instant, which is what the core takes.
 pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
+}
+
+/// Logs what applying a Metadata response left out of the view.
+fn log_applied(applied: &MetadataApplied) {
+    for older in &applied.older_epochs_ignored {
+        debug!(
+            topic = %older.topic.0,
+            partition = older.partition,
+            old_epoch = older.kept,
+            new_epoch = older.ignored,
+            "ignoring partition metadata older than the view"
+        );
+    }
 }

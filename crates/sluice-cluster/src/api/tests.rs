@@ -181,3 +181,24 @@ fn the_documented_table_lists_every_api_as_offered() {
         assert!(keys.contains(&(api as i16)), "{api:?} has no row");
     }
 }
+
+#[test]
+fn sluice_serves_offered_versions_api_versions_always_and_apis_clients_may_not_send() {
+    let produce = offered_versions(ApiKey::Produce).expect("Produce is offered");
+    assert!(serves(ApiKey::Produce, produce.min));
+    assert!(serves(ApiKey::Produce, produce.max));
+    assert!(
+        !serves(ApiKey::Produce, produce.max + 1),
+        "closes the client"
+    );
+    assert!(
+        serves(ApiKey::ApiVersions, i16::MAX),
+        "answered with the versions served"
+    );
+    let inter_broker = every_api()
+        .into_iter()
+        .find(|api| !describe(*api).is_client_facing() && offered_versions(*api).is_none());
+    if let Some(api) = inter_broker {
+        assert!(serves(api, 0), "{api:?} is answered with an error");
+    }
+}

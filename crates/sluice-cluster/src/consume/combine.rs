@@ -3,7 +3,10 @@
 //! the parts in hand ([`FetchCombine::enough`], and
 //! [`FetchCombine::next_look`] for the driver's wait),
 //! and the parts a broker that has answered empty gets for the time left
-//! ([`FetchCombine::refetches`]).
+//! ([`FetchCombine::refetches`]); [`FetchCombine::on_settled`] decides among
+//! them each time some of its parts have answered. And what a partition no
+//! broker serves is answered with ([`unknown_partitions`]), and which fetch
+//! needs none of it ([`passes_through`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -11,13 +14,72 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sluice_codec::ResponseKind;
 
+use super::SessionReply;
 use super::{
     Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Position,
     Source, UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
-use crate::error_codes::ErrorCode;
+use crate::error_codes::{ErrorCode, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
+use crate::split::Unroutable;
+use crate::split::dispatch::SplitRequest;
 use crate::split::order::TopicEntry;
-use crate::topology::BrokerId;
+use crate::topology::{BrokerId, ClusterView};
+
+/// What the driver does next with a split fetch at the head of the queue.
+#[derive(Debug)]
+pub enum FetchStep {
+    /// It has waited enough, or nothing is out: answer it with what is in
+    /// hand (what is still out is parked).
+    Answer,
+    /// Wait for its parts.
+    Wait,
+    /// Send these parts (each [`commit`](FetchCombine::commit)ted once
+    /// sent), then wait.
+    Refetch(Vec<NewPart>),
+}
+
+/// Whether a client's fetch goes out as its own bytes, answered as the
+/// broker answers it: no fetch session on either side (`whole`: the fetch a
+/// client session stands for, `None` outside one), nothing parked or
+/// stashed for the client (`idle`), and one broker serving all of it.
+pub fn passes_through<W>(
+    whole: Option<&W>,
+    session: SessionReply,
+    idle: bool,
+    split: &SplitRequest,
+) -> bool {
+    whole.is_none()
+        && session == SessionReply::None
+        && idle
+        && split.parts.len() == 1
+        && split.unroutable.is_empty()
+}
+
+/// The error of each unroutable partition of a fetch that the cluster does
+/// not have (its metadata was just refreshed), as Kafka answers it:
+/// UNKNOWN_TOPIC_ID for a topic id (v13+), UNKNOWN_TOPIC_OR_PARTITION for a
+/// topic name or a partition beyond its topic's. The others have no leader
+/// now and are not listed (NOT_LEADER_OR_FOLLOWER).
+pub fn unknown_partitions(
+    view: &ClusterView,
+    unroutable: &[Unroutable],
+    version: i16,
+) -> HashMap<PartitionKey, ErrorCode> {
+    let mut unknown = HashMap::new();
+    for u in unroutable {
+        let Unroutable::Partition { topic, partition } = u else {
+            continue;
+        };
+        let code = match view.topic(topic) {
+            None if version >= 13 => UNKNOWN_TOPIC_ID,
+            None => UNKNOWN_TOPIC_OR_PARTITION,
+            Some(_) if view.partition(topic, *partition).is_none() => UNKNOWN_TOPIC_OR_PARTITION,
+            Some(_) => continue,
+        };
+        unknown.insert((topic.clone(), *partition), code);
+    }
+    unknown
+}
 
 impl FetchCombine {
     /// Learns the broker sessions from the parts that have answered since
@@ -25,6 +87,32 @@ impl FetchCombine {
     pub fn learn<P: FetchPart>(&mut self, parts: &mut [P], upstream: &mut UpstreamSessions) {
         for (part, meta) in parts.iter_mut().zip(self.metas.iter_mut()) {
             learn(part, meta, upstream);
+        }
+    }
+
+    /// What to do once some of the parts have answered (or the entry's
+    /// next look is due): learns the broker sessions from the answers, then
+    /// answers once the entry has waited [`enough`](Self::enough), sends
+    /// the [`refetches`](Self::refetches) the time left calls for, waits
+    /// while a part is out, and answers when none is.
+    pub fn on_settled<P: FetchPart>(
+        &mut self,
+        parts: &mut [P],
+        upstream: &mut UpstreamSessions,
+        now: Instant,
+    ) -> FetchStep {
+        self.learn(parts, upstream);
+        if self.enough(parts, now) {
+            return FetchStep::Answer;
+        }
+        let refetches = self.refetches(parts, now);
+        if !refetches.is_empty() {
+            return FetchStep::Refetch(refetches);
+        }
+        if parts.iter().any(P::is_waiting) {
+            FetchStep::Wait
+        } else {
+            FetchStep::Answer
         }
     }
 

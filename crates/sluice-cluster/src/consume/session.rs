@@ -404,6 +404,12 @@ pub enum SessionEvent {
     Error(SessionSide, ErrorCode),
 }
 
+/// The answer to a fetch in a session Sluice does not have (or at an epoch
+/// it does not expect): the error, no session, no partitions.
+pub fn session_error_answer(code: ErrorCode) -> FetchResponse {
+    FetchResponse::default().with_error_code(code.code())
+}
+
 /// The name of a fetch session error code, as a metric label.
 pub fn session_error_name(code: ErrorCode) -> &'static str {
     match code {

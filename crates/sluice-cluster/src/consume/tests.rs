@@ -858,3 +858,8 @@ mod topic_ids;
 mod hints;
 
 mod bounds;
+
+/// What the driver does next with a split fetch at the head of the queue
+/// ([`FetchCombine::on_settled`]), and the errors of partitions no broker
+/// serves ([`unknown_partitions`]).
+mod steps;

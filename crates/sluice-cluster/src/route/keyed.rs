@@ -26,7 +26,8 @@ use sluice_codec::kafka_protocol::protocol::StrBytes;
 
 use super::Stale;
 use crate::error_codes::ErrorCode;
-use crate::topology::{CoordinatorKeyType, Staleness, staleness};
+use crate::split::Coordinators;
+use crate::topology::{BrokerId, CoordinatorKeyType, Staleness, staleness};
 
 /// The keys of a multi-key coordinator request, or `None` for other APIs.
 pub fn keys(request: &RequestKind) -> Option<(CoordinatorKeyType, Vec<String>)> {
@@ -88,6 +89,24 @@ pub fn with_keys(request: &RequestKind, keys: &[String]) -> RequestKind {
         ),
         other => other.clone(),
     }
+}
+
+/// `keys` grouped by their coordinator in `view` (`None`: unknown), in
+/// first-use order: one part per coordinator.
+pub fn by_coordinator<C: Coordinators + ?Sized>(
+    view: &C,
+    key_type: CoordinatorKeyType,
+    keys: &[String],
+) -> Vec<(Option<BrokerId>, Vec<String>)> {
+    let mut groups: Vec<(Option<BrokerId>, Vec<String>)> = Vec::new();
+    for key in keys {
+        let coordinator = view.coordinator(key_type, key);
+        match groups.iter_mut().find(|(c, _)| *c == coordinator) {
+            Some((_, group)) => group.push(key.clone()),
+            None => groups.push((coordinator, vec![key.clone()])),
+        }
+    }
+    groups
 }
 
 /// One part's outcome: its answer, or the keys it asked about and the

@@ -43,6 +43,7 @@
 //!   idempotent batch refused holds back the batches behind it on the same
 //!   client connection (`route::produce_order`).
 
+use sluice_codec::RequestKind;
 use sluice_codec::kafka_protocol::messages::{FetchResponse, ProduceResponse, ResponseKind};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
@@ -77,6 +78,16 @@ pub fn fetch_needs_rewrite(resp: &FetchResponse) -> bool {
                 || p.preferred_read_replica.0 >= 0
                 || p.current_leader.leader_id.0 >= 0
         })
+}
+
+/// Whether `body` is split by where its partitions are shown
+/// ([`ShownHere`]): a Produce that expects an answer, on a node that is not
+/// leaving (`leaving`). A leaving node forwards everything (its clients are
+/// moving elsewhere), and so does acks=0, which has no answer to carry the
+/// error (a refused partition's records would be dropped unseen) and no
+/// order to keep.
+pub fn goes_where_shown(body: &RequestKind, leaving: bool) -> bool {
+    matches!(body, RequestKind::Produce(p) if p.acks != 0) && !leaving
 }
 
 /// The routing of a Produce on the local Sluice node (see the module doc):

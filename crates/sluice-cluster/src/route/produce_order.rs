@@ -46,10 +46,21 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use sluice_codec::kafka_protocol::messages::ProduceRequest;
+use sluice_codec::{ApiKey, Request, RequestKind};
 
 use crate::split::order::TopicEntry;
-use crate::split::{Coordinators, PartitionLeaders, Routing};
+use crate::split::{Coordinators, PartitionLeaders, Routing, Unroutable};
 use crate::topology::{BrokerId, CoordinatorKeyType, TopicRef};
+
+/// The idempotent batches of a Produce that expects an answer (an
+/// `acks=0` one is never refused: it has no answer to carry the error);
+/// none for anything else.
+pub fn idempotent_heads(body: &RequestKind, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
+    match body {
+        RequestKind::Produce(p) if p.acks != 0 => produce_heads(p, version),
+        _ => Vec::new(),
+    }
+}
 
 /// How long a partition's gap holds back the batches behind it.
 pub const GAP_WINDOW: Duration = Duration::from_secs(10);
@@ -186,11 +197,50 @@ impl ProduceGaps {
             .insert((topic.clone(), partition), Gap { head, at: now });
     }
 
+    /// After a Produce with idempotent batches (`heads`) was split: the
+    /// partitions no broker could take (`unroutable`: answered unsent) open
+    /// a gap, the others close theirs. Returns the batches that opened one.
+    pub fn after_split<'h>(
+        &mut self,
+        heads: &'h [(TopicRef, i32, BatchHead)],
+        unroutable: &[Unroutable],
+        now: Instant,
+    ) -> Vec<&'h (TopicRef, i32, BatchHead)> {
+        let mut opened = Vec::new();
+        for entry in heads {
+            let (topic, partition, head) = entry;
+            let unsent = unroutable.iter().any(|u| {
+                matches!(u, Unroutable::Partition { topic: t, partition: p } if t == topic && p == partition)
+            });
+            if unsent {
+                self.failed_unsent(topic, *partition, *head, now);
+                opened.push(entry);
+            } else {
+                self.forwarded(topic, *partition);
+            }
+        }
+        opened
+    }
+
     /// Records that a batch of `topic`/`partition` was forwarded: the
     /// client resent from the gap, which is closed.
     pub fn forwarded(&mut self, topic: &TopicRef, partition: i32) {
         if !self.gaps.is_empty() {
             self.gaps.remove(&(topic.clone(), partition));
+        }
+    }
+
+    /// Records that `request`, which its failed connection never wrote, is
+    /// sent again: for a Produce, its batches are the ones their
+    /// partitions' gaps wait for.
+    pub fn resending(&mut self, request: &mut Request) {
+        let version = request.api_version();
+        if request.api_key() == ApiKey::Produce
+            && let Ok(RequestKind::Produce(p)) = request.body()
+        {
+            for (topic, partition, _) in produce_heads(p, version) {
+                self.forwarded(&topic, partition);
+            }
         }
     }
 
@@ -328,6 +378,61 @@ mod tests {
         gaps.forwarded(&t, 2);
         assert!(!gaps.holds(&t, 2, &head(1000, 0, 5703), soon));
         assert!(gaps.is_empty());
+    }
+
+    #[test]
+    fn a_split_opens_gaps_for_partitions_answered_unsent_and_closes_the_others() {
+        let mut gaps = ProduceGaps::default();
+        let now = Instant::now();
+        let heads = vec![(topic(), 0, head(7, 1, 10)), (topic(), 1, head(7, 1, 20))];
+        gaps.failed_unsent(&topic(), 0, head(7, 1, 5), now);
+        let unroutable = vec![Unroutable::Partition {
+            topic: topic(),
+            partition: 1,
+        }];
+        let opened = gaps.after_split(&heads, &unroutable, now);
+        assert_eq!(opened, vec![&heads[1]]);
+        assert!(
+            !gaps.holds(&topic(), 0, &head(7, 1, 11), now),
+            "partition 0 was forwarded: its gap closed"
+        );
+        assert!(
+            gaps.holds(&topic(), 1, &head(7, 1, 21), now),
+            "partition 1 holds the batches behind its unsent one"
+        );
+    }
+
+    #[test]
+    fn only_a_produce_that_expects_an_answer_has_batches_to_keep_in_order() {
+        use sluice_codec::kafka_protocol::messages::produce_request::{
+            PartitionProduceData, TopicProduceData,
+        };
+        let records = bytes::Bytes::from(batch(1000, 3, 5701));
+        let data = |name: &'static str| {
+            TopicProduceData::default()
+                .with_name(sluice_codec::kafka_protocol::messages::TopicName(
+                    sluice_codec::kafka_protocol::protocol::StrBytes::from_static_str(name),
+                ))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records.clone())),
+                ])
+        };
+        let produce = |acks| {
+            RequestKind::Produce(
+                ProduceRequest::default()
+                    .with_acks(acks)
+                    .with_topic_data(vec![data("t")]),
+            )
+        };
+        assert_eq!(
+            idempotent_heads(&produce(-1), 9),
+            vec![(topic(), 0, head(1000, 3, 5701))]
+        );
+        assert!(idempotent_heads(&produce(0), 9).is_empty(), "acks=0");
+        let fetch = RequestKind::Fetch(Default::default());
+        assert!(idempotent_heads(&fetch, 12).is_empty());
     }
 
     #[test]

@@ -16,8 +16,10 @@ mod errors;
 mod failure;
 mod groups;
 mod keyed;
+mod leaving;
 mod meta;
 mod produce_fetch;
+mod refresh;
 mod streams;
 
 use bytes::BytesMut;

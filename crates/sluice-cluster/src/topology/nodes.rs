@@ -236,6 +236,15 @@ impl SluiceNodes {
             .map(|at| now.saturating_duration_since(*at))
     }
 
+    /// Whether requests for leaders and coordinators get leave errors at
+    /// `now`: the node is shown down and has been leaving for at least
+    /// `errors_after` (by then every peer has seen it gone).
+    pub fn answers_leaving(&self, now: Instant, errors_after: Duration) -> bool {
+        self.leaving_for(now)
+            .is_some_and(|since| since >= errors_after)
+            && self.is_hidden()
+    }
+
     /// Whether the local node is leaving and shown down: another node is up.
     pub fn is_hidden(&self) -> bool {
         self.inner.leaving.load(Ordering::Relaxed) && self.peer_up(&self.up_flags())
@@ -388,6 +397,23 @@ mod tests {
             nodes.leaving_for(later + Duration::from_millis(250)),
             Some(Duration::from_secs(1)),
             "counted from the first call"
+        );
+    }
+
+    #[test]
+    fn leave_errors_start_once_the_peers_had_time_to_see_the_node_gone() {
+        let nodes = nodes(1).unwrap();
+        let start = Instant::now();
+        let after = Duration::from_secs(3);
+        assert!(!nodes.answers_leaving(start, after), "not leaving");
+        assert!(nodes.set_leaving(start));
+        assert!(!nodes.answers_leaving(start + Duration::from_secs(2), after));
+        assert!(nodes.answers_leaving(start + after, after));
+        assert!(nodes.set_up(BrokerId(0), false).changed());
+        assert!(nodes.set_up(BrokerId(2), false).changed());
+        assert!(
+            !nodes.answers_leaving(start + after, after),
+            "no peer is up: the node still serves"
         );
     }
 

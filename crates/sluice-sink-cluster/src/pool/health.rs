@@ -40,7 +40,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use sluice_broker::{BrokerAddress, BrokerError, Heard};
+use sluice_codec::ApiKey;
 use tokio::time::Instant;
+use tracing::{debug, warn};
 
 /// The first backoff window after a failed connect.
 pub(crate) const FIRST_WINDOW: Duration = Duration::from_millis(250);
@@ -174,6 +176,43 @@ impl Health {
     /// `any broker`, ...): rate-limited the same way, never suspect.
     pub(crate) fn failed_unaddressed(&self, target: String, now: Instant) -> Verdict {
         self.failed_key(target, now)
+    }
+
+    /// Records a failed request (`broker`: `None` when it found no broker
+    /// address; the error says what it looked for) and logs it: at WARN at
+    /// most once per broker per [`WARN_EVERY`] (saying how many were logged
+    /// at DEBUG in between), else at DEBUG. `what`: what Sluice does about it.
+    pub(crate) fn log_failure(
+        &self,
+        broker: Option<&BrokerAddress>,
+        api: ApiKey,
+        what: &str,
+        e: &BrokerError,
+    ) {
+        let now = Instant::now();
+        let (verdict, shown, broker_id) = match broker {
+            Some(broker) => (self.failed(broker, now), broker.to_string(), broker.id),
+            None => {
+                let target = e.target().to_string();
+                let id = e.unaddressed().and_then(|u| u.broker_id());
+                (self.failed_unaddressed(target.clone(), now), target, id)
+            }
+        };
+        match verdict {
+            Verdict::Warn { quieted: 0 } => {
+                warn!(broker = %shown, broker_id, api = ?api, "{what}: {e}");
+            }
+            Verdict::Warn { quieted } => warn!(
+                broker = %shown,
+                broker_id,
+                api = ?api,
+                quieted,
+                "{what}: {e} ({quieted} more failed request(s) to this broker since its last warning, logged at debug)"
+            ),
+            Verdict::Quiet => {
+                debug!(broker = %shown, broker_id, api = ?api, "{what}: {e}");
+            }
+        }
     }
 
     fn failed_key(&self, key: String, now: Instant) -> Verdict {

@@ -14,8 +14,17 @@
 //! and settled before the next request; a broker that fails meanwhile
 //! becomes a NETWORK_EXCEPTION answer, not a silent close.
 //!
-//! Nothing here logs a SASL body: PLAIN messages carry passwords and SCRAM
-//! messages carry proofs.
+//! Until the client is authenticated (or has shown it uses no
+//! authentication) only ApiVersions, SaslHandshake and SaslAuthenticate
+//! leave Sluice, on the client's auth connection to a first contact point.
+//! Then every broker connection opened for the client authenticates like
+//! it: PLAIN credentials are replayed, and a SCRAM user's connections use
+//! the user's delegation token from the sink's one token task
+//! (`authorize_scram_over_mtls`). A failed authentication answers the
+//! client with the broker's error, then closes it: `Sink::pending` counts
+//! the close as owed, and `recv` returns it as an error once every earlier
+//! answer has gone out. Nothing here logs a SASL body: PLAIN messages carry
+//! passwords and SCRAM messages carry proofs.
 
 use std::sync::Arc;
 
@@ -262,9 +271,7 @@ impl KafkaSinkCluster {
             None => self.auth.fail(Invariant::ScramWithoutTokenTask),
         }
     }
-}
 
-impl KafkaSinkCluster {
     /// Applies a successful re-authentication: its connection retires, and
     /// PLAIN credentials (perhaps a new password) are replayed from now on.
     fn reauthenticated(
@@ -283,9 +290,7 @@ impl KafkaSinkCluster {
             "client re-authenticated"
         );
     }
-}
 
-impl KafkaSinkCluster {
     /// A broker just accepted a SCRAM client's credentials: its user's token
     /// may be renewed until the client's session ends (see
     /// [`sluice_auth::token`]).

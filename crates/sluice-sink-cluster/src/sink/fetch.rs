@@ -6,7 +6,6 @@
 //! for the next fetch. A connection's fetch state is made on its first
 //! fetch ([`LazyFetchState`]): a client that never consumes does not carry it.
 
-use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 
 use futures::FutureExt;
@@ -18,20 +17,19 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::finish::count_synthesized;
+use super::leave::leaving_fetch_answer;
 use super::send::Dest;
 use super::{KafkaSinkCluster, now};
 use crate::close::Invariant;
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::pool::Target;
 use sluice_cluster::consume::{
-    FetchCombine, FetchState, NewPart, Outcome, Parked, PartMeta, PartitionKey, Planned, Prepared,
-    ReadAhead, SentIn, SessionEvent, SessionReply, learn, session_error_name,
+    FetchCombine, FetchState, FetchStep, NewPart, Outcome, Parked, PartMeta, Planned, Prepared,
+    ReadAhead, SentIn, SessionEvent, SessionReply, learn, passes_through, session_error_answer,
+    session_error_name, unknown_partitions,
 };
-use sluice_cluster::error_codes::{
-    ErrorCode, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-};
+use sluice_cluster::error_codes::NOT_LEADER_OR_FOLLOWER;
 use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
-use sluice_cluster::split::Unroutable;
 use sluice_cluster::split::dispatch::SplitRequest;
 use sluice_cluster::topology::BrokerId;
 
@@ -135,16 +133,17 @@ impl KafkaSinkCluster {
                     epoch = asked.1,
                     "answering a fetch in a session sluice does not have with error {code}"
                 );
-                return Ok(Some(super::send::ready(&request, session_error(code))));
+                let answer = ResponseKind::Fetch(session_error_answer(code));
+                return Ok(Some(super::send::ready(&request, answer)));
             }
         };
         let full = full.map(RequestKind::Fetch);
         if self.shared.nodes.is_hidden() {
             let leaving = match &full {
-                Some(full) => self.leaving_fetch_answer(&request, full),
+                Some(full) => leaving_fetch_answer(&self.shared, &request, full),
                 None => {
                     let body = request.body()?.clone();
-                    self.leaving_fetch_answer(&request, &body)
+                    leaving_fetch_answer(&self.shared, &request, &body)
                 }
             };
             if leaving.is_some() {
@@ -159,12 +158,7 @@ impl KafkaSinkCluster {
             Some(full) => self.split_fetch(full, version, until).await?,
             None => self.split_fetch(request.body()?, version, until).await?,
         };
-        let sessionless = full.is_none() && session == SessionReply::None;
-        if sessionless
-            && self.fetch.is_idle()
-            && split.parts.len() == 1
-            && split.unroutable.is_empty()
-        {
+        if passes_through(full.as_ref(), session, self.fetch.is_idle(), &split) {
             return self.send_split_parts(request, split, strip_rack, &[]).await;
         }
         self.send_planned(request, full, (session, received), split)
@@ -208,7 +202,7 @@ impl KafkaSinkCluster {
         split: SplitRequest,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let version = request.api_version();
-        let unknown = self.unknown_partitions(&split, version);
+        let unknown = unknown_partitions(&self.shared.view.read(), &split.unroutable, version);
         let routed: Vec<(BrokerId, FetchRequest)> = split
             .parts
             .into_iter()
@@ -266,35 +260,6 @@ impl KafkaSinkCluster {
         }))
     }
 
-    /// The error of each unroutable partition of `split` that the cluster
-    /// does not have (its metadata was just refreshed), as Kafka answers
-    /// it: UNKNOWN_TOPIC_ID for a topic id (v13+), UNKNOWN_TOPIC_OR_PARTITION
-    /// for a topic name or a partition beyond its topic's. The others have
-    /// no leader now: NOT_LEADER_OR_FOLLOWER.
-    fn unknown_partitions(
-        &self,
-        split: &SplitRequest,
-        version: i16,
-    ) -> HashMap<PartitionKey, ErrorCode> {
-        let view = self.shared.view.read();
-        let mut unknown = HashMap::new();
-        for u in &split.unroutable {
-            let Unroutable::Partition { topic, partition } = u else {
-                continue;
-            };
-            let code = match view.topic(topic) {
-                None if version >= 13 => UNKNOWN_TOPIC_ID,
-                None => UNKNOWN_TOPIC_OR_PARTITION,
-                Some(_) if view.partition(topic, *partition).is_none() => {
-                    UNKNOWN_TOPIC_OR_PARTITION
-                }
-                Some(_) => continue,
-            };
-            unknown.insert((topic.clone(), *partition), code);
-        }
-        unknown
-    }
-
     /// A fetch part for `broker`, in Sluice's session with it, with the
     /// client's header fields; the session moves on once it is sent
     /// ([`UpstreamSessions::commit`](sluice_cluster::consume::UpstreamSessions::commit)).
@@ -336,12 +301,11 @@ impl KafkaSinkCluster {
         Ok((part, sent_in))
     }
 
-    /// Whether the oldest entry is a fetch that must wait more: not yet
-    /// [`enough`](FetchCombine::enough), and a part still out or a broker
-    /// free to be asked again (sent here). Cancel-safe: a new part is
-    /// recorded once sent; one lost to a cancel is planned again.
+    /// Whether the oldest entry is a fetch that must wait more (see
+    /// [`FetchCombine::on_settled`]); the parts the core asks for are sent
+    /// here. Cancel-safe: a new part is recorded once sent; one lost to a
+    /// cancel is planned again.
     pub(super) async fn fetch_head_waits(&mut self) -> Result<bool, ChainError> {
-        let now = Instant::now();
         let (refetches, header) = {
             let Some(head) = self.pending.front_mut() else {
                 return Ok(false);
@@ -349,16 +313,15 @@ impl KafkaSinkCluster {
             let Combine::Fetch(fetch) = &mut head.combine else {
                 return Ok(false);
             };
-            fetch.learn(&mut head.parts, &mut self.fetch.get().upstream);
-            if fetch.enough(&mut head.parts, now.into_std()) {
-                return Ok(false);
+            let upstream = &mut self.fetch.get().upstream;
+            match fetch.on_settled(&mut head.parts, upstream, now()) {
+                FetchStep::Answer => return Ok(false),
+                FetchStep::Wait => return Ok(true),
+                FetchStep::Refetch(refetches) => {
+                    let header = (head.api_version, head.correlation_id, fetch.client_id());
+                    (refetches, header)
+                }
             }
-            let refetches = fetch.refetches(&mut head.parts, now.into_std());
-            if refetches.is_empty() {
-                return Ok(head.parts.iter().any(Part::is_waiting));
-            }
-            let header = (head.api_version, head.correlation_id, fetch.client_id());
-            (refetches, header)
         };
         for NewPart {
             broker,
@@ -373,7 +336,7 @@ impl KafkaSinkCluster {
             if let Some(head) = self.pending.front_mut()
                 && let Combine::Fetch(fetch) = &mut head.combine
             {
-                fetch.commit(claim, super::now());
+                fetch.commit(claim, now());
                 head.parts.push(part);
             }
         }
@@ -454,15 +417,8 @@ impl KafkaSinkCluster {
                 continue;
             }
             let Parked { part, mut meta } = parked;
-            match self.fetch_outcome(part, &mut meta) {
-                Outcome::Answer(answer, frame_bytes) => {
-                    self.fetch.get().absorb(&meta, answer, frame_bytes, now());
-                }
-                // Nobody asked for a part sent ahead.
-                Outcome::Failed(_) if meta.ahead => {}
-                Outcome::Failed(code) => self.fetch.get().absorb_failure(&meta, code, now()),
-                Outcome::Parked => {}
-            }
+            let outcome = self.fetch_outcome(part, &mut meta);
+            self.fetch.get().settle(&meta, outcome, now());
         }
     }
 
@@ -482,20 +438,21 @@ impl KafkaSinkCluster {
             Some(Err(error)) => {
                 self.part_failed(part.target, part.broker.as_ref(), ApiKey::Fetch, &error);
                 count_synthesized(ApiKey::Fetch);
-                return Outcome::Failed(NOT_LEADER_OR_FOLLOWER);
+                return Outcome::failed();
             }
         };
         let frame_bytes = response.wire_len();
         let decoded = self
-            .post_follower_fetch(&mut response, part.broker.as_ref())
+            .shared
+            .view
+            .after_follower_fetch(&mut response, part.broker.as_ref())
             .and_then(|()| response.into_body());
         match decoded {
-            Ok(ResponseKind::Fetch(answer)) => Outcome::Answer(answer, frame_bytes),
-            Ok(_) => Outcome::Failed(NOT_LEADER_OR_FOLLOWER),
+            Ok(body) => Outcome::answered(body, frame_bytes),
             Err(e) => {
                 warn!(broker = %part.broker_label(), "undecodable Fetch answer, answering its partitions with NOT_LEADER_OR_FOLLOWER: {e}");
                 count_synthesized(ApiKey::Fetch);
-                Outcome::Failed(NOT_LEADER_OR_FOLLOWER)
+                Outcome::failed()
             }
         }
     }
@@ -530,13 +487,4 @@ impl KafkaSinkCluster {
         self.post_split(&mut response, false, None)?;
         Ok(response)
     }
-}
-
-/// The answer to a fetch in a session Sluice does not have (or at an epoch
-/// it does not expect): the error, no session, no partitions.
-fn session_error(code: ErrorCode) -> ResponseKind {
-    ResponseKind::Fetch(
-        sluice_codec::kafka_protocol::messages::FetchResponse::default()
-            .with_error_code(code.code()),
-    )
 }

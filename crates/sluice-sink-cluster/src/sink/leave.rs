@@ -38,15 +38,15 @@
 use std::time::Duration;
 
 use sluice_chain::ChainError;
-use sluice_codec::{ApiKey, Request, RequestKind, ResponseKind};
+use sluice_codec::{Request, RequestKind, ResponseKind};
 use sluice_metrics::names;
 use tracing::{debug, info};
 
-use super::KafkaSinkCluster;
+use super::Shared;
 use super::send::ready;
 use crate::pending::PendingResponse;
-use sluice_cluster::error_codes::{self, ErrorCode, NOT_LEADER_OR_FOLLOWER};
-use sluice_cluster::route::{self, Family};
+use sluice_cluster::error_codes::ErrorCode;
+use sluice_cluster::route;
 use sluice_cluster::topology::SluiceNodes;
 
 /// Makes a cluster sink's node leave what clients are shown (see the module
@@ -95,61 +95,39 @@ pub(super) fn errors_after(peers_every: Option<Duration>) -> Duration {
     peers_every.map_or(Duration::ZERO, |every| every + every / 2)
 }
 
-impl KafkaSinkCluster {
-    /// Whether requests for leaders and coordinators get leave errors now.
-    fn answers_leaving(&self) -> bool {
-        let since = self.shared.nodes.leaving_for(super::now());
-        since.is_some_and(|since| since >= self.shared.leave_errors_after)
-            && self.shared.nodes.is_hidden()
+/// While the node leaves, the answer to a request that needs a leader or
+/// a coordinator (see [`route::leaving_answer`]; a Fetch is seen to by
+/// `send_fetch`). `None` when the node answers no leave errors (yet).
+pub(super) fn leaving_answer(
+    shared: &Shared,
+    request: &mut Request,
+) -> Result<Option<PendingResponse>, ChainError> {
+    if !request.expects_response()
+        || !shared
+            .nodes
+            .answers_leaving(super::now(), shared.leave_errors_after)
+    {
+        return Ok(None);
     }
+    let answer = route::leaving_answer(request)?;
+    Ok(answer.map(|(answer, code)| leaving_error(request, answer, code)))
+}
 
-    /// While the node leaves, the answer to a request that needs a leader or
-    /// a coordinator (`family`; Fetch is seen to by `send_fetch`): the
-    /// retriable error that sends the client elsewhere. `None` when the node
-    /// is not leaving, the request is not one of those, or it has no answer.
-    pub(super) fn leaving_answer(
-        &self,
-        request: &mut Request,
-        family: Family,
-    ) -> Result<Option<PendingResponse>, ChainError> {
-        if !request.expects_response() || !self.answers_leaving() {
-            return Ok(None);
-        }
-        let api = request.api_key();
-        let code = match family {
-            // Through its fetch session first (`send_fetch`).
-            Family::ByLeader if api == ApiKey::Fetch => return Ok(None),
-            Family::ByLeader => NOT_LEADER_OR_FOLLOWER,
-            Family::ByCoordinator => error_codes::NOT_COORDINATOR,
-            Family::Coordinator(key_type) => {
-                // InitProducerId without a transactional id needs no coordinator.
-                let key = route::groups::coordinator_key(request.body()?);
-                if key.is_none_or(|(t, _)| t != key_type) {
-                    return Ok(None);
-                }
-                error_codes::NOT_COORDINATOR
-            }
-            _ => return Ok(None),
-        };
-        let version = request.api_version();
-        let answer = route::failure_answer(api, request.body()?, version, code);
-        Ok(answer.map(|answer| leaving_error(request, answer, code)))
+/// While the node leaves, the answer to a Fetch (`body`: the whole fetch
+/// its session stands for, else the request's own).
+pub(super) fn leaving_fetch_answer(
+    shared: &Shared,
+    request: &Request,
+    body: &RequestKind,
+) -> Option<PendingResponse> {
+    if !shared
+        .nodes
+        .answers_leaving(super::now(), shared.leave_errors_after)
+    {
+        return None;
     }
-
-    /// While the node leaves, the answer to a Fetch (`body`: the whole fetch
-    /// its session stands for, else the request's own).
-    pub(super) fn leaving_fetch_answer(
-        &self,
-        request: &Request,
-        body: &RequestKind,
-    ) -> Option<PendingResponse> {
-        if !self.answers_leaving() {
-            return None;
-        }
-        let (api, version) = (request.api_key(), request.api_version());
-        let answer = route::failure_answer(api, body, version, NOT_LEADER_OR_FOLLOWER)?;
-        Some(leaving_error(request, answer, NOT_LEADER_OR_FOLLOWER))
-    }
+    let (answer, code) = route::leaving_fetch_answer(body, request.api_version())?;
+    Some(leaving_error(request, answer, code))
 }
 
 /// `request` answered with `answer`, which carries `code` wherever it has a

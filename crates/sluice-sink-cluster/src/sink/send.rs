@@ -22,12 +22,13 @@ use crate::pending::{Combine, KeyedCombine, Part, PendingResponse, Post, SplitCo
 use crate::pool::{ConnError, Target};
 use sluice_chain::ChainError;
 use sluice_cluster::error_codes::{self, ErrorCode};
+use sluice_cluster::exchange::KeyedPlan;
 use sluice_cluster::rewrite::Rewriter;
-use sluice_cluster::route::produce_fetch::ShownHere;
-use sluice_cluster::route::produce_order::{BatchHead, Holding, produce_heads};
+use sluice_cluster::route::produce_fetch::{ShownHere, goes_where_shown};
+use sluice_cluster::route::produce_order::{BatchHead, Holding, idempotent_heads};
 use sluice_cluster::route::{self, Family, Meta, OnFailure};
+use sluice_cluster::split::RackRouting;
 use sluice_cluster::split::dispatch::{SplitRequest, split_request};
-use sluice_cluster::split::{RackRouting, Unroutable};
 use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, TopicRef};
 
 /// Where a whole request goes.
@@ -61,18 +62,11 @@ impl KafkaSinkCluster {
             ),
             _ => {}
         }
-        // Kafka closes a client that uses a version it does not support, or
-        // an api it does not offer (only ApiVersions is answered, with the
-        // versions it does). An api clients may not send is answered below.
-        let descriptor = sluice_cluster::api::describe(api);
-        let supported = match route::offered_versions(api) {
-            Some(range) => (range.min..=range.max).contains(&version),
-            None => !descriptor.is_client_facing(),
-        };
-        if api != ApiKey::ApiVersions && !supported {
+        if !sluice_cluster::api::serves(api, version) {
             return Err(ChainError::UnsupportedVersion { api, version });
         }
-        if let Some(answer) = self.leaving_answer(&mut request, descriptor.family)? {
+        let descriptor = sluice_cluster::api::describe(api);
+        if let Some(answer) = super::leave::leaving_answer(&self.shared, &mut request)? {
             return Ok(Some(answer));
         }
         match descriptor.family {
@@ -197,7 +191,6 @@ impl KafkaSinkCluster {
                 post,
                 on_failure,
                 original,
-                retried: false,
             })),
         }))
     }
@@ -245,17 +238,7 @@ impl KafkaSinkCluster {
                 }
                 Post::ApiVersions
             }
-            Meta::Metadata => Post::Metadata,
-            Meta::DescribeCluster => Post::DescribeCluster,
-            Meta::FindCoordinator => {
-                let (key_type, key) = match request.body()? {
-                    RequestKind::FindCoordinator(r) => {
-                        route::meta::find_coordinator_key(r, version)
-                    }
-                    _ => (None, None),
-                };
-                Post::FindCoordinator { key_type, key }
-            }
+            _ => Post::of_meta(meta, &mut request)?,
         };
         let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
         self.send_whole(request, dest, post, on_failure).await
@@ -295,14 +278,9 @@ impl KafkaSinkCluster {
                 return self.send_configs(request, plan, &nodes).await;
             }
         }
-        let stale_topics = if admin.marks_topics_stale {
-            route::admin::stale_topics(request.body()?)
-        } else {
-            Vec::new()
-        };
+        let post = Post::of_admin(admin, &mut request)?;
         let on_failure = sluice_cluster::api::describe(request.api_key()).on_failure;
-        self.send_whole(request, Dest::Any, Post::Admin { stale_topics }, on_failure)
-            .await
+        self.send_whole(request, Dest::Any, post, on_failure).await
     }
 
     /// A config request whose BROKER/BROKER_LOGGER resources name brokers
@@ -362,7 +340,6 @@ impl KafkaSinkCluster {
                 },
                 on_failure: OnFailure::Synthesize(error_codes::REQUEST_TIMED_OUT),
                 original: request,
-                retried: false,
             })),
         }))
     }
@@ -424,66 +401,43 @@ impl KafkaSinkCluster {
         if !unknown.is_empty() {
             fatal_only(self.find_coordinators(key_type, &unknown).await)?;
         }
-        let by_coordinator = self.keys_by_coordinator(key_type, &keys);
-        if let [(Some(coordinator), _)] = by_coordinator.as_slice() {
-            let post = Post::Coordinator {
-                key_type,
-                key: keys.first().cloned().unwrap_or_default(),
+        let by_coordinator =
+            route::keyed::by_coordinator(&*self.shared.view.read(), key_type, &keys);
+        let (parts, mut combine) =
+            match KeyedCombine::plan(request.body()?, key_type, keys, by_coordinator) {
+                KeyedPlan::Whole {
+                    coordinator,
+                    post,
+                    on_failure,
+                } => {
+                    let dest = Dest::Broker(coordinator);
+                    return self.send_whole(request, dest, post, on_failure).await;
+                }
+                KeyedPlan::Parts { parts, combine } => (parts, combine),
             };
-            let on_failure = OnFailure::Synthesize(error_codes::NOT_COORDINATOR);
-            let dest = Dest::Broker(*coordinator);
-            return self.send_whole(request, dest, post, on_failure).await;
-        }
         let (api, version) = (request.api_key(), request.api_version());
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
-        let body = request.body()?.clone();
-        let mut parts = Vec::new();
+        let mut sent = Vec::new();
         let mut part_keys = Vec::new();
-        let mut unroutable = Vec::new();
-        for (coordinator, group) in by_coordinator {
-            let Some(coordinator) = coordinator else {
-                unroutable.extend(group);
-                continue;
-            };
-            let part_body = route::keyed::with_keys(&body, &group);
-            let part =
-                Request::from_body(api, version, correlation_id, client_id.clone(), part_body);
-            if let Some(sent) = self.send_part(Dest::Broker(coordinator), part).await? {
-                parts.push(sent);
-                part_keys.push(group);
+        for ((coordinator, body), keys) in parts
+            .into_iter()
+            .zip(std::mem::take(&mut combine.part_keys))
+        {
+            let part = Request::from_body(api, version, correlation_id, client_id.clone(), body);
+            if let Some(part) = self.send_part(Dest::Broker(coordinator), part).await? {
+                sent.push(part);
+                part_keys.push(keys);
             }
         }
+        combine.part_keys = part_keys;
         Ok(Some(PendingResponse {
             correlation_id,
             api_key: api,
             api_version: version,
-            parts,
-            combine: Combine::Keyed(Box::new(KeyedCombine {
-                request: body,
-                order: keys,
-                part_keys,
-                unroutable,
-            })),
+            parts: sent,
+            combine: Combine::Keyed(combine),
         }))
-    }
-
-    /// `keys` grouped by their coordinator (`None`: unknown), in first-use order.
-    fn keys_by_coordinator(
-        &self,
-        key_type: CoordinatorKeyType,
-        keys: &[String],
-    ) -> Vec<(Option<BrokerId>, Vec<String>)> {
-        let view = self.shared.view.read();
-        let mut groups: Vec<(Option<BrokerId>, Vec<String>)> = Vec::new();
-        for key in keys {
-            let coordinator = view.coordinator(key_type, key);
-            match groups.iter_mut().find(|(c, _)| *c == coordinator) {
-                Some((_, group)) => group.push(key.clone()),
-                None => groups.push((coordinator, vec![key.clone()])),
-            }
-        }
-        groups
     }
 
     /// The split APIs: by leader, by coordinator, or to every broker.
@@ -500,7 +454,17 @@ impl KafkaSinkCluster {
             (split, heads)
         };
         if !heads.is_empty() {
-            self.keep_produce_order(&split, &heads);
+            let opened = self
+                .produce_gaps
+                .after_split(&heads, &split.unroutable, super::now());
+            for (topic, partition, head) in opened {
+                debug!(
+                    ?topic,
+                    partition,
+                    ?head,
+                    "an idempotent batch answered unsent: later ones wait for its resend"
+                );
+            }
         }
         self.send_split_parts(request, split, false, &heads).await
     }
@@ -524,30 +488,6 @@ impl KafkaSinkCluster {
             );
             self.produce_gaps
                 .failed_unsent(topic, *partition, *head, now);
-        }
-    }
-
-    /// After a Produce with idempotent batches (`heads`) was split: its
-    /// partitions answered unsent open a gap, the ones forwarded close
-    /// theirs (see [`sluice_cluster::route::produce_order`]).
-    fn keep_produce_order(&mut self, split: &SplitRequest, heads: &[(TopicRef, i32, BatchHead)]) {
-        let now = super::now();
-        for (topic, partition, head) in heads {
-            let unsent = split.unroutable.iter().any(|u| {
-                matches!(u, Unroutable::Partition { topic: t, partition: p } if t == topic && p == partition)
-            });
-            if unsent {
-                debug!(
-                    ?topic,
-                    partition,
-                    ?head,
-                    "an idempotent batch answered unsent: later ones wait for its resend"
-                );
-                self.produce_gaps
-                    .failed_unsent(topic, *partition, *head, now);
-            } else {
-                self.produce_gaps.forwarded(topic, *partition);
-            }
         }
     }
 
@@ -622,30 +562,19 @@ impl KafkaSinkCluster {
         if split.unroutable.is_empty() {
             return Ok(split);
         }
-        let mut topics: Vec<TopicRef> = Vec::new();
-        let mut groups: Vec<String> = Vec::new();
-        let mut no_broker = false;
-        for u in &split.unroutable {
-            match u {
-                // A held partition is answered unsent whatever the view says.
-                Unroutable::Partition { topic, partition }
-                    if held.iter().any(|(t, p)| t == topic && p == partition) => {}
-                Unroutable::Partition { topic, .. } if !topics.contains(topic) => {
-                    topics.push(topic.clone());
-                }
-                Unroutable::Partition { .. } => {}
-                Unroutable::Group { group_id } => groups.push(group_id.0.to_string()),
-                Unroutable::NoBroker => no_broker = true,
+        let refresh = route::Refresh::for_unroutable(&split.unroutable, held);
+        match &refresh.metadata {
+            Some(route::MetadataRefresh::Topics(topics)) => {
+                fatal_only(self.refresh_metadata(Some(topics)).await)?;
             }
+            Some(route::MetadataRefresh::Brokers) => {
+                fatal_only(self.refresh_metadata(None).await)?;
+            }
+            None => {}
         }
-        if !topics.is_empty() {
-            fatal_only(self.refresh_metadata(Some(&topics)).await)?;
-        } else if no_broker {
-            fatal_only(self.refresh_metadata(None).await)?;
-        }
-        if !groups.is_empty() {
+        if !refresh.groups.is_empty() {
             let found = self
-                .find_coordinators(CoordinatorKeyType::Group, &groups)
+                .find_coordinators(CoordinatorKeyType::Group, &refresh.groups)
                 .await;
             fatal_only(found)?;
         }
@@ -668,18 +597,13 @@ impl KafkaSinkCluster {
             now,
             usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
         };
-        // A Produce goes only where it is shown (`route::produce_fetch`). A
-        // leaving node forwards everything, and so does one with no node up,
-        // which cannot happen (the local node is up while it is not leaving).
-        // So is acks=0, which has no answer to carry the error (a refused
-        // partition's records would be dropped unseen) and no order to keep.
-        let nodes = match body {
-            RequestKind::Produce(p)
-                if p.acks != 0 && self.shared.nodes.leaving_for(now).is_none() =>
-            {
-                self.shared.nodes.snapshot()
-            }
-            _ => Vec::new(),
+        // With no node up (which cannot happen: the local node is up while
+        // it is not leaving) the Rewriter fails and everything is forwarded.
+        let leaving = self.shared.nodes.leaving_for(now).is_some();
+        let nodes = if goes_where_shown(body, leaving) {
+            self.shared.nodes.snapshot()
+        } else {
+            Vec::new()
         };
         let split = match Rewriter::new(&view, &nodes) {
             Ok(shown) => {
@@ -707,15 +631,6 @@ impl KafkaSinkCluster {
             ),
         };
         split.ok_or_else(|| Invariant::NotSplittable.into())
-    }
-}
-
-/// The idempotent batches of a Produce that expects an answer (an
-/// `acks=0` one is never refused: see `split_now`); none for anything else.
-fn idempotent_heads(body: &RequestKind, version: i16) -> Vec<(TopicRef, i32, BatchHead)> {
-    match body {
-        RequestKind::Produce(p) if p.acks != 0 => produce_heads(p, version),
-        _ => Vec::new(),
     }
 }
 

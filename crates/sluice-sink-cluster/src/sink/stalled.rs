@@ -1,4 +1,6 @@
-//! Requests owed by a broker that stopped answering.
+//! Requests owed by a broker that stopped answering: when a part is due
+//! for a check on its broker; the check itself is
+//! `KafkaSinkCluster::check_stalled` (`sink.rs`).
 //!
 //! A broker that hangs (SIGSTOP, a stuck disk, a network partition) keeps
 //! its TCP connections open, so nothing fails: every request owed there
@@ -25,7 +27,7 @@
 //! broker list is refreshed from
 //! another broker (one Metadata request, waited for at most
 //! [`RECHECK_EVERY`]), and every part still owed by a broker that has left
-//! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`],
+//! the cluster metadata is answered as failed ([`BrokerError::LeftCluster`](sluice_broker::BrokerError::LeftCluster),
 //! retriable): the client gets NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR or
 //! the like, refreshes its metadata and retries where the partitions moved,
 //! on the same Sluice connection. Idempotent producers make that retry
@@ -62,19 +64,12 @@
 //!        request timeout
 //! ```
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sluice_broker::{BrokerAddress, BrokerError};
 use sluice_codec::{ApiKey, Request};
 use tokio::time::Instant;
-use tracing::{debug, warn};
 
-use super::KafkaSinkCluster;
 use crate::pending::StallClock;
-use crate::pool::Target;
-use crate::pool::health::Verdict;
-use sluice_cluster::topology::BrokerId;
 
 /// How long past its legitimate wait a part may go unanswered before the
 /// sink checks on its broker. A healthy broker answers in milliseconds; a
@@ -113,108 +108,4 @@ pub(crate) fn stalls_at(
         check_at,
         check_at + request.broker_wait().saturating_sub(own),
     )
-}
-
-impl KafkaSinkCluster {
-    /// The earliest stall time of any part still owed.
-    pub(super) fn next_stall_check(&self) -> Option<Instant> {
-        self.pending
-            .iter()
-            .flat_map(|entry| entry.parts.iter())
-            .filter_map(|part| part.stall_check_at())
-            .min()
-    }
-
-    /// Checks on the brokers whose parts have stalled (see the module doc);
-    /// parts owed by a broker that left the cluster metadata are failed.
-    pub(super) async fn check_stalled(&mut self) {
-        let now = Instant::now();
-        let mut quiet_brokers: BTreeSet<(i32, String)> = BTreeSet::new();
-        // Each with the API of the request found waiting there, for the log.
-        let mut suspects: Vec<(BrokerAddress, ApiKey)> = Vec::new();
-        let connections = &self.connections;
-        let parts = self.pending.iter_mut().flat_map(|e| {
-            let api = e.api_key;
-            e.parts.iter_mut().map(move |part| (api, part))
-        });
-        for (api, part) in parts {
-            // Answered, but behind an answer the client has not taken yet.
-            part.settle_if_answered();
-            if part.stall_check_at().is_none_or(|at| at > now) {
-                continue;
-            }
-            let Some(clock) = part.stall.as_mut() else {
-                continue;
-            };
-            clock.check_at = now + RECHECK_EVERY;
-            // A broker working through a long queue answers as it goes,
-            // and one whose answers to other connections of the sink flow
-            // is alive: only one that nobody has heard from lately is
-            // stalled.
-            let quiet = connections.quiet_for(part.target, now) >= STALL_AFTER;
-            if quiet && let Some(broker) = &part.broker {
-                let key = (broker.id.unwrap_or(-1), broker.to_string());
-                let first = quiet_brokers.insert(key);
-                let again = std::mem::replace(&mut clock.checked, true);
-                let suspect = again && now >= clock.suspect_from;
-                if suspect && !suspects.iter().any(|(b, _)| b == broker) {
-                    suspects.push((broker.clone(), api));
-                } else if first {
-                    debug!(broker = %broker, api = ?api, "a broker has not answered a request within its wait; checking whether it left the cluster");
-                }
-            }
-        }
-        if quiet_brokers.is_empty() {
-            return;
-        }
-        // Only a broker still quiet when checked again is suspect: a false
-        // alarm costs the one Metadata request below.
-        for (broker, api) in &suspects {
-            if let Verdict::Warn { quieted } = self.shared.health.failed(broker, now) {
-                warn!(
-                    broker = %broker,
-                    api = ?api,
-                    quieted,
-                    "a broker has not answered a request within its wait, nor since; checking whether it left the cluster"
-                );
-            }
-        }
-        // The Metadata request may queue behind a long wait on the
-        // connection it goes out on: the client's answers do not wait for it
-        // longer than until the next check. A failure is logged inside; the
-        // parts keep waiting and are checked again at their next stall time.
-        match tokio::time::timeout(RECHECK_EVERY, self.refresh_metadata(None)).await {
-            Ok(Ok(())) => self.fail_parts_of_departed_brokers(),
-            Ok(Err(_)) => {}
-            Err(_) => {
-                debug!("no metadata within {RECHECK_EVERY:?}; the stalled parts are checked again")
-            }
-        }
-    }
-
-    /// Fails every owed part whose broker the view no longer lists, and
-    /// ends those brokers' connections (see the module doc: what a hung
-    /// broker has not read must not reach it when it resumes, and nothing
-    /// may be sent behind it).
-    fn fail_parts_of_departed_brokers(&mut self) {
-        let listed: BTreeSet<BrokerId> = self.shared.view.read().brokers().map(|b| b.id).collect();
-        let mut departed: Vec<(Target, BrokerAddress)> = Vec::new();
-        for part in self.pending.iter_mut().flat_map(|e| e.parts.iter_mut()) {
-            if let Target::Broker(id) = part.target
-                && !listed.contains(&id)
-                && let Some(broker) = part.broker.clone()
-            {
-                part.abandon(BrokerError::LeftCluster {
-                    broker: broker.clone(),
-                });
-                if !departed.iter().any(|(t, _)| *t == part.target) {
-                    departed.push((part.target, broker));
-                }
-            }
-        }
-        for (target, broker) in departed {
-            self.connections
-                .abort(target, BrokerError::LeftCluster { broker });
-        }
-    }
 }

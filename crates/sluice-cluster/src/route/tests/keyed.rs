@@ -194,3 +194,37 @@ fn share_group_coordinator_apis_go_to_their_group_and_answer_not_coordinator() {
         round_trip(api, version, answer);
     }
 }
+
+/// Coordinators as a view knows them: `a` and `c` on broker 1, `b` on 2.
+struct Known;
+
+impl crate::split::Coordinators for Known {
+    fn coordinator(&self, _: CoordinatorKeyType, key: &str) -> Option<crate::topology::BrokerId> {
+        match key {
+            "a" | "c" => Some(crate::topology::BrokerId(1)),
+            "b" => Some(crate::topology::BrokerId(2)),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn keys_go_one_part_per_coordinator_in_first_use_order() {
+    let keys: Vec<String> = ["b", "a", "x", "c", "y"]
+        .iter()
+        .map(|k| (*k).to_owned())
+        .collect();
+    let parts = keyed::by_coordinator(&Known, CoordinatorKeyType::Group, &keys);
+    let shown: Vec<(Option<i32>, Vec<&str>)> = parts
+        .iter()
+        .map(|(c, keys)| (c.map(|c| c.0), keys.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            (Some(2), vec!["b"]),
+            (Some(1), vec!["a", "c"]),
+            (None, vec!["x", "y"]),
+        ]
+    );
+}

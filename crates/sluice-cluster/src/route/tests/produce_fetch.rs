@@ -157,3 +157,20 @@ fn fetch_walk_finds_errors_without_decoding() {
         );
     }
 }
+
+#[test]
+fn only_a_produce_with_an_answer_on_a_node_that_stays_goes_where_it_is_shown() {
+    let produce = |acks| RequestKind::Produce(ProduceRequest::default().with_acks(acks));
+    assert!(produce_fetch::goes_where_shown(&produce(-1), false));
+    assert!(produce_fetch::goes_where_shown(&produce(1), false));
+    assert!(
+        !produce_fetch::goes_where_shown(&produce(0), false),
+        "acks=0 has no answer to carry the error"
+    );
+    assert!(
+        !produce_fetch::goes_where_shown(&produce(-1), true),
+        "a leaving node forwards everything"
+    );
+    let fetch = RequestKind::Fetch(FetchRequest::default());
+    assert!(!produce_fetch::goes_where_shown(&fetch, false));
+}
