@@ -158,6 +158,24 @@ scale_partitions() {
     run 1200 "$RUN_DIR/partitions-topics.out" "$RUN_DIR/partitions-topics.err" \
     "$PY" "$BENCH_D/topics.py" --bootstrap "$DIRECT" --prefix "$SCALE_PREFIX" \
     --topics "$SCALE_TOPICS" --per-topic "$SCALE_PER_TOPIC" --timeout-secs 1100
+  # Each broker answers Metadata from its own cache, which learns of new
+  # topics a little after the others: wait until every broker lists all of
+  # them (the timed requests check that every answer does).
+  step "partitions: waiting until every broker's Metadata lists all $total partitions"
+  local broker deadline
+  for broker in $(seq 0 2); do
+    deadline=$((SECONDS + 180))
+    until "$SLUICE_DEVTOOLS" metadata-latency --bootstrap "127.0.0.1:$((BASE_PORT + 10 * broker))" \
+      --requests 1 --warmup 0 --expect-partitions "$total" --topic-prefix "$SCALE_PREFIX" \
+      --timeout-secs 30 >"$RUN_DIR/partitions-complete.out" 2>"$RUN_DIR/partitions-complete.err"; do
+      if ((SECONDS > deadline)); then
+        echo "bench: broker $((broker + 1))'s Metadata did not list all $total partitions within 180 s:" >&2
+        cat "$RUN_DIR/partitions-complete.err" >&2
+        return 1
+      fi
+      sleep 1
+    done
+  done
   # Uncounted: ten records to each partition the clients use, so that no
   # timed producer is the first to write to one (and the brokers are done
   # with the new topics before anything is timed).

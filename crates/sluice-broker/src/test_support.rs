@@ -32,10 +32,12 @@ use metrics::{
     Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, SharedString, Unit,
 };
 
+mod conn;
 mod fake;
 mod script;
 
-pub use fake::{FakeBroker, FakeConn, Stall};
+pub use conn::{FakeConn, Stall};
+pub use fake::FakeBroker;
 pub use script::{FETCH_SESSION, Plain, Script, Seen, TOPIC};
 
 /// The bound on every wait in these tests.

@@ -12,7 +12,7 @@ use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, CodecError};
 use sluice_error::{ErrorClass, ErrorSide};
 
-use crate::pool::Target;
+use crate::target::Target;
 use sluice_cluster::client_auth::{ClientAuthError, GateError, SaslStep};
 use sluice_cluster::error_codes::{ErrorCode, UNSUPPORTED_SASL_MECHANISM};
 use sluice_cluster::split::SplitError;

@@ -5,25 +5,35 @@
 //! (`sluice-cluster`) decides on, and owns everything with a connection, a
 //! task, a lock or a timer.
 //!
-//! - `sink`: the sink driver ([`KafkaSinkClusterBuilder`],
-//!   [`KafkaSinkCluster`]) that sends, waits and combines.
-//! - `pool`: one client connection's broker connections: open, log in,
-//!   renew before the token or SASL session ends, drain, and the one gate
-//!   every send goes through; with the per-broker health record shared by
-//!   all client connections.
+//! Modules, bottom-up (each uses only those above it):
+//!
+//! - `target`: which of a client connection's broker connections a request
+//!   goes out on.
+//! - `health`: the per-broker health record shared by every client
+//!   connection (down after failed connects, suspect after failed requests).
+//! - `shared_view`: the cluster view, shared by every client connection.
+//! - `close`: why a client connection is closed.
+//! - `shared`: what every client connection of one sink shares (nodes,
+//!   view, connect options, ApiVersions, health).
 //! - `pending`: the responses a client connection is owed, in order, and
 //!   the waits for their parts.
-//! - `shared_view`: the cluster view, shared by every client connection.
+//! - `pool`: one client connection's broker connections: open, log in,
+//!   renew before the token or SASL session ends, drain, and the one gate
+//!   every send goes through.
 //! - `peers`: health checks of the other Sluice nodes.
-//! - `close`: why a client connection is closed.
+//! - `sink`: the sink driver ([`KafkaSinkClusterBuilder`],
+//!   [`KafkaSinkCluster`]) that sends, waits and combines.
 
 #![deny(missing_docs)]
 
 mod close;
+mod health;
 mod peers;
 mod pending;
 mod pool;
+mod shared;
 mod shared_view;
 mod sink;
+mod target;
 
 pub use sink::{KafkaSinkCluster, KafkaSinkClusterBuilder, Leave, SinkClusterError};

@@ -14,15 +14,17 @@
 use std::collections::BTreeSet;
 
 use sluice_broker::{BrokerAddress, BrokerError, ResponseReceiver};
-use sluice_codec::{ApiKey, Response};
+use sluice_codec::{ApiKey, Request, Response, ResponseKind};
 use sluice_error::ErrorClass;
 use tokio::time::Instant;
 
-use crate::pool::Target;
+use crate::target::Target;
 use sluice_cluster::consume::{FetchCombine, FetchPart};
 use sluice_cluster::exchange::{Failure, OwedPart, PartStatus};
 pub(crate) use sluice_cluster::exchange::{KeyedCombine, Post, SplitCombine, Whole};
 use sluice_cluster::route::OnFailure;
+use sluice_cluster::route::share::ack::AckMerge;
+use sluice_cluster::route::share::fetch::FetchMerge;
 use sluice_cluster::topology::BrokerId;
 
 /// One client request's answer-to-be.
@@ -41,6 +43,16 @@ pub(crate) struct PendingResponse {
 }
 
 impl PendingResponse {
+    /// `request` answered by Sluice right away with `body`.
+    pub(crate) fn answering(request: &Request, body: ResponseKind) -> Self {
+        Self::ready(Response::from_body(
+            request.api_key(),
+            request.api_version(),
+            request.correlation_id(),
+            body,
+        ))
+    }
+
     /// An answer Sluice already has (synthesized).
     pub(crate) fn ready(response: Response) -> Self {
         Self {
@@ -364,7 +376,16 @@ pub(crate) enum Combine {
     Fetch(Box<FetchCombine>),
     /// Parts of a ShareFetch or ShareAcknowledge, merged by the share
     /// sessions (see [`sluice_cluster::route::share`]).
-    Share(Box<crate::sink::ShareCombine>),
+    Share(Box<ShareCombine>),
+}
+
+/// What merging a share request's parts needs.
+#[derive(Debug)]
+pub(crate) enum ShareCombine {
+    /// A ShareFetch's.
+    Fetch(FetchMerge),
+    /// A ShareAcknowledge's.
+    Acknowledge(AckMerge),
 }
 
 #[cfg(test)]

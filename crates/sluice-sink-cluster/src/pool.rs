@@ -38,7 +38,6 @@
 
 pub(crate) mod dial;
 mod gate;
-pub(crate) mod health;
 pub(crate) mod login;
 pub(crate) mod slot;
 
@@ -54,7 +53,7 @@ use tracing::{debug, info, warn};
 use sluice_metrics::names;
 
 use crate::close::Invariant;
-use crate::sink::Shared;
+use crate::shared::Shared;
 use dial::{connect, open, open_with};
 pub(crate) use gate::Sendable;
 pub(crate) use login::{ConnError, Login};
@@ -62,16 +61,7 @@ use slot::{Action, Auth, Event, KafkaConnection, Link, Renewal, Slot};
 use sluice_cluster::client_auth::PlainCredentials;
 use sluice_cluster::topology::{BrokerId, MetadataApplied};
 
-/// Which connection a request went out on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Target {
-    /// The connection to a broker known by id.
-    Broker(BrokerId),
-    /// The bootstrap connection, before its broker id was known.
-    Bootstrap,
-    /// The client's auth connection, before its authentication is decided.
-    Auth,
-}
+pub(crate) use crate::target::Target;
 
 /// One client connection's broker connections.
 pub(crate) struct Pool {
@@ -560,7 +550,7 @@ impl Pool {
     /// How long the broker behind `target` has gone unheard, as the stall
     /// check weighs it: the connection there has heard nothing for that
     /// long, nor has any other connection of the sink to the same broker
-    /// ([`health::Health::quiet_for`]). Zero without a connection.
+    /// ([`crate::health::Health::quiet_for`]). Zero without a connection.
     pub(crate) fn quiet_for(&self, target: Target, now: Instant) -> Duration {
         let Some(link) = self
             .slots

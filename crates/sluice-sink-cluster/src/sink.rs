@@ -61,17 +61,16 @@ use sluice_codec::{Request, Response};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+pub(crate) use crate::shared::Shared;
 pub use builder::KafkaSinkClusterBuilder;
-pub(crate) use builder::Shared;
 pub(crate) use error::InternalRequestError;
 pub use error::SinkClusterError;
 use fetch::LazyFetchState;
 pub use leave::Leave;
-pub(crate) use share::ShareCombine;
 
 use crate::close::CloseError;
+use crate::health::Verdict;
 use crate::pending::PendingResponse;
-use crate::pool::health::Verdict;
 use crate::pool::{ConnError, Pool};
 use sluice_cluster::client_auth::ClientAuth;
 use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};

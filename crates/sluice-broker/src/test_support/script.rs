@@ -3,8 +3,8 @@
 //! optionally behind SASL/PLAIN, with a record of what it saw ([`Seen`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_codec::kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -20,8 +20,21 @@ use sluice_codec::kafka_protocol::messages::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use sluice_codec::{ApiKey, RequestKind, ResponseKind};
+use tokio::sync::watch;
 
-use super::fake::{FakeConn, Shared};
+use super::conn::{FakeConn, Stall};
+
+/// What the connections of a scripted broker share: the script, the
+/// switches the test flips, and what the broker saw.
+pub(super) struct Shared {
+    pub(super) addr: SocketAddr,
+    pub(super) script: Script,
+    pub(super) fail_produce: AtomicBool,
+    pub(super) stall: Stall,
+    pub(super) auth_gate: Stall,
+    pub(super) hold: watch::Sender<bool>,
+    pub(super) seen: Mutex<Seen>,
+}
 
 /// The topic whose partitions 0 and 1 the scripted broker leads.
 pub const TOPIC: &str = "t";

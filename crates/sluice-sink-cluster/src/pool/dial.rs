@@ -1,5 +1,5 @@
 //! Opening a broker connection: connect (and TLS) unless the broker is
-//! marked down ([`Health`](super::health::Health)), learn the broker's
+//! marked down ([`Health`](crate::health::Health)), learn the broker's
 //! ApiVersions the first time Sluice talks to it, then authenticate with the
 //! client's [`Login`]. Every connection a client connection opens is made
 //! here, so the health record watches every one of them.
@@ -18,7 +18,7 @@ use tracing::debug;
 use super::login::{ConnError, Login};
 use super::slot::KafkaConnection;
 use crate::close::Invariant;
-use crate::sink::Shared;
+use crate::shared::Shared;
 
 /// The ApiVersions version Sluice asks brokers with.
 const INTERNAL_API_VERSIONS_VERSION: i16 = 3;

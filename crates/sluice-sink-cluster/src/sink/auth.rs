@@ -33,7 +33,7 @@ use sluice_chain::ChainError;
 use sluice_codec::{ApiKey, Request, Response};
 use tracing::{debug, info, warn};
 
-use super::send::{Dest, ready};
+use super::send::Dest;
 use super::{KafkaSinkCluster, now};
 use crate::close::{CloseError, Invariant, gate_error};
 use crate::pending::{Combine, PartState, PendingResponse, Post};
@@ -89,7 +89,7 @@ impl KafkaSinkCluster {
                 self.sasl_in_flight += usize::from(entry.is_some());
                 Ok(entry)
             }
-            Admit::Answer(body) => Ok(Some(ready(&request, *body))),
+            Admit::Answer(body) => Ok(Some(PendingResponse::answering(&request, *body))),
             Admit::Reauthenticate {
                 mechanism,
                 first_round,
@@ -105,7 +105,7 @@ impl KafkaSinkCluster {
                     .body()
                     .ok()
                     .and_then(|body| route::failure_answer(api, body, version, code));
-                Ok(body.map(|body| ready(&request, body)))
+                Ok(body.map(|body| PendingResponse::answering(&request, body)))
             }
             // Logged once, at INFO, when the source closes the client
             // (`routine_close`).
@@ -132,7 +132,7 @@ impl KafkaSinkCluster {
     ) -> Result<Option<PendingResponse>, ChainError> {
         if first_round && let Err(e) = self.connections.open_reauth(mechanism.name()).await {
             let body = self.reauth_unchecked(e);
-            return Ok(Some(ready(&request, body)));
+            return Ok(Some(PendingResponse::answering(&request, body)));
         }
         let step = SaslStep::Reauthenticate;
         let entry = self

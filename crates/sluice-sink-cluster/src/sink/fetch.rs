@@ -22,7 +22,7 @@ use super::send::Dest;
 use super::{KafkaSinkCluster, now};
 use crate::close::Invariant;
 use crate::pending::{Combine, Part, PendingResponse};
-use crate::pool::Target;
+use crate::target::Target;
 use sluice_cluster::consume::{
     FetchCombine, FetchState, FetchStep, NewPart, Outcome, Parked, PartMeta, Planned, Prepared,
     ReadAhead, SentIn, SessionEvent, SessionReply, learn, passes_through, session_error_answer,
@@ -134,7 +134,7 @@ impl KafkaSinkCluster {
                     "answering a fetch in a session sluice does not have with error {code}"
                 );
                 let answer = ResponseKind::Fetch(session_error_answer(code));
-                return Ok(Some(super::send::ready(&request, answer)));
+                return Ok(Some(PendingResponse::answering(&request, answer)));
             }
         };
         let full = full.map(RequestKind::Fetch);

@@ -12,7 +12,7 @@
 //!   post-processed as its [`Post`] says (recorded in the view, rewritten,
 //!   settled in the client's authentication).
 //! - A failed part is logged with its broker (rate-limited, see
-//!   `pool/health.rs`) and its (closed) connection dropped. Where the API
+//!   `health.rs`) and its (closed) connection dropped. Where the API
 //!   has no place for an error, the broker error is returned and the client
 //!   connection closes with it as the logged reason.
 

@@ -43,7 +43,6 @@ use sluice_metrics::names;
 use tracing::{debug, info};
 
 use super::Shared;
-use super::send::ready;
 use crate::pending::PendingResponse;
 use sluice_cluster::error_codes::ErrorCode;
 use sluice_cluster::route;
@@ -136,7 +135,7 @@ fn leaving_error(request: &Request, answer: ResponseKind, code: ErrorCode) -> Pe
     let (api, version) = (request.api_key(), request.api_version());
     debug!("leaving: answering {api:?} v{version} with error {code}");
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
-    ready(request, answer)
+    PendingResponse::answering(request, answer)
 }
 
 #[cfg(test)]

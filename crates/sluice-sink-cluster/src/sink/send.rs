@@ -75,7 +75,7 @@ impl KafkaSinkCluster {
                     return Err(CloseError::NotForClients { api }.into());
                 };
                 debug!("answering {api:?} v{version}, an api clients may not send, with an error");
-                Ok(Some(ready(&request, body)))
+                Ok(Some(PendingResponse::answering(&request, body)))
             }
             Family::Meta(meta) => self.send_meta(request, meta, Dest::Any).await,
             // Before its split version (OffsetFetch below v8: one group), a
@@ -315,7 +315,7 @@ impl KafkaSinkCluster {
         let Some(forwarded) = route::admin::configs::forwarded(body, &plan, real) else {
             let answer = sluice_cluster::rewrite::refused_answer(body, &plan)
                 .ok_or(Invariant::NoAnswerForRefused(api))?;
-            return Ok(Some(ready(&request, answer)));
+            return Ok(Some(PendingResponse::answering(&request, answer)));
         };
         let client_id = request.header().client_id.clone();
         let part = Request::from_body(api, version, correlation_id, client_id, forwarded);
@@ -654,17 +654,6 @@ pub(super) fn fatal_only(result: Result<(), InternalRequestError>) -> Result<(),
     }
 }
 
-/// An entry answered by Sluice right away with `body`.
-pub(super) fn ready(request: &Request, body: ResponseKind) -> PendingResponse {
-    let response = Response::from_body(
-        request.api_key(),
-        request.api_version(),
-        request.correlation_id(),
-        body,
-    );
-    PendingResponse::ready(response)
-}
-
 /// An entry answered by Sluice right away with an error built from the
 /// request (e.g. no coordinator could be found), counted as synthesized.
 fn synthesized(request: &mut Request, code: ErrorCode) -> Result<PendingResponse, ChainError> {
@@ -672,5 +661,5 @@ fn synthesized(request: &mut Request, code: ErrorCode) -> Result<PendingResponse
     let body = route::failure_answer(api, request.body()?, version, code)
         .ok_or(Invariant::NoPlaceForError { api, version, code })?;
     metrics::counter!(names::SYNTHESIZED_ERROR_RESPONSES, "api" => format!("{api:?}")).increment(1);
-    Ok(ready(request, body))
+    Ok(PendingResponse::answering(request, body))
 }

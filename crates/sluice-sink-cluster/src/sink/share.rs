@@ -12,24 +12,15 @@ use tracing::{debug, warn};
 
 use super::KafkaSinkCluster;
 use super::finish::{count_synthesized, rewrite_error};
-use super::send::{Dest, fatal_only, ready};
+use super::send::{Dest, fatal_only};
 use crate::close::Invariant;
-use crate::pending::{Combine, Part, PendingResponse};
+use crate::pending::{Combine, Part, PendingResponse, ShareCombine};
 use sluice_cluster::error_codes::NOT_LEADER_OR_FOLLOWER;
 use sluice_cluster::rewrite::Rewriter;
 use sluice_cluster::route::share::ShareSessions;
-use sluice_cluster::route::share::ack::{AckMerge, AckPlan};
-use sluice_cluster::route::share::fetch::{FetchMerge, FetchPlan};
+use sluice_cluster::route::share::ack::AckPlan;
+use sluice_cluster::route::share::fetch::FetchPlan;
 use sluice_cluster::split::PartResult;
-
-/// What merging a share request's parts needs.
-#[derive(Debug)]
-pub(crate) enum ShareCombine {
-    /// A ShareFetch's.
-    Fetch(FetchMerge),
-    /// A ShareAcknowledge's.
-    Acknowledge(AckMerge),
-}
 
 impl KafkaSinkCluster {
     /// Routes a client's ShareFetch or ShareAcknowledge.
@@ -75,7 +66,7 @@ impl KafkaSinkCluster {
             Ok(planned) => planned,
             Err(answer) => {
                 debug!(api = ?request.api_key(), "answering a share request with a session error");
-                return Ok(Some(ready(&request, answer)));
+                return Ok(Some(PendingResponse::answering(&request, answer)));
             }
         };
         let (api, version) = (request.api_key(), request.api_version());

@@ -223,7 +223,7 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
     let mut sink = builder.build_cluster(&ctx());
     let ctx = ctx();
     exchange(&mut sink, &ctx, metadata(1), "metadata").await;
-    let target = crate::pool::Target::Broker(sluice_cluster::topology::BrokerId(1));
+    let target = crate::target::Target::Broker(sluice_cluster::topology::BrokerId(1));
     let address = sink
         .connections
         .address(target)
