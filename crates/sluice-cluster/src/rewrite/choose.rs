@@ -59,27 +59,64 @@ use crate::topology::{ClusterView, ShotoverNode};
 /// A stable 64-bit hash of `parts` (each part length-prefixed, so that
 /// `["ab", "c"]` and `["a", "bc"]` differ).
 pub(crate) fn stable_hash(parts: &[&[u8]]) -> u64 {
+    parts
+        .iter()
+        .fold(StableHasher::new(), |h, part| h.part(part))
+        .finish()
+}
+
+/// [`stable_hash`] fed one part at a time: a copy taken after a common
+/// prefix (a topic's, see [`topic_hasher`]) hashes only what follows it,
+/// with the same result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StableHasher(u64);
+
+impl StableHasher {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = OFFSET;
-    for part in parts {
+
+    /// The hasher of no parts yet.
+    pub(crate) fn new() -> Self {
+        Self(Self::OFFSET)
+    }
+
+    /// Adds one part (length-prefixed).
+    pub(crate) fn part(self, part: &[u8]) -> Self {
+        let mut h = self.0;
         let len = part.len() as u64;
         for byte in len.to_le_bytes().iter().chain(part.iter()) {
             h ^= u64::from(*byte);
-            h = h.wrapping_mul(PRIME);
+            h = h.wrapping_mul(Self::PRIME);
         }
+        Self(h)
     }
-    // fmix64 from MurmurHash3: FNV's low bits alone spread poorly under `%`.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
+
+    /// The hash of the parts added.
+    pub(crate) fn finish(self) -> u64 {
+        // fmix64 from MurmurHash3: FNV's low bits alone spread poorly under `%`.
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+
+    /// The hash placing `partition` of the topic this hasher was made for
+    /// by [`topic_hasher`]: [`partition_hash`] without rehashing the topic.
+    pub(crate) fn partition(self, partition: i32) -> u64 {
+        self.part(&partition.to_be_bytes()).finish()
+    }
+}
+
+/// The hasher of a topic's partitions (see [`StableHasher::partition`]).
+pub(crate) fn topic_hasher(topic: &[u8]) -> StableHasher {
+    StableHasher::new().part(b"partition").part(topic)
 }
 
 /// The hash that places a partition.
 pub(crate) fn partition_hash(topic: &[u8], partition: i32) -> u64 {
-    stable_hash(&[b"partition", topic, &partition.to_be_bytes()])
+    topic_hasher(topic).partition(partition)
 }
 
 /// Where each real broker partitions are placed by stands, by id: among the
@@ -181,34 +218,84 @@ impl<'a> Chooser<'a> {
         ranks: &BrokerRanks<'_>,
         hash: u64,
     ) -> &'a ShotoverNode {
-        let in_rack = rack.and_then(|r| self.by_rack.get_key_value(r));
-        let Some((rank, brokers)) = ranks.rank(leader, in_rack.map(|(r, _)| *r)) else {
-            return self.pick(rack, hash);
-        };
-        let index = match in_rack {
-            Some((_, nodes)) => nodes[stand_for(rank, brokers, nodes.len(), hash)],
-            None => stand_for(rank, brokers, self.up.len(), hash),
-        };
-        self.up[index]
+        self.up[self.plan_index(self.leader_plan(leader, rack, ranks), hash)]
     }
 
-    /// A replica list of at most `count` distinct nodes: `leader` first (when
-    /// there is one), then the following up nodes in broker-id order, wrapping
-    /// around. Without a leader the list starts at a node chosen by `hash`.
-    pub(crate) fn replicas(
+    /// What [`pick_leader`](Self::pick_leader) decides from the real leader
+    /// alone, whatever the partition: a response naming one leader for many
+    /// partitions decides it once.
+    pub(crate) fn leader_plan(
         &self,
-        leader: Option<&ShotoverNode>,
+        leader: BrokerId,
+        rack: Option<&str>,
+        ranks: &BrokerRanks<'_>,
+    ) -> LeaderPlan<'_> {
+        let in_rack = rack.and_then(|r| self.by_rack.get_key_value(r));
+        let nodes = in_rack.map(|(_, nodes)| nodes.as_slice());
+        match ranks.rank(leader, in_rack.map(|(r, _)| *r)) {
+            Some((rank, brokers)) => LeaderPlan::Ranked {
+                rank,
+                brokers,
+                nodes,
+            },
+            None => LeaderPlan::Hashed { nodes },
+        }
+    }
+
+    /// The index (into [`up`](Self::up)) of the node `plan` shows as the
+    /// leader of the partition placed by `hash`.
+    pub(crate) fn plan_index(&self, plan: LeaderPlan<'_>, hash: u64) -> usize {
+        match plan {
+            LeaderPlan::Ranked {
+                rank,
+                brokers,
+                nodes: Some(nodes),
+            } => nodes[stand_for(rank, brokers, nodes.len(), hash)],
+            LeaderPlan::Ranked {
+                rank,
+                brokers,
+                nodes: None,
+            } => stand_for(rank, brokers, self.up.len(), hash),
+            LeaderPlan::Hashed { nodes: Some(nodes) } => nodes[modulo(hash, nodes.len())],
+            LeaderPlan::Hashed { nodes: None } => modulo(hash, self.up.len()),
+        }
+    }
+
+    /// Fills `out` with a replica list of at most `count` distinct nodes:
+    /// the node at `leader` (an index into [`up`](Self::up), when there is a
+    /// leader) first, then the following up nodes in broker-id order,
+    /// wrapping around. Without a leader the list starts at a node chosen by
+    /// `hash`. Reuses `out`'s memory.
+    pub(crate) fn replicas_into(
+        &self,
+        leader: Option<usize>,
         hash: u64,
         count: usize,
-    ) -> Vec<BrokerId> {
+        out: &mut Vec<BrokerId>,
+    ) {
         let n = self.up.len();
-        let start = leader
-            .and_then(|l| self.up.iter().position(|u| u.broker_id == l.broker_id))
-            .unwrap_or_else(|| modulo(hash, n));
-        (0..count.min(n))
-            .map(|k| self.up[(start + k) % n].broker_id)
-            .collect()
+        let start = leader.unwrap_or_else(|| modulo(hash, n));
+        out.clear();
+        out.extend((0..count.min(n)).map(|k| self.up[(start + k) % n].broker_id));
     }
+}
+
+/// What [`Chooser::pick_leader`] decides from a real leader alone
+/// ([`Chooser::leader_plan`]); [`Chooser::plan_index`] adds the partition's
+/// hash. Borrows the chooser's rack index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaderPlan<'c> {
+    /// A broker the ranks know: its rank among `brokers` brokers, shown on
+    /// one of `nodes` (indexes into the up nodes: its rack's), or of all up
+    /// nodes when `None`.
+    Ranked {
+        rank: usize,
+        brokers: usize,
+        nodes: Option<&'c [usize]>,
+    },
+    /// A broker the ranks do not know: by hash among `nodes`, or among all
+    /// up nodes when `None`.
+    Hashed { nodes: Option<&'c [usize]> },
 }
 
 /// Which of `nodes` nodes stands for the broker of rank `rank` among
@@ -244,6 +331,18 @@ mod tests {
         assert_ne!(stable_hash(&[b"ab", b"c"]), stable_hash(&[b"a", b"bc"]));
         assert_ne!(partition_hash(b"t", 0), partition_hash(b"t", 1));
         assert_eq!(stable_hash(&[b"sluice"]), 0x4235_a9a2_f0fa_a7ff);
+    }
+
+    #[test]
+    fn a_topic_hasher_gives_the_partition_hash() {
+        for topic in [&b""[..], b"t", b"orders", &[0xff; 300]] {
+            let hasher = topic_hasher(topic);
+            for p in [-1, 0, 1, 19, i32::MAX] {
+                let whole = stable_hash(&[b"partition", topic, &p.to_be_bytes()]);
+                assert_eq!(hasher.partition(p), whole);
+                assert_eq!(partition_hash(topic, p), whole);
+            }
+        }
     }
 
     #[test]
@@ -283,15 +382,13 @@ mod tests {
             assert_ne!(chooser.pick(Some("rack-c"), h).broker_id.0, 105);
             assert_ne!(chooser.pick(None, h).broker_id.0, 105);
         }
-        let leader = chooser.pick(Some("rack-b"), 7);
-        let replicas = chooser.replicas(Some(leader), 7, 3);
-        assert_eq!(replicas[0], leader.broker_id);
+        let leader = chooser.pick_index(Some("rack-b"), 7);
+        let mut replicas = vec![BrokerId(-7); 9];
+        chooser.replicas_into(Some(leader), 7, 3, &mut replicas);
+        assert_eq!(replicas[0], chooser.up()[leader].broker_id);
         assert_eq!(replicas.len(), 3);
-        assert_eq!(
-            chooser.replicas(None, 7, 9).len(),
-            5,
-            "at most the up nodes"
-        );
+        chooser.replicas_into(None, 7, 9, &mut replicas);
+        assert_eq!(replicas.len(), 5, "at most the up nodes");
         assert!(Chooser::new(&[]).is_none());
     }
 }

@@ -31,7 +31,7 @@ use sluice_codec::kafka_protocol::messages::metadata_response::{
 };
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 
-use super::choose::partition_hash;
+use super::choose::{LeaderPlan, StableHasher, topic_hasher};
 use super::{Listed, NodeEntry, Rewriter, listed, node_entries, node_entry};
 use crate::topology::TopicId;
 
@@ -72,59 +72,92 @@ macro_rules! partition_nodes {
 }
 pub(super) use partition_nodes;
 
-impl Rewriter<'_> {
+/// The [`LeaderPlan`] of each real leader a response names, decided at its
+/// first partition and reused for the others (a response names a handful of
+/// brokers for thousands of partitions). Sorted by broker id.
+#[derive(Debug, Default)]
+pub(super) struct LeaderPlans<'c> {
+    by_leader: Vec<(BrokerId, LeaderPlan<'c>)>,
+}
+
+impl<'a> Rewriter<'a> {
     /// Rewrites a Metadata response (any version) in place.
     pub fn metadata(&self, resp: &mut MetadataResponse) {
         let listed = self.show_up_nodes(&mut resp.brokers, &mut resp.controller_id);
+        let mut plans = LeaderPlans::default();
         for topic in &mut resp.topics {
             let id = TopicId(topic.topic_id.as_u128());
             let key = self.topic_key(topic.name.as_ref().map(|n| &n.0), id);
+            let hasher = topic_hasher(&key);
             for p in &mut topic.partitions {
-                self.partition_nodes(partition_nodes!(p, None, None), &key, &listed);
+                let nodes = partition_nodes!(p, None, None);
+                self.partition_nodes(nodes, hasher, &listed, &mut plans);
+            }
+        }
+    }
+
+    /// The plan for real leader `leader`, from `plans` or decided now (its
+    /// rack from `listed` or the view) and kept there.
+    fn leader_plan<'c>(
+        &'c self,
+        leader: BrokerId,
+        listed: &[(BrokerId, Option<StrBytes>)],
+        plans: &mut LeaderPlans<'c>,
+    ) -> LeaderPlan<'c> {
+        match plans.by_leader.binary_search_by_key(&leader, |(id, _)| *id) {
+            Ok(i) => plans.by_leader[i].1,
+            Err(i) => {
+                let rack = self.rack_of(leader, listed);
+                let plan = self.chooser.leader_plan(leader, rack, self.ranks());
+                plans.by_leader.insert(i, (leader, plan));
+                plan
             }
         }
     }
 
     /// Rewrites the broker-naming fields of one partition (see the module
-    /// docs for the rule). Shared by Metadata and DescribeTopicPartitions, so
-    /// that both show the same leader and replicas for the same partition.
-    pub(super) fn partition_nodes(
-        &self,
+    /// docs for the rule), in place: the lists keep their memory, since none
+    /// grows. Shared by Metadata and DescribeTopicPartitions, so that both
+    /// show the same leader and replicas for the same partition. `topic` is
+    /// the partition's topic's hasher ([`topic_hasher`]).
+    pub(super) fn partition_nodes<'c>(
+        &'c self,
         p: PartitionNodes<'_>,
-        topic_key: &[u8],
+        topic: StableHasher,
         listed: &[(BrokerId, Option<StrBytes>)],
+        plans: &mut LeaderPlans<'c>,
     ) {
-        let hash = partition_hash(topic_key, p.index);
+        let hash = topic.partition(p.index);
         let leader = (p.leader.0 >= 0).then(|| {
-            let rack = self.rack_of(*p.leader, listed);
-            self.chooser
-                .pick_leader(*p.leader, rack, self.ranks(), hash)
+            let plan = self.leader_plan(*p.leader, listed, plans);
+            self.chooser.plan_index(plan, hash)
         });
         if let Some(leader) = leader {
-            *p.leader = leader.broker_id;
+            *p.leader = self.chooser.up()[leader].broker_id;
         }
-        let replicas = self.chooser.replicas(leader, hash, p.replicas.len());
+        let replicas = p.replicas;
+        self.chooser
+            .replicas_into(leader, hash, replicas.len(), replicas);
         let isr = p.isr.len().min(replicas.len());
         let offline = p.offline.len().min(replicas.len() - isr);
-        *p.isr = replicas[..isr].to_vec();
-        *p.offline = replicas[replicas.len() - offline..].to_vec();
+        p.isr.clear();
+        p.isr.extend_from_slice(&replicas[..isr]);
+        p.offline.clear();
+        p.offline
+            .extend_from_slice(&replicas[replicas.len() - offline..]);
         if let Some(elr) = p.elr {
             // Not in the ISR first (what an ELR member is), wrapping into it
             // only when the real list is longer than what is left.
             let count = elr.len().min(replicas.len());
-            *elr = replicas[isr..]
-                .iter()
-                .chain(&replicas[..isr])
-                .take(count)
-                .copied()
-                .collect();
+            elr.clear();
+            elr.extend(replicas[isr..].iter().chain(&replicas[..isr]).take(count));
         }
         if let Some(last_known) = p.last_known_elr {
             // A suffix, like the offline replicas it usually names.
             let count = last_known.len().min(replicas.len());
-            *last_known = replicas[replicas.len() - count..].to_vec();
+            last_known.clear();
+            last_known.extend_from_slice(&replicas[replicas.len() - count..]);
         }
-        *p.replicas = replicas;
     }
 
     /// Rewrites a DescribeCluster response (any version) in place. An error

@@ -658,3 +658,97 @@ fn metadata_broker_entries_are_exactly_the_nodes() {
         .with_rack(Some(StrBytes::from_static_str("rack-a")));
     assert_eq!(m.brokers[0], first);
 }
+
+/// The per-partition rule as written out in the module docs, deciding
+/// everything afresh for each partition: what the rewrite, which decides a
+/// leader's rack and rank once per response and reuses the lists' memory,
+/// must show.
+fn reference_partition(
+    rewriter: &Rewriter<'_>,
+    topic: &[u8],
+    listed: &[(BrokerId, Option<StrBytes>)],
+    p: &MetadataResponsePartition,
+) -> (BrokerId, Vec<BrokerId>, Vec<BrokerId>, Vec<BrokerId>) {
+    let hash = choose::stable_hash(&[b"partition", topic, &p.partition_index.to_be_bytes()]);
+    let leader = (p.leader_id.0 >= 0).then(|| {
+        let rack = rewriter.rack_of(p.leader_id, listed);
+        rewriter
+            .chooser
+            .pick_leader(p.leader_id, rack, rewriter.ranks(), hash)
+    });
+    let up = rewriter.chooser.up();
+    let n = up.len();
+    let start = leader
+        .and_then(|l| up.iter().position(|u| u.broker_id == l.broker_id))
+        .unwrap_or((hash % n as u64) as usize);
+    let replicas: Vec<BrokerId> = (0..p.replica_nodes.len().min(n))
+        .map(|k| up[(start + k) % n].broker_id)
+        .collect();
+    let isr = p.isr_nodes.len().min(replicas.len());
+    let offline = p.offline_replicas.len().min(replicas.len() - isr);
+    (
+        leader.map_or(BrokerId(-1), |l| l.broker_id),
+        replicas.clone(),
+        replicas[..isr].to_vec(),
+        replicas[replicas.len() - offline..].to_vec(),
+    )
+}
+
+#[test]
+fn many_partitions_show_what_the_rule_gives_each_one() {
+    // Leaders among the listed brokers, one the view knows but the answer
+    // does not list (4, rack-a), one nobody knows (9), and none (-1); lists
+    // of every length up to longer than the up nodes.
+    let mut view = view();
+    let mut with_four = fixtures::metadata_response(5);
+    with_four.brokers.push(
+        MetadataResponseBroker::default()
+            .with_node_id(BrokerId(4))
+            .with_host(StrBytes::from_static_str("kafka-4.internal.corp"))
+            .with_port(19095)
+            .with_rack(Some(StrBytes::from_static_str("rack-a"))),
+    );
+    view.apply_metadata(12, &with_four);
+    let nodes = fixtures::sluice_nodes().snapshot();
+    let leaders = [1, 2, 3, 4, 9, -1];
+    let topics: Vec<MetadataResponseTopic> = (0..12)
+        .map(|t| {
+            let partitions = (0..40)
+                .map(|i: i32| {
+                    let ids = |len: usize| (0..len).map(|k| BrokerId(1 + k as i32)).collect();
+                    let len = (i as usize * 7 + t) % 8;
+                    MetadataResponsePartition::default()
+                        .with_partition_index(i)
+                        .with_leader_id(BrokerId(leaders[(i as usize + t) % leaders.len()]))
+                        .with_leader_epoch(3)
+                        .with_replica_nodes(ids(len))
+                        .with_isr_nodes(ids(len.saturating_sub(i as usize % 3)))
+                        .with_offline_replicas(ids(i as usize % 3))
+                })
+                .collect();
+            MetadataResponseTopic::default()
+                .with_name(Some(name(["orders", "events", "t-2", "t-3"][t % 4])))
+                .with_partitions(partitions)
+        })
+        .collect();
+    let real = fixtures::metadata_response(5).with_topics(topics);
+    let rewriter = Rewriter::new(&view, &nodes).unwrap();
+    let listed = listed(&real.brokers);
+    let mut rewritten = real.clone();
+    rewriter.metadata(&mut rewritten);
+    let mut shown = BTreeSet::new();
+    for (real_topic, topic) in real.topics.iter().zip(&rewritten.topics) {
+        let key = real_topic.name.as_ref().unwrap().0.as_bytes();
+        for (real_p, p) in real_topic.partitions.iter().zip(&topic.partitions) {
+            let (leader, replicas, isr, offline) =
+                reference_partition(&rewriter, key, &listed, real_p);
+            let what = format!("{key:?}/{}", p.partition_index);
+            assert_eq!(p.leader_id, leader, "{what}: leader");
+            assert_eq!(p.replica_nodes, replicas, "{what}: replicas");
+            assert_eq!(p.isr_nodes, isr, "{what}: isr");
+            assert_eq!(p.offline_replicas, offline, "{what}: offline");
+            shown.insert(leader.0);
+        }
+    }
+    assert!(shown.contains(&-1) && shown.len() > 3, "{shown:?}");
+}

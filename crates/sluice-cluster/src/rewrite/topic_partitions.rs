@@ -19,20 +19,23 @@
 use sluice_codec::kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponse;
 
 use super::Rewriter;
-use super::metadata::partition_nodes;
+use super::choose::topic_hasher;
+use super::metadata::{LeaderPlans, partition_nodes};
 use crate::topology::TopicId;
 
 impl Rewriter<'_> {
     /// Rewrites a DescribeTopicPartitions response (v0) in place.
     pub fn describe_topic_partitions(&self, resp: &mut DescribeTopicPartitionsResponse) {
+        let mut plans = LeaderPlans::default();
         for topic in &mut resp.topics {
             let id = TopicId(topic.topic_id.as_u128());
             let key = self.topic_key(topic.name.as_ref().map(|n| &n.0), id);
+            let hasher = topic_hasher(&key);
             for p in &mut topic.partitions {
                 let elr = p.eligible_leader_replicas.as_mut();
                 let last_known_elr = p.last_known_elr.as_mut();
                 let nodes = partition_nodes!(p, elr, last_known_elr);
-                self.partition_nodes(nodes, &key, &[]);
+                self.partition_nodes(nodes, hasher, &[], &mut plans);
             }
         }
     }

@@ -20,7 +20,7 @@
 //! - a topic whose id changed was deleted and recreated, so its partitions are
 //!   replaced outright (epochs restart with the new topic).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sluice_codec::kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
@@ -108,6 +108,26 @@ impl PartitionInfo {
     /// The leader, when there is one.
     pub fn leader(&self) -> Option<BrokerId> {
         (self.leader.0 >= 0).then_some(self.leader)
+    }
+
+    /// Whether this entry says what `p` says.
+    fn describes(&self, p: &MetadataResponsePartition) -> bool {
+        self.leader == p.leader_id
+            && self.leader_epoch == p.leader_epoch
+            && self.error_code == p.error_code
+            && self.replicas == p.replica_nodes
+            && self.isr == p.isr_nodes
+            && self.offline == p.offline_replicas
+    }
+
+    /// Makes this entry say what `p` says, reusing the lists' memory.
+    fn update_from(&mut self, p: &MetadataResponsePartition) {
+        self.leader = p.leader_id;
+        self.leader_epoch = p.leader_epoch;
+        self.error_code = p.error_code;
+        self.replicas.clone_from(&p.replica_nodes);
+        self.isr.clone_from(&p.isr_nodes);
+        self.offline.clone_from(&p.offline_replicas);
     }
 
     fn from_response(p: &MetadataResponsePartition) -> Self {
@@ -336,29 +356,34 @@ impl ClusterView {
             }
             _ => return,
         }
-        let mut partitions: BTreeMap<i32, PartitionInfo> = topic
+        if let Some(old) = self.topics.get_mut(&name) {
+            let recreated = !old.id.is_nil() && !id.is_nil() && old.id != id;
+            if !recreated {
+                // The usual refresh: the same topic, most partitions as
+                // they were. Update them in place.
+                if !id.is_nil() {
+                    old.id = id;
+                }
+                if !old.id.is_nil() && self.names_by_id.get(&old.id) != Some(&name) {
+                    self.names_by_id.insert(old.id, name.clone());
+                }
+                old.is_internal = topic.is_internal;
+                update_partitions(&name, &mut old.partitions, &topic.partitions, older);
+                return;
+            }
+            self.names_by_id.remove(&old.id);
+        }
+        let partitions: BTreeMap<i32, PartitionInfo> = topic
             .partitions
             .iter()
             .map(|p| (p.partition_index, PartitionInfo::from_response(p)))
             .collect();
-        let mut known_id = id;
-        if let Some(old) = self.topics.get(&name) {
-            let recreated = !old.id.is_nil() && !id.is_nil() && old.id != id;
-            if recreated {
-                self.names_by_id.remove(&old.id);
-            } else {
-                older.extend(keep_newer_epochs(&name, &old.partitions, &mut partitions));
-                if id.is_nil() {
-                    known_id = old.id;
-                }
-            }
-        }
-        if !known_id.is_nil() {
-            self.names_by_id.insert(known_id, name.clone());
+        if !id.is_nil() {
+            self.names_by_id.insert(id, name.clone());
         }
         let info = TopicInfo {
             name: name.clone(),
-            id: known_id,
+            id,
             is_internal: topic.is_internal,
             partitions,
         };
@@ -558,30 +583,56 @@ impl ClusterView {
     }
 }
 
-/// Keeps each old partition entry whose leader epoch is newer than the new
-/// one, and returns those. An epoch of -1 (Metadata < v7) carries no order,
-/// so the new entry wins.
-fn keep_newer_epochs(
+/// Updates a known topic's partitions from a Metadata answer for it, in
+/// place: the partitions are the answer's, each as the answer describes it,
+/// except that an entry whose leader epoch is newer than the answer's is kept
+/// (and returned in `older`; an epoch of -1, from Metadata < v7, carries no
+/// order, so the answer wins). An entry the answer describes as it is is left
+/// alone, and a changed one keeps its lists' memory, so a refresh that
+/// changes nothing allocates nothing.
+fn update_partitions(
     topic: &TopicName,
-    old: &BTreeMap<i32, PartitionInfo>,
-    new: &mut BTreeMap<i32, PartitionInfo>,
-) -> Vec<OlderEpoch> {
-    let mut kept = Vec::new();
-    for (index, p) in new.iter_mut() {
-        if let Some(o) = old.get(index)
-            && p.leader_epoch >= 0
-            && o.leader_epoch > p.leader_epoch
-        {
-            kept.push(OlderEpoch {
+    partitions: &mut BTreeMap<i32, PartitionInfo>,
+    answer: &[MetadataResponsePartition],
+    older: &mut Vec<OlderEpoch>,
+) {
+    let first_older = older.len();
+    for p in answer {
+        let Some(o) = partitions.get_mut(&p.partition_index) else {
+            partitions.insert(p.partition_index, PartitionInfo::from_response(p));
+            continue;
+        };
+        if p.leader_epoch >= 0 && o.leader_epoch > p.leader_epoch {
+            older.push(OlderEpoch {
                 topic: topic.clone(),
-                partition: *index,
+                partition: p.partition_index,
                 kept: o.leader_epoch,
                 ignored: p.leader_epoch,
             });
-            *p = o.clone();
+        } else if !o.describes(p) {
+            o.update_from(p);
         }
     }
-    kept
+    // By partition, as a map of the answer's partitions would give them.
+    older[first_older..].sort_by_key(|o| o.partition);
+    if partitions.len() > distinct_partitions(answer) {
+        // The answer no longer lists some partition: keep only its own.
+        let listed: BTreeSet<i32> = answer.iter().map(|p| p.partition_index).collect();
+        partitions.retain(|index, _| listed.contains(index));
+    }
+}
+
+/// How many distinct partitions an answer lists (brokers list them in
+/// order, once each, which is checked first).
+fn distinct_partitions(answer: &[MetadataResponsePartition]) -> usize {
+    if answer
+        .windows(2)
+        .all(|w| w[0].partition_index < w[1].partition_index)
+    {
+        return answer.len();
+    }
+    let distinct: BTreeSet<i32> = answer.iter().map(|p| p.partition_index).collect();
+    distinct.len()
 }
 
 #[cfg(test)]

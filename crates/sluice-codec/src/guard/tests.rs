@@ -43,6 +43,24 @@ fn counts_that_fit_but_reserve_too_much_are_rejected() {
 }
 
 #[test]
+fn fixed_size_elements_are_skipped_whole_and_must_all_be_there() {
+    let walk_over = |bytes: &'static [u8]| Walk {
+        cur: Cursor::new(bytes, "test"),
+        version: 0,
+        reserved: 0,
+    };
+    // Three i32s in 13 bytes: exactly 12 read.
+    let mut walk = walk_over(&[0u8; 13]);
+    walk.elements(&Ty::Fixed(4), 3, 4, 0).unwrap();
+    assert_eq!(walk.cur.pos, 12);
+    assert_eq!(walk.reserved, 12);
+    // Three i32s announced, 11 bytes there: the count fits, the elements
+    // do not.
+    let mut walk = walk_over(&[0u8; 11]);
+    assert!(walk.elements(&Ty::Fixed(4), 3, 4, 0).is_err());
+}
+
+#[test]
 fn valid_versions_out_of_range_are_left_to_the_decoder() {
     assert_eq!(
         check_request_body(ApiKey::Produce, 2, &[0xff; 8]).unwrap(),

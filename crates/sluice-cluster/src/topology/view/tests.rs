@@ -112,6 +112,109 @@ fn older_epochs_do_not_win_but_recreated_topics_do() {
     assert!(view.topic_id(&name("orders")).is_some());
 }
 
+/// A partition as (index, leader, epoch, replicas, isr, offline).
+type Shown = (i32, i32, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// Every partition of `topic` in the view.
+fn partitions_of(view: &ClusterView, topic: &'static str) -> Vec<Shown> {
+    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+    view.topic(&TopicRef::Name(name(topic)))
+        .unwrap()
+        .partitions
+        .iter()
+        .map(|(i, p)| {
+            (
+                *i,
+                p.leader.0,
+                p.leader_epoch,
+                ids(&p.replicas),
+                ids(&p.isr),
+                ids(&p.offline),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_refresh_leaves_the_view_as_a_fresh_one_from_the_same_answer() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &fixtures::metadata_response(5));
+    // orders: partition 3 moves (newer epoch, other lists), 11 is gone, 12
+    // is new, 5 lags (older epoch); listed out of order, 7 twice (the later
+    // one wins, as in a map of the answer).
+    let mut next = fixtures::metadata_response(5);
+    let parts = &mut next.topics[0].partitions;
+    parts[3] = fixtures::partition(3, 2, 6).with_isr_nodes(vec![BrokerId(2)]);
+    parts[5] = fixtures::partition(5, 1, 4);
+    parts.pop();
+    parts.push(fixtures::partition(12, 1, 5));
+    parts.swap(0, 1);
+    parts.push(fixtures::partition(7, 3, 5));
+    let applied = view.apply_metadata(12, &next);
+    let older: Vec<_> = applied
+        .older_epochs_ignored
+        .iter()
+        .map(|o| (o.topic.0.to_string(), o.partition, o.kept, o.ignored))
+        .collect();
+    assert_eq!(older, [("orders".to_owned(), 5, 5, 4)]);
+    // What a view that never saw the first answer holds, but for the
+    // partition whose older epoch was ignored.
+    let mut fresh = ClusterView::new();
+    fresh.apply_metadata(12, &next);
+    let mut want = partitions_of(&fresh, "orders");
+    want[5] = partitions_of(&view, "orders")[5].clone();
+    assert_eq!(want[5], (5, 3, 5, vec![3, 1, 2], vec![3, 1], vec![2]));
+    assert_eq!(partitions_of(&view, "orders"), want);
+    assert_eq!(
+        want.iter().map(|p| p.0).collect::<Vec<_>>(),
+        (0..11).chain([12]).collect::<Vec<_>>()
+    );
+    assert_eq!(want[3], (3, 2, 6, vec![2, 3, 1], vec![2], vec![1]));
+    assert_eq!(want[7].1, 3, "the later of two entries wins");
+    assert_eq!(
+        partitions_of(&view, "events"),
+        partitions_of(&fresh, "events")
+    );
+}
+
+#[test]
+fn a_refresh_keeps_the_partition_lists_memory() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(12, &fixtures::metadata_response(5));
+    let lists = |view: &ClusterView| {
+        let p = view.partition(&orders(), 0).unwrap();
+        (p.replicas.as_ptr(), p.isr.as_ptr())
+    };
+    let before = lists(&view);
+    // Unchanged, then a new leader at a newer epoch with lists of the same
+    // lengths: the entry is updated where it is.
+    view.apply_metadata(12, &fixtures::metadata_response(5));
+    assert_eq!(lists(&view), before);
+    let mut moved = fixtures::metadata_response(6);
+    moved.topics[0].partitions[0] = fixtures::partition(0, 2, 6);
+    view.apply_metadata(12, &moved);
+    assert_eq!(lists(&view), before);
+    assert_eq!(view.leader(&orders(), 0), Some(BrokerId(2)));
+    assert_eq!(
+        view.partition(&orders(), 0).unwrap().replicas,
+        [BrokerId(2), BrokerId(3), BrokerId(1)]
+    );
+}
+
+#[test]
+fn a_refresh_learns_an_id_and_keeps_it() {
+    let mut view = ClusterView::new();
+    view.apply_metadata(4, &metadata_at(4, fixtures::metadata_response(5)));
+    assert_eq!(view.topic_id(&name("orders")), None);
+    view.apply_metadata(12, &fixtures::metadata_response(5));
+    let id = view.topic_id(&name("orders")).unwrap();
+    assert_eq!(view.topic_name(id), Some(&name("orders")));
+    // An answer without ids (v4) keeps it.
+    view.apply_metadata(4, &metadata_at(4, fixtures::metadata_response(5)));
+    assert_eq!(view.topic_id(&name("orders")), Some(id));
+    assert_eq!(view.topic_name(id), Some(&name("orders")));
+}
+
 #[test]
 fn brokers_are_replaced_and_errors_forget() {
     let mut view = ClusterView::new();
