@@ -24,6 +24,20 @@ use super::support::*;
 const RECORDS: usize = 6000;
 const KILL_AFTER: usize = 1500;
 
+/// Runs `ShareCheck.java` with `args` on a thread of its own, against
+/// trio's jars, bounded by `timeout`.
+fn share_check(
+    args: Vec<String>,
+    timeout: Duration,
+) -> std::thread::JoinHandle<sluice_testkit::clients::ClientOutput> {
+    let cluster = Cluster::get(TRIO);
+    std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let command = clients::java_program(&cluster, "ShareCheck.java", &args);
+        clients::run(command, None, timeout, "ShareCheck.java")
+    })
+}
+
 fn acknowledged(progress: &Path) -> usize {
     std::fs::read_to_string(progress)
         .ok()
@@ -78,14 +92,7 @@ fn share_consumers_survive_a_killed_broker_and_a_leaving_member() {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    let run = {
-        let cluster = Cluster::get(TRIO);
-        std::thread::spawn(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let command = clients::java_program(&cluster, "ShareCheck.java", &args);
-            clients::run(command, None, Duration::from_secs(330), "ShareCheck.java")
-        })
-    };
+    let run = share_check(args, Duration::from_secs(330));
     wait::until(
         Duration::from_secs(120),
         &format!("{KILL_AFTER} records acknowledged through Sluice"),
@@ -202,14 +209,7 @@ fn commit_after(cluster: &Cluster, through: &Through<'_>, fault: Fault) -> u64 {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    let run = {
-        let cluster = Cluster::get(TRIO);
-        std::thread::spawn(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let command = clients::java_program(&cluster, "ShareCheck.java", &args);
-            clients::run(command, None, Duration::from_secs(200), "ShareCheck.java")
-        })
-    };
+    let run = share_check(args, Duration::from_secs(200));
     wait::until(
         Duration::from_secs(90),
         &format!("the {name} share consumer to hold records of partition {partition}"),
