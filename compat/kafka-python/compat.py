@@ -8,6 +8,8 @@ exits 1 if any failed. Runs in a venv with compat/kafka-python/requirements.txt.
 """
 
 import argparse
+import collections
+import logging
 import sys
 import time
 import traceback
@@ -31,6 +33,29 @@ def parse_args():
 
 
 ARGS = parse_args()
+
+
+class Recent(logging.Handler):
+    """Keeps the library's last log records (DEBUG included), so that a
+    failed scenario can show what the client did before it failed."""
+
+    def __init__(self, keep=2000):
+        super().__init__(logging.DEBUG)
+        self.records = collections.deque(maxlen=keep)
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record):
+        self.records.append(self.format(record))
+
+    def dump(self):
+        for line in self.records:
+            print(line, file=sys.stderr)
+        self.records.clear()
+
+
+RECENT = Recent()
+logging.getLogger("kafka").addHandler(RECENT)
+logging.getLogger("kafka").setLevel(logging.DEBUG)
 
 
 def common():
@@ -238,6 +263,7 @@ def main():
         ("admin", admin_scenario),
         ("transaction", transaction),
     ]:
+        RECENT.records.clear()
         try:
             detail = scenario()
             print(f"RESULT {name} PASS {detail}", flush=True)
@@ -246,6 +272,8 @@ def main():
             message = f"{type(e).__name__}: {e}".replace("\n", " ")
             print(f"RESULT {name} FAIL {message}", flush=True)
             traceback.print_exc()
+            print(f"--- kafka-python's last log records before {name} failed ---", file=sys.stderr)
+            RECENT.dump()
     sys.exit(1 if failed else 0)
 
 
