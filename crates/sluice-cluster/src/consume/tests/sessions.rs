@@ -384,7 +384,8 @@ fn incremental_answers_list_only_news_across_fetches() {
     assert_eq!(listed(&first), vec![0, 1, 2], "the first answer is full");
     // Each step: the answer's (partition, record bytes, high watermark),
     // and the partitions the client must be told of.
-    let steps: Vec<(Vec<(i32, usize, i64)>, Vec<i32>)> = vec![
+    type Step = (Vec<(i32, usize, i64)>, Vec<i32>);
+    let steps: Vec<Step> = vec![
         (vec![(0, 0, 10), (1, 0, 20), (2, 0, 30)], vec![]),
         (vec![(0, 0, 11), (1, 0, 20), (2, 0, 30)], vec![0]),
         // The same watermark again is no news; records are.
