@@ -69,7 +69,7 @@
 //! go to one broker, while nothing is parked or stashed, passes through
 //! untouched (see `sink/fetch.rs`).
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{Map, Set};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -220,7 +220,7 @@ pub struct PartMeta {
     /// The version it was sent at (its answer's topics are keyed by it).
     pub version: i16,
     /// Each partition it asked for, and where.
-    pub asked: HashMap<PartitionKey, Position>,
+    pub asked: Map<PartitionKey, Position>,
     /// The broker session it went out in.
     pub sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
@@ -245,8 +245,8 @@ pub struct FetchState<P> {
     /// Sluice's fetch sessions with the brokers.
     pub upstream: UpstreamSessions,
     parked: Vec<Parked<P>>,
-    stash: HashMap<PartitionKey, Stashed>,
-    marks: HashMap<PartitionKey, Marks>,
+    stash: Map<PartitionKey, Stashed>,
+    marks: Map<PartitionKey, Marks>,
     /// Until when a broker throttles the client, by an answer stashed
     /// between fetches: the next answer tells the client what is left.
     throttled_until: Option<Instant>,
@@ -258,8 +258,8 @@ impl<P> Default for FetchState<P> {
             sessions: ClientSessions::default(),
             upstream: UpstreamSessions::default(),
             parked: Vec::new(),
-            stash: HashMap::new(),
-            marks: HashMap::new(),
+            stash: Map::default(),
+            marks: Map::default(),
             throttled_until: None,
         }
     }
@@ -326,14 +326,14 @@ pub struct FetchCombine {
 #[derive(Debug, Default)]
 struct Arrived {
     /// Partition answers, by part index and partition.
-    answered: HashMap<(usize, PartitionKey), PartitionData>,
+    answered: Map<(usize, PartitionKey), PartitionData>,
     /// The parts that failed, with the error their partitions get.
-    failed: HashMap<usize, ErrorCode>,
+    failed: Map<usize, ErrorCode>,
     throttle_time_ms: i32,
     /// The first top-level error.
     error_code: i16,
     /// The frame each part's answer came in, by part index.
-    frames: HashMap<usize, Arc<Frame>>,
+    frames: Map<usize, Arc<Frame>>,
     node_endpoints: Vec<NodeEndpoint>,
 }
 
@@ -449,7 +449,7 @@ impl<P> FetchState<P> {
         let route = routes(routed, version);
         let mut adopted = Vec::new();
         let mut metas = Vec::new();
-        let mut busy: HashSet<BrokerId> = HashSet::new();
+        let mut busy: Set<BrokerId> = Set::default();
         for broker in routed.iter().map(|(b, _)| *b) {
             while let Some(at) = self.parked.iter().position(|p| p.meta.broker == broker) {
                 let parked = self.parked.swap_remove(at);
@@ -462,7 +462,7 @@ impl<P> FetchState<P> {
         // A partition asked twice is planned once, where it first appears,
         // with its last fields (Kafka reads a fetch into a map the same way).
         let last = last_asked(request, version);
-        let mut planned = HashSet::new();
+        let mut planned = Set::default();
         for topic in &request.topics {
             let key = topic.topic_ref(version);
             let partitions: Vec<PartitionPlan> = topic
@@ -559,7 +559,7 @@ impl<P> FetchState<P> {
         let mut arrived = self.arrived(outcomes, &metas);
         let left_over = bound::left_over(&topics, &arrived.answered, max_bytes);
         let mut responses = Vec::with_capacity(topics.len());
-        let mut requested = HashSet::new();
+        let mut requested = Set::default();
         let mut gather = ahead::Gather::default();
         for (t, topic) in topics.into_iter().enumerate() {
             let TopicPlan {
@@ -704,7 +704,7 @@ impl<P> FetchState<P> {
 
     /// Keeps the marks of the partitions the client fetches now once there
     /// are many more than that (it stopped fetching the others).
-    fn prune_marks(&mut self, requested: &HashSet<PartitionKey>) {
+    fn prune_marks(&mut self, requested: &Set<PartitionKey>) {
         if self.marks.len() > 2 * requested.len() + 64 {
             self.marks.retain(|key, _| requested.contains(key));
         }
@@ -726,8 +726,8 @@ impl<P> FetchState<P> {
 const ERROR_WEIGHT: usize = usize::MAX / 4;
 
 /// The last entry the fetch has for each partition it asks for.
-fn last_asked(request: &FetchRequest, version: i16) -> HashMap<PartitionKey, &FetchPartition> {
-    let mut last = HashMap::new();
+fn last_asked(request: &FetchRequest, version: i16) -> Map<PartitionKey, &FetchPartition> {
+    let mut last = Map::default();
     for topic in &request.topics {
         let key = topic.topic_ref(version);
         for p in &topic.partitions {
@@ -738,8 +738,8 @@ fn last_asked(request: &FetchRequest, version: i16) -> HashMap<PartitionKey, &Fe
 }
 
 /// The broker each partition of the split goes to.
-fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> HashMap<PartitionKey, BrokerId> {
-    let mut route = HashMap::new();
+fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> Map<PartitionKey, BrokerId> {
+    let mut route = Map::default();
     for (broker, part) in routed {
         for topic in &part.topics {
             let key = topic.topic_ref(version);
@@ -768,10 +768,12 @@ fn base_request(request: &FetchRequest) -> FetchRequest {
 
 /// Adds a partition to `request`, under its topic's entry.
 fn push_partition(request: &mut FetchRequest, topic: &TopicName, id: Uuid, p: &FetchPartition) {
-    let entry = match request
-        .topics
-        .iter()
-        .position(|t| t.topic == *topic && t.topic_id == id)
+    let same = |t: &FetchTopic| t.topic_id == id && t.topic == *topic;
+    // Partitions come topic by topic: the last entry is most often theirs.
+    let last = request.topics.len().checked_sub(1);
+    let entry = match last
+        .filter(|at| request.topics.get(*at).is_some_and(same))
+        .or_else(|| request.topics.iter().position(same))
     {
         Some(at) => at,
         None => {

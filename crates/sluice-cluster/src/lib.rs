@@ -12,6 +12,8 @@
 //! and the OffsetFetch split version), and `route` and `rewrite` use each
 //! other (the ApiVersions intersection and the config-resource plan).
 //!
+//! - `hash`: the hash maps of the per-partition work (a fast seeded
+//!   hasher).
 //! - `error_codes`: `ErrorCode`, the Kafka error codes Sluice reads or
 //!   writes, by name.
 //! - `api`: one descriptor per Kafka API, the table everything that
@@ -36,6 +38,8 @@
 //!   become the client's answer.
 
 #![deny(missing_docs)]
+
+pub mod hash;
 
 pub mod error_codes;
 

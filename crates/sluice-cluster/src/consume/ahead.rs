@@ -42,7 +42,7 @@
 //! that fails is dropped (the client never asked for it); one that answers
 //! after the client stopped fetching is stashed and dropped with the stash.
 
-use std::collections::HashMap;
+use crate::hash::Map;
 
 use bytes::Bytes;
 use sluice_codec::kafka_protocol::messages::fetch_request::FetchPartition;
@@ -99,7 +99,7 @@ pub(super) struct Gather {
 struct Ahead {
     broker: BrokerId,
     request: FetchRequest,
-    asked: HashMap<PartitionKey, FetchPartition>,
+    asked: Map<PartitionKey, FetchPartition>,
     /// Whether any of its partitions was served with records.
     had_records: bool,
 }
@@ -128,7 +128,7 @@ impl Gather {
                 self.brokers.push(Ahead {
                     broker,
                     request: FetchRequest::default(),
-                    asked: HashMap::new(),
+                    asked: Map::default(),
                     had_records: false,
                 });
                 self.brokers.len() - 1

@@ -19,7 +19,7 @@
 //! asks there again next time. Records are never split: a partition is
 //! served whole or later.
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{Map, Set};
 
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 
@@ -30,10 +30,10 @@ use super::{Arrived, FetchState, PartitionKey, Position, Source, Stashed, TopicP
 /// parts' answers by part index and partition.
 pub(super) fn left_over(
     topics: &[TopicPlan],
-    answered: &HashMap<(usize, PartitionKey), PartitionData>,
+    answered: &Map<(usize, PartitionKey), PartitionData>,
     max_bytes: i32,
-) -> HashSet<(usize, usize)> {
-    let mut over = HashSet::new();
+) -> Set<(usize, usize)> {
+    let mut over = Set::default();
     let Some(limit) = usize::try_from(max_bytes).ok().filter(|m| *m > 0) else {
         return over;
     };

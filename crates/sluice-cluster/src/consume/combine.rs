@@ -8,7 +8,7 @@
 //! broker serves is answered with ([`unknown_partitions`]), and which fetch
 //! needs none of it ([`passes_through`]).
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{Map, Set};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -64,8 +64,8 @@ pub fn unknown_partitions(
     view: &ClusterView,
     unroutable: &[Unroutable],
     version: i16,
-) -> HashMap<PartitionKey, ErrorCode> {
-    let mut unknown = HashMap::new();
+) -> Map<PartitionKey, ErrorCode> {
+    let mut unknown = Map::default();
     for u in unroutable {
         let Unroutable::Partition { topic, partition } = u else {
             continue;
@@ -183,7 +183,7 @@ impl FetchCombine {
 
     /// Record bytes the entry would answer with now.
     fn ready_bytes<P: FetchPart>(&self, parts: &mut [P]) -> usize {
-        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, Answered>>> = HashMap::new();
+        let mut answers: Map<usize, Option<Map<PartitionKey, Answered>>> = Map::default();
         let mut bytes: usize = 0;
         for topic in &self.topics {
             for plan in &topic.partitions {
@@ -226,14 +226,14 @@ impl FetchCombine {
         if left_ms <= 0 {
             return Vec::new();
         }
-        let busy: HashSet<BrokerId> = parts
+        let busy: Set<BrokerId> = parts
             .iter()
             .zip(&self.metas)
             .filter(|(part, _)| part.is_waiting())
             .map(|(_, meta)| meta.broker)
             .collect();
-        let mut answers: HashMap<usize, Option<HashMap<PartitionKey, Answered>>> = HashMap::new();
-        let mut owed = HashSet::new();
+        let mut answers: Map<usize, Option<Map<PartitionKey, Answered>>> = Map::default();
+        let mut owed = Set::default();
         for (t, topic) in self.topics.iter().enumerate() {
             for (p, plan) in topic.partitions.iter().enumerate() {
                 let empty = match plan.source {
@@ -289,7 +289,7 @@ impl FetchCombine {
                                 meta: PartMeta {
                                     broker,
                                     version: self.version,
-                                    asked: HashMap::new(),
+                                    asked: Map::default(),
                                     sent_in: None,
                                     learned: false,
                                     sent_at: now,
@@ -380,8 +380,8 @@ struct Answered {
 /// Per partition of a part's answer (if it has arrived and decodes): how
 /// it weighs; `None` while it is out, or if it failed or is undecodable. A
 /// partition an incremental answer leaves out has no news: not listed.
-fn answer_sizes<P: FetchPart>(part: Option<&mut P>) -> Option<HashMap<PartitionKey, Answered>> {
-    let mut sizes = HashMap::new();
+fn answer_sizes<P: FetchPart>(part: Option<&mut P>) -> Option<Map<PartitionKey, Answered>> {
+    let mut sizes = Map::default();
     let response = part?.answer_mut()?;
     let version = response.api_version();
     if let Ok(ResponseKind::Fetch(answer)) = response.body() {

@@ -30,7 +30,7 @@
 //!   the connection, and every incremental fetch may add to it (a client
 //!   can send one 100 MiB fetch of three million partitions).
 
-use std::collections::HashSet;
+use crate::hash::Set;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -96,7 +96,7 @@ impl<P> FetchState<P> {
     /// client's fetch session.
     pub fn kept_bytes(&self) -> usize {
         let parked: usize = self.parked.iter().map(|p| p.meta.may_bring_bytes).sum();
-        let mut frames = HashSet::new();
+        let mut frames = Set::default();
         let mut stashed = 0;
         for s in self.stash.values() {
             stashed += STASHED_OVERHEAD_BYTES;

@@ -34,7 +34,7 @@
 //! Java client switches versions within a session when a topic id goes
 //! missing, and relies on that answer to start over).
 
-use std::collections::HashMap;
+use crate::hash::{Map, Set};
 
 use bytes::Bytes;
 
@@ -102,7 +102,9 @@ struct Session {
     /// In the order the client added them.
     partitions: Vec<SessionPartition>,
     /// Where each partition is in `partitions`.
-    index: HashMap<PartitionKey, usize>,
+    index: Map<PartitionKey, usize>,
+    /// What `partitions` hold, by [`SessionPartition::held_bytes`].
+    held_bytes: usize,
 }
 
 impl ClientSessions {
@@ -228,13 +230,7 @@ impl ClientSessions {
     /// adds, so it counts against the client's memory budget (see
     /// `consume/kept.rs`).
     pub fn held_bytes(&self) -> usize {
-        self.open.as_ref().map_or(0, |session| {
-            session
-                .partitions
-                .iter()
-                .map(|p| SESSION_PARTITION_BYTES + 2 * p.topic.len())
-                .fold(0, usize::saturating_add)
-        })
+        self.open.as_ref().map_or(0, |session| session.held_bytes)
     }
 
     /// The topic names the open session holds, in its entries and keys.
@@ -269,7 +265,8 @@ impl ClientSessions {
             next_epoch: 1,
             uses_topic_ids: version >= TOPIC_ID_VERSION,
             partitions: Vec::new(),
-            index: HashMap::new(),
+            index: Map::default(),
+            held_bytes: 0,
         };
         session.update(request, version);
         self.open = Some(session);
@@ -280,6 +277,14 @@ impl ClientSessions {
 /// What one partition of a session holds besides its topic name: the
 /// entry, its fetch fields and its index entry, roughly.
 const SESSION_PARTITION_BYTES: usize = 2 * std::mem::size_of::<SessionPartition>();
+
+impl SessionPartition {
+    /// What it holds, roughly: the entry and its topic name (in the entry
+    /// and in its key).
+    fn held_bytes(&self) -> usize {
+        SESSION_PARTITION_BYTES + 2 * self.topic.len()
+    }
+}
 
 impl Session {
     /// Adds or updates the request's partitions, then drops the forgotten
@@ -303,13 +308,15 @@ impl Session {
                     Some(entry) => entry.request = owned_partition(p),
                     None => {
                         self.index.insert(pkey.clone(), self.partitions.len());
-                        self.partitions.push(SessionPartition {
+                        let entry = SessionPartition {
                             key: pkey,
                             topic: name.clone(),
                             topic_id: topic.topic_id,
                             request: owned_partition(p),
                             told: None,
-                        });
+                        };
+                        self.held_bytes = self.held_bytes.saturating_add(entry.held_bytes());
+                        self.partitions.push(entry);
                     }
                 }
             }
@@ -317,7 +324,7 @@ impl Session {
         if request.forgotten_topics_data.is_empty() {
             return;
         }
-        let mut forgotten = std::collections::HashSet::new();
+        let mut forgotten = Set::default();
         for topic in &request.forgotten_topics_data {
             let key = if version >= TOPIC_ID_VERSION {
                 TopicRef::Id(TopicId(topic.topic_id.as_u128()))
@@ -327,6 +334,11 @@ impl Session {
             forgotten.extend(topic.partitions.iter().map(|p| (key.clone(), *p)));
         }
         self.partitions.retain(|p| !forgotten.contains(&p.key));
+        self.held_bytes = self
+            .partitions
+            .iter()
+            .map(SessionPartition::held_bytes)
+            .fold(0, usize::saturating_add);
         self.index = self
             .partitions
             .iter()

@@ -863,3 +863,35 @@ mod bounds;
 /// ([`FetchCombine::on_settled`]), and the errors of partitions no broker
 /// serves ([`unknown_partitions`]).
 mod steps;
+
+#[test]
+fn a_part_keeps_one_entry_per_topic_when_the_fetch_names_a_topic_twice() {
+    let mut state = FetchState::<Part>::default();
+    let other = TopicName(StrBytes::from_static_str("u"));
+    let mut request = fetch(&[(0, 10), (1, 20)], 1);
+    let again = request.topics[0].clone();
+    request.topics[0].partitions.truncate(1);
+    request.topics.push(
+        FetchTopic::default()
+            .with_topic(other.clone())
+            .with_partitions(vec![FetchPartition::default().with_partition(0)]),
+    );
+    request.topics.push(again);
+    request.topics[2].partitions.remove(0);
+    // All to one broker.
+    let split = vec![(BrokerId(1), request.clone())];
+    let planned = state.plan(&request, VERSION, (None, SessionReply::None), &split, now());
+    let [new] = &planned.fresh[..] else {
+        panic!("one part: {:?}", planned.fresh);
+    };
+    let topics: Vec<(TopicName, Vec<i32>)> = new
+        .request
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t.partitions.iter().map(|p| p.partition).collect();
+            (t.topic.clone(), partitions)
+        })
+        .collect();
+    assert_eq!(topics, vec![(topic(), vec![0, 1]), (other, vec![0])]);
+}

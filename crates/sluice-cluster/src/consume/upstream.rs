@@ -42,7 +42,7 @@
 //! the session would wait for an answer that never comes (stuck opening,
 //! every later part sessionless) or expect an epoch the broker never saw.
 
-use std::collections::HashMap;
+use crate::hash::Map;
 
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 use sluice_codec::kafka_protocol::messages::FetchResponse;
@@ -81,7 +81,7 @@ enum Upstream {
     Open {
         id: i32,
         next_epoch: i32,
-        partitions: HashMap<PartitionKey, SessionEntry>,
+        partitions: Map<PartitionKey, SessionEntry>,
         /// Whether it was opened at v13+ (keyed by topic id).
         topic_ids: bool,
     },
@@ -102,20 +102,20 @@ pub struct Prepared {
     broker: BrokerId,
     sent_in: SentIn,
     /// What the broker's session holds once the part is sent.
-    wanted: HashMap<PartitionKey, SessionEntry>,
+    wanted: Map<PartitionKey, SessionEntry>,
     version: i16,
 }
 
 /// A client connection's fetch sessions with the brokers.
 #[derive(Debug, Default)]
 pub struct UpstreamSessions {
-    brokers: HashMap<BrokerId, Upstream>,
+    brokers: Map<BrokerId, Upstream>,
     /// What the opening part of each broker asked, to open the session
     /// with, and at which version.
-    opening: HashMap<BrokerId, (HashMap<PartitionKey, SessionEntry>, i16)>,
+    opening: Map<BrokerId, (Map<PartitionKey, SessionEntry>, i16)>,
     /// A session a broker may still hold though Sluice gave it up (after a
     /// wrong epoch or a failed part): the next opening part names it.
-    stale: HashMap<BrokerId, i32>,
+    stale: Map<BrokerId, i32>,
     /// The version parts were last sent at.
     version: i16,
     /// What happened to the sessions since the driver last took it.
@@ -133,7 +133,7 @@ impl UpstreamSessions {
     /// as it is until the part is sent and [`commit`](Self::commit)ted.
     pub fn prepare(&self, broker: BrokerId, part: &mut FetchRequest, version: i16) -> Prepared {
         let wanted = if version < SESSION_VERSION {
-            HashMap::new()
+            Map::default()
         } else {
             entries(part, version)
         };
@@ -316,8 +316,8 @@ pub(super) fn is_session_error(code: ErrorCode) -> bool {
 /// A part's partitions by key. The session keeps them after the part is
 /// gone, so their topic names are copied out of the client's request
 /// frame (a decoded name is a slice of it, and would keep it all).
-fn entries(part: &FetchRequest, version: i16) -> HashMap<PartitionKey, SessionEntry> {
-    let mut wanted = HashMap::new();
+fn entries(part: &FetchRequest, version: i16) -> Map<PartitionKey, SessionEntry> {
+    let mut wanted = Map::default();
     for topic in &part.topics {
         let name = owned_name(&topic.topic);
         let key = FetchTopic::default()
@@ -338,8 +338,8 @@ fn entries(part: &FetchRequest, version: i16) -> HashMap<PartitionKey, SessionEn
 
 /// What changed from `held` to `wanted`: partitions to send, and to forget.
 fn delta(
-    held: &HashMap<PartitionKey, SessionEntry>,
-    wanted: &HashMap<PartitionKey, SessionEntry>,
+    held: &Map<PartitionKey, SessionEntry>,
+    wanted: &Map<PartitionKey, SessionEntry>,
     version: i16,
 ) -> (Vec<FetchTopic>, Vec<ForgottenTopic>) {
     let mut topics: Vec<FetchTopic> = Vec::new();

@@ -14,6 +14,8 @@
 //! holding the partitions of both, in request order.
 
 use std::collections::HashMap;
+
+use crate::hash::Map;
 use std::hash::Hash;
 
 use sluice_codec::kafka_protocol::messages::GroupId;
@@ -157,19 +159,25 @@ pub fn group_errors<'g, T: GroupEntry>(
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionOrder {
     topics: Vec<(TopicRef, Vec<i32>)>,
-    rank: HashMap<TopicRef, usize>,
+    rank: Map<TopicRef, usize>,
 }
 
 impl PartitionOrder {
     /// Records that the request names `partition` of `topic` next.
     pub fn push(&mut self, topic: &TopicRef, partition: i32) {
-        let slot = match self.rank.get(topic) {
-            Some(slot) => *slot,
-            None => {
-                self.rank.insert(topic.clone(), self.topics.len());
-                self.topics.push((topic.clone(), Vec::new()));
-                self.topics.len() - 1
-            }
+        // A request names a topic's partitions together: the last topic is
+        // most often the one (and each topic has one slot).
+        let last = self.topics.len().checked_sub(1);
+        let slot = match self.topics.last() {
+            Some((t, _)) if t == topic => last.unwrap_or_default(),
+            _ => match self.rank.get(topic) {
+                Some(slot) => *slot,
+                None => {
+                    self.rank.insert(topic.clone(), self.topics.len());
+                    self.topics.push((topic.clone(), Vec::new()));
+                    self.topics.len() - 1
+                }
+            },
         };
         if let Some((_, partitions)) = self.topics.get_mut(slot) {
             partitions.push(partition);
@@ -223,7 +231,7 @@ fn group_topics<T: TopicEntry>(
     version: i16,
 ) -> Vec<(TopicRef, T)> {
     let mut merged: Vec<(TopicRef, T)> = Vec::new();
-    let mut slots: HashMap<TopicRef, usize> = HashMap::new();
+    let mut slots: Map<TopicRef, usize> = Map::default();
     for mut topic in topics {
         let key = topic.topic_ref(version);
         match slots.get(&key).and_then(|slot| merged.get_mut(*slot)) {

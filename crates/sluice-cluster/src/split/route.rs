@@ -7,7 +7,7 @@
 //! The parts come in the order brokers are first needed, so the same request
 //! over the same routing always gives the same parts.
 
-use std::collections::HashMap;
+use crate::hash::Map;
 
 use sluice_codec::kafka_protocol::messages::GroupId;
 
@@ -19,7 +19,7 @@ use super::{
 /// Pieces of something split per broker, plus what no broker takes.
 struct Pieces<T> {
     per_broker: Vec<(BrokerId, Vec<T>)>,
-    slots: HashMap<BrokerId, usize>,
+    slots: Map<BrokerId, usize>,
     rest: Vec<T>,
     unroutable: Vec<Unroutable>,
 }
@@ -28,7 +28,7 @@ impl<T> Pieces<T> {
     fn new() -> Self {
         Self {
             per_broker: Vec::new(),
-            slots: HashMap::new(),
+            slots: Map::default(),
             rest: Vec::new(),
             unroutable: Vec::new(),
         }

@@ -21,6 +21,8 @@
 //!   replaced outright (epochs restart with the new topic).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::hash::Map;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sluice_codec::kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
@@ -229,8 +231,8 @@ pub struct OlderEpoch {
 pub struct ClusterView {
     brokers: BTreeMap<BrokerId, Broker>,
     controller: Option<BrokerId>,
-    topics: HashMap<TopicName, TopicInfo>,
-    names_by_id: HashMap<TopicId, TopicName>,
+    topics: Map<TopicName, TopicInfo>,
+    names_by_id: Map<TopicId, TopicName>,
     /// Indexed by [`CoordinatorKeyType::index`].
     coordinators: [HashMap<StrBytes, BrokerId>; 3],
     /// Spreads [`ClusterView::any_broker`] over the brokers.

@@ -289,3 +289,122 @@ fn an_emptied_session_goes_on_serving_its_client() {
     assert_eq!(reply, SessionReply::Incremental(id));
     assert_eq!(offsets(&full.unwrap()), vec![(1, 7)]);
 }
+
+/// Forgets `partitions` of topic `t` in an incremental fetch.
+fn forgetting(id: i32, epoch: i32, partitions: Vec<i32>) -> FetchRequest {
+    let mut forget = in_session(id, epoch, &[]);
+    forget.topics.clear();
+    forget.forgotten_topics_data = vec![
+        ForgottenTopic::default()
+            .with_topic(topic())
+            .with_partitions(partitions),
+    ];
+    forget
+}
+
+/// What a session opened afresh with `partitions` holds: an incremental
+/// session must hold (and count) exactly that.
+fn fresh_held_bytes(partitions: &[(i32, i64)]) -> usize {
+    let mut fresh = ClientSessions::default();
+    fresh.apply(&in_session(0, 0, partitions), VERSION).unwrap();
+    fresh.held_bytes()
+}
+
+#[test]
+fn incremental_fetches_add_change_and_forget_partitions_in_order() {
+    let mut sessions = ClientSessions::default();
+    let (full, reply) = sessions
+        .apply(&in_session(0, 0, &[(0, 10), (1, 20), (2, 30)]), VERSION)
+        .unwrap();
+    let SessionReply::Opened(id) = reply else {
+        panic!("a new session: {reply:?}");
+    };
+    assert_eq!(offsets(&full.unwrap()), vec![(0, 10), (1, 20), (2, 30)]);
+    // Each step: the incremental fetch, then the full fetch it stands for.
+    let steps: Vec<(FetchRequest, Vec<(i32, i64)>)> = vec![
+        // Partition 1 moved on, partition 3 is new.
+        (
+            in_session(id, 1, &[(1, 25), (3, 0)]),
+            vec![(0, 10), (1, 25), (2, 30), (3, 0)],
+        ),
+        // Nothing changed.
+        (
+            in_session(id, 2, &[]),
+            vec![(0, 10), (1, 25), (2, 30), (3, 0)],
+        ),
+        // Partition 0 forgotten.
+        (forgetting(id, 3, vec![0]), vec![(1, 25), (2, 30), (3, 0)]),
+        // Partition 0 back, at another offset, and partition 2 moved on.
+        (
+            in_session(id, 4, &[(2, 31), (0, 50)]),
+            vec![(1, 25), (2, 31), (3, 0), (0, 50)],
+        ),
+        // Partitions 1 and 3 forgotten, and one the session never had.
+        (forgetting(id, 5, vec![3, 1, 9]), vec![(2, 31), (0, 50)]),
+    ];
+    for (epoch, (request, want)) in steps.into_iter().enumerate() {
+        let (full, reply) = sessions.apply(&request, VERSION).unwrap();
+        assert_eq!(reply, SessionReply::Incremental(id), "step {epoch}");
+        assert_eq!(offsets(&full.unwrap()), want, "step {epoch}");
+        assert_eq!(
+            sessions.held_bytes(),
+            fresh_held_bytes(&want),
+            "step {epoch}: the session counts what it holds"
+        );
+    }
+    // A reset: a full fetch opening a new session in place of this one.
+    let (full, reply) = sessions
+        .apply(&in_session(id, 0, &[(5, 1)]), VERSION)
+        .unwrap();
+    let SessionReply::Opened(new_id) = reply else {
+        panic!("a new session: {reply:?}");
+    };
+    assert_ne!(new_id, id);
+    assert_eq!(offsets(&full.unwrap()), vec![(5, 1)]);
+    assert_eq!(sessions.held_bytes(), fresh_held_bytes(&[(5, 1)]));
+    let stale = sessions.apply(&in_session(id, 6, &[(2, 40)]), VERSION);
+    assert_eq!(stale.unwrap_err(), FETCH_SESSION_ID_NOT_FOUND);
+    let (full, _) = sessions
+        .apply(&in_session(new_id, 1, &[(2, 40)]), VERSION)
+        .unwrap();
+    assert_eq!(offsets(&full.unwrap()), vec![(5, 1), (2, 40)]);
+}
+
+#[test]
+fn incremental_answers_list_only_news_across_fetches() {
+    let mut sessions = ClientSessions::default();
+    let (_, reply) = sessions
+        .apply(&in_session(0, 0, &[(0, 10), (1, 20), (2, 30)]), VERSION)
+        .unwrap();
+    let SessionReply::Opened(id) = reply else {
+        panic!("a new session: {reply:?}");
+    };
+    let mut first = response(vec![data(0, 0, 10), data(1, 0, 20), data(2, 0, 30)]);
+    sessions.answer(reply, &mut first, VERSION);
+    assert_eq!(listed(&first), vec![0, 1, 2], "the first answer is full");
+    // Each step: the answer's (partition, record bytes, high watermark),
+    // and the partitions the client must be told of.
+    type Step = (Vec<(i32, usize, i64)>, Vec<i32>);
+    let steps: Vec<Step> = vec![
+        (vec![(0, 0, 10), (1, 0, 20), (2, 0, 30)], vec![]),
+        (vec![(0, 0, 11), (1, 0, 20), (2, 0, 30)], vec![0]),
+        // The same watermark again is no news; records are.
+        (vec![(0, 0, 11), (1, 5, 20), (2, 0, 30)], vec![1]),
+        (vec![(0, 0, 11), (1, 0, 20), (2, 0, 35)], vec![2]),
+        (vec![(0, 0, 11), (1, 0, 20), (2, 0, 35)], vec![]),
+    ];
+    for (epoch, (answer, want)) in steps.into_iter().enumerate() {
+        let epoch = i32::try_from(epoch).unwrap() + 1;
+        let (_, reply) = sessions
+            .apply(&in_session(id, epoch, &[]), VERSION)
+            .unwrap();
+        let mut answer = response(
+            answer
+                .into_iter()
+                .map(|(p, records, hw)| data(p, records, hw))
+                .collect(),
+        );
+        sessions.answer(reply, &mut answer, VERSION);
+        assert_eq!(listed(&answer), want, "fetch at epoch {epoch}");
+    }
+}
