@@ -47,13 +47,13 @@ class Recent(logging.Handler):
     def emit(self, record):
         # The consumer's poll loop logs this on every pass: it would push
         # everything else out.
-        if record.getMessage().startswith("need_rejoin"):
+        if isinstance(record.msg, str) and record.msg.startswith("need_rejoin"):
             return
-        self.records.append(self.format(record))
+        self.records.append(record)
 
     def dump(self):
-        for line in self.records:
-            print(line, file=sys.stderr)
+        for record in self.records:
+            print(self.format(record), file=sys.stderr)
         self.records.clear()
 
 
