@@ -164,7 +164,11 @@ async function groupResume() {
   const topic = `${ARGS.prefix}-grp`;
   const group = `${ARGS.prefix}-grp-group`;
   await createTopic(topic);
-  const producer = kafka.producer();
+  // Idempotent: kafkajs re-sends every partition of a request when one of
+  // them fails, and through Sluice one request holds partitions of several
+  // brokers, so a plain producer's retry can write old-* records again
+  // after the committed offsets (compat/README.md, "Notes").
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   try {
     await producer.send({ topic, acks: -1, messages: records('old') });
