@@ -25,6 +25,11 @@
 //! the close as owed, and `recv` returns it as an error once every earlier
 //! answer has gone out. Nothing here logs a SASL body: PLAIN messages carry
 //! passwords and SCRAM messages carry proofs.
+//!
+//! [`Authn`] holds the gate and applies what a settled answer decided (the
+//! broker connections' login, the token's voucher, the close); the gate's
+//! admission and the wait for the SASL answers in flight are
+//! `KafkaSinkCluster`'s (`sink.rs`), since they reach the owed answers.
 
 use std::sync::Arc;
 
