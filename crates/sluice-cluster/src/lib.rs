@@ -36,6 +36,9 @@
 //! - `exchange`: an owed answer's life once its parts stop waiting: what
 //!   to send again, what to retry elsewhere, and how the parts' answers
 //!   become the client's answer.
+//! - `plan`: the request half: what to do next with a client request
+//!   (answer it, look something up first, send it whole or in parts), and
+//!   when a part's broker is checked on as stalled.
 
 #![deny(missing_docs)]
 
@@ -55,6 +58,8 @@ pub mod client_auth;
 pub mod consume;
 
 pub mod exchange;
+
+pub mod plan;
 
 pub use client_auth::messages::{PlainCredentials, parse_scram_client_first, unescape_saslname};
 pub use rewrite::{Rewriter, codec_versions, intersect_api_versions, rewrite_configs_answer};

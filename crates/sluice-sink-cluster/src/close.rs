@@ -144,6 +144,9 @@ pub(crate) enum Invariant {
     /// A share request's part sent without a receiver.
     #[error("{0:?}: a share part expects an answer")]
     SharePartWithoutAnswer(ApiKey),
+    /// A request whose plan asked for a lookup again after its lookup.
+    #[error("{0:?}: planned a lookup after its lookup")]
+    LookedUpTwice(ApiKey),
     /// A share request routed as such whose body is not one.
     #[error("{0:?}: a share request without a ShareFetch or ShareAcknowledge body")]
     ShareWithoutBody(ApiKey),

@@ -21,7 +21,7 @@
 //!   from the broker. A part owed on one connection may wait behind a queue
 //!   or a loaded machine's scheduler while the broker answers other
 //!   connections: the broker is stalled only if none of them heard from it
-//!   lately (see `sink/stalled.rs`). Process-wide, since an answer proves
+//!   lately (see `sluice_cluster::plan::stall`). Process-wide, since an answer proves
 //!   the broker alive whichever sink's connection heard it; the down and
 //!   suspect marks stay per sink, whose TLS and credentials may differ.
 //!

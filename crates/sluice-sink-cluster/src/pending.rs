@@ -22,9 +22,11 @@ use crate::target::Target;
 use sluice_cluster::consume::{FetchCombine, FetchPart};
 use sluice_cluster::exchange::{Failure, OwedPart, PartStatus};
 pub(crate) use sluice_cluster::exchange::{KeyedCombine, Post, SplitCombine, Whole};
+use sluice_cluster::plan;
+use sluice_cluster::plan::share::ShareCombine;
+pub(crate) use sluice_cluster::plan::stall::StallClock;
+use sluice_cluster::plan::stall::Watched;
 use sluice_cluster::route::OnFailure;
-use sluice_cluster::route::share::ack::AckMerge;
-use sluice_cluster::route::share::fetch::FetchMerge;
 use sluice_cluster::topology::BrokerId;
 
 /// One client request's answer-to-be.
@@ -64,6 +66,21 @@ impl PendingResponse {
         }
     }
 
+    /// The owed answer of `original`, sent whole as `part`.
+    pub(crate) fn whole(original: Request, part: Part, whole: plan::Whole) -> Self {
+        Self {
+            correlation_id: original.correlation_id(),
+            api_key: original.api_key(),
+            api_version: original.api_version(),
+            parts: vec![part],
+            combine: Combine::Whole(Box::new(Whole {
+                post: whole.post,
+                on_failure: whole.on_failure,
+                original,
+            })),
+        }
+    }
+
     /// The failure policy of a request sent whole (`None`: split, or
     /// answered by Sluice).
     pub(crate) fn whole_policy(&self) -> Option<OnFailure> {
@@ -74,8 +91,8 @@ impl PendingResponse {
     }
 
     /// The earliest stall check due among its parts still waiting (see
-    /// `sink/stalled.rs`).
-    pub(crate) fn stall_check_at(&self) -> Option<Instant> {
+    /// [`sluice_cluster::plan::stall`]).
+    pub(crate) fn stall_check_at(&self) -> Option<std::time::Instant> {
         self.parts.iter().filter_map(Part::stall_check_at).min()
     }
 
@@ -154,34 +171,23 @@ pub(crate) struct Part {
     pub(crate) state: PartState,
     /// When the sink checks whether its broker is still in the cluster, and
     /// from when its silence makes the broker suspect (see
-    /// `sink/stalled.rs`). `None`: never checked.
+    /// [`sluice_cluster::plan::stall`]). `None`: never checked.
     pub(crate) stall: Option<StallClock>,
 }
 
-/// When a part owed by a broker is checked on (see `sink/stalled.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StallClock {
-    /// The next check: a margin past when the broker may have answered by
-    /// design, not counting a Produce's wait for its replicas; then again
-    /// after each check that finds the broker still listed.
-    pub(crate) check_at: Instant,
-    /// From when a check that finds the broker quiet again makes it suspect
-    /// (a WARN): a margin past the part's whole legitimate wait, a
-    /// Produce's `timeout_ms` included, since a healthy but loaded cluster
-    /// may take that long to replicate.
-    pub(crate) suspect_from: Instant,
-    /// Whether a check has already found the broker quiet once.
-    pub(crate) checked: bool,
-}
+impl Watched for Part {
+    type Broker = BrokerAddress;
 
-impl StallClock {
-    /// First checked at `check_at`; suspect from `suspect_from` on.
-    pub(crate) fn new(check_at: Instant, suspect_from: Instant) -> Self {
-        Self {
-            check_at,
-            suspect_from: suspect_from.max(check_at),
-            checked: false,
-        }
+    fn check_at(&self) -> Option<std::time::Instant> {
+        self.stall_check_at()
+    }
+
+    fn clock_mut(&mut self) -> Option<&mut StallClock> {
+        self.stall.as_mut()
+    }
+
+    fn broker(&self) -> Option<&BrokerAddress> {
+        self.broker.as_ref()
     }
 }
 
@@ -235,7 +241,7 @@ impl Part {
     }
 
     /// When this part, still waiting, is due for a stall check.
-    pub(crate) fn stall_check_at(&self) -> Option<Instant> {
+    pub(crate) fn stall_check_at(&self) -> Option<std::time::Instant> {
         match self.state {
             PartState::Waiting(_) => self.stall.map(|s| s.check_at),
             PartState::Done(_) | PartState::Taken => None,
@@ -379,15 +385,6 @@ pub(crate) enum Combine {
     Share(Box<ShareCombine>),
 }
 
-/// What merging a share request's parts needs.
-#[derive(Debug)]
-pub(crate) enum ShareCombine {
-    /// A ShareFetch's.
-    Fetch(FetchMerge),
-    /// A ShareAcknowledge's.
-    Acknowledge(AckMerge),
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -425,7 +422,7 @@ mod tests {
     async fn an_answer_waiting_in_its_channel_is_not_a_stall() {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let broker = BrokerAddress::new("127.0.0.1", 9092).with_id(1);
-        let at = Instant::now();
+        let at = Instant::now().into_std();
         let clock = StallClock::new(at, at);
         let mut part = Part::sent(Target::Broker(1.into()), broker, rx).stalling_at(clock);
         part.settle_if_answered();

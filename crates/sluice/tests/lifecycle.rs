@@ -580,7 +580,7 @@ fn fetch_in_flight_on_a_killed_broker_gets_a_retriable_error_and_the_client_stay
 /// (acks=all, min.insync.replicas=2) and a VerifiableConsumer run through
 /// Sluice, then SIGCONT. The broker's sockets stay open and nothing on them
 /// is answered; once the controller fences it, Sluice answers what it owed
-/// with retriable errors (`sink/stalled.rs`), so the clients follow the
+/// with retriable errors (`sluice_cluster::plan::stall`), so the clients follow the
 /// partitions to their new leaders: no client request times out, no client
 /// is disconnected, nothing acknowledged is lost.
 #[test]

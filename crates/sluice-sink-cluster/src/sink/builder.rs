@@ -18,7 +18,9 @@ use sluice_tls as tls;
 use sluice_tls::reload::Reload;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::fetch::LazyFetchState;
+use super::auth::Authn;
+use super::fetch::Consume;
+use super::io::Io;
 use super::{KafkaSinkCluster, Leave, SinkClusterError};
 use crate::health::Health;
 use crate::pool::Pool;
@@ -143,6 +145,29 @@ impl KafkaSinkClusterBuilder {
             );
         });
     }
+
+    /// The sink for one client connection, unboxed.
+    pub(super) fn build_cluster(&self, ctx: &ConnectionContext) -> KafkaSinkCluster {
+        self.start_peers();
+        KafkaSinkCluster {
+            io: Io {
+                shared: self.shared.clone(),
+                pool: Pool::new(self.shared.clone()),
+            },
+            connection_id: ctx.connection_id,
+            pending: VecDeque::new(),
+            auth: Authn {
+                gate: ClientAuth::new(self.shared.tokens.is_some())
+                    .requiring(self.shared.sasl_required()),
+                in_flight: 0,
+            },
+            tries: Tries::default(),
+            fetch: Consume::default(),
+            share: ShareSessions::default(),
+            rebalance_wait: None,
+            produce_gaps: ProduceGaps::default(),
+        }
+    }
 }
 
 impl SinkBuilder for KafkaSinkClusterBuilder {
@@ -170,27 +195,5 @@ impl SinkBuilder for KafkaSinkClusterBuilder {
             readiness::PROBE_INTERVAL,
             cancel.clone(),
         ))
-    }
-}
-
-impl KafkaSinkClusterBuilder {
-    /// The sink for one client connection, unboxed.
-    pub(super) fn build_cluster(&self, ctx: &ConnectionContext) -> KafkaSinkCluster {
-        self.start_peers();
-        KafkaSinkCluster {
-            shared: self.shared.clone(),
-            connection_id: ctx.connection_id,
-            connections: Pool::new(self.shared.clone()),
-            pending: VecDeque::new(),
-            auth: ClientAuth::new(self.shared.tokens.is_some())
-                .requiring(self.shared.sasl_required()),
-            sasl_in_flight: 0,
-            tries: Tries::default(),
-            fetch: LazyFetchState::default(),
-            share: ShareSessions::default(),
-            room_bytes: 0,
-            rebalance_wait: None,
-            produce_gaps: ProduceGaps::default(),
-        }
     }
 }

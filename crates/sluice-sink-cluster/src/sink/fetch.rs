@@ -4,7 +4,7 @@
 //! connection's [`FetchState`](sluice_cluster::consume::FetchState), answered as soon
 //! as its data is ready, and what is still out when it is answered is parked
 //! for the next fetch. A connection's fetch state is made on its first
-//! fetch ([`LazyFetchState`]): a client that never consumes does not carry it.
+//! fetch ([`Consume`]): a client that never consumes does not carry it.
 
 use std::ops::{Deref, DerefMut};
 
@@ -16,50 +16,32 @@ use sluice_metrics::names;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::finish::count_synthesized;
+use super::finish::{count_synthesized, part_failed, post_split};
+use super::io::Io;
 use super::leave::leaving_fetch_answer;
-use super::send::Dest;
-use super::{KafkaSinkCluster, now};
+use super::now;
+use super::send::send_split_parts;
 use crate::close::Invariant;
 use crate::pending::{Combine, Part, PendingResponse};
 use crate::target::Target;
 use sluice_cluster::consume::{
     FetchCombine, FetchState, FetchStep, NewPart, Outcome, Parked, PartMeta, Planned, Prepared,
-    ReadAhead, SentIn, SessionEvent, SessionReply, learn, passes_through, session_error_answer,
-    session_error_name, unknown_partitions,
+    ReadAhead, SentIn, SessionEvent, learn, session_error_name,
 };
-use sluice_cluster::error_codes::NOT_LEADER_OR_FOLLOWER;
-use sluice_cluster::route::produce_fetch::fetch_has_rack_id;
+use sluice_cluster::plan::Dest;
+use sluice_cluster::plan::fetch::{self, Open};
 use sluice_cluster::split::dispatch::SplitRequest;
 use sluice_cluster::topology::BrokerId;
 
-/// A client connection's [`FetchState`], made on its first use.
+/// A client connection's consume path: its [`FetchState`], made on its
+/// first fetch (a client that never consumes does not carry it), and the
+/// room its memory budgets have for what is read ahead.
 #[derive(Debug, Default)]
-pub(super) struct LazyFetchState(Option<Box<FetchState<Part>>>);
-
-impl LazyFetchState {
-    /// The state, made now if this is its first use.
-    fn get(&mut self) -> Counted<'_> {
-        Counted(self.0.get_or_insert_with(Box::default))
-    }
-
-    /// Whether nothing is parked or stashed (see [`FetchState::is_idle`]).
-    fn is_idle(&self) -> bool {
-        self.0.as_ref().is_none_or(|state| state.is_idle())
-    }
-
-    /// What is kept for the client (see [`FetchState::kept_bytes`]).
-    pub(super) fn kept_bytes(&self) -> usize {
-        self.0.as_ref().map_or(0, |state| state.kept_bytes())
-    }
-
-    /// The parked parts, taken out (none before the first fetch).
-    fn take_parked(&mut self) -> Vec<Parked<Part>> {
-        self.0
-            .as_mut()
-            .map(|state| state.take_parked())
-            .unwrap_or_default()
-    }
+pub(super) struct Consume {
+    state: Option<Box<FetchState<Part>>>,
+    /// The room the client's memory budgets have, as the source last told
+    /// (see `Sink::set_room_bytes`): what is read ahead must fit in it.
+    pub(super) room_bytes: usize,
 }
 
 /// The fetch state, borrowed: what its fetch sessions did meanwhile is
@@ -105,139 +87,112 @@ fn count_session_event(event: SessionEvent) {
     }
 }
 
-impl KafkaSinkCluster {
-    /// Routes a client's Fetch.
-    pub(super) async fn send_fetch(
+impl Consume {
+    /// The state, made now if this is its first use.
+    fn get(&mut self) -> Counted<'_> {
+        Counted(self.state.get_or_insert_with(Box::default))
+    }
+
+    /// Whether nothing is parked or stashed (see [`FetchState::is_idle`]).
+    fn is_idle(&self) -> bool {
+        self.state.as_ref().is_none_or(|state| state.is_idle())
+    }
+
+    /// What is kept for the client (see [`FetchState::kept_bytes`]).
+    pub(super) fn kept_bytes(&self) -> usize {
+        self.state.as_ref().map_or(0, |state| state.kept_bytes())
+    }
+
+    /// The parked parts, taken out (none before the first fetch).
+    fn take_parked(&mut self) -> Vec<Parked<Part>> {
+        self.state
+            .as_mut()
+            .map(|state| state.take_parked())
+            .unwrap_or_default()
+    }
+
+    /// Routes a client's Fetch as the core plans it ([`fetch::open`],
+    /// then [`fetch::parts`] unless it passes through).
+    pub(super) async fn send(
         &mut self,
+        io: &mut Io,
         mut request: Request,
     ) -> Result<Option<PendingResponse>, ChainError> {
         // The client's max_wait_ms counts from here, not from after a
         // metadata refresh below.
-        let received = Instant::now();
-        self.harvest_parked();
+        let received = now();
+        self.harvest_parked(io);
         let version = request.api_version();
-        let (applied, strip_rack, asked, max_wait_ms) = {
-            let RequestKind::Fetch(fetch) = request.body()? else {
+        let opened = {
+            let RequestKind::Fetch(body) = request.body()? else {
                 return Err(Invariant::FetchWithoutBody.into());
             };
-            let applied = self.fetch.get().sessions.apply(fetch, version);
-            let asked = (fetch.session_id, fetch.session_epoch);
-            let rack = fetch_has_rack_id(&fetch.rack_id);
-            (applied, rack, asked, fetch.max_wait_ms)
+            fetch::open(&mut *self.get(), body, version, received)
         };
-        let (full, session) = match applied {
-            Ok(applied) => applied,
-            Err(code) => {
+        let open = match opened {
+            Ok(open) => open,
+            Err(refused) => {
                 debug!(
-                    session_id = asked.0,
-                    epoch = asked.1,
-                    "answering a fetch in a session sluice does not have with error {code}"
+                    session_id = refused.asked.0,
+                    epoch = refused.asked.1,
+                    "answering a fetch in a session sluice does not have with error {}",
+                    refused.code
                 );
-                let answer = ResponseKind::Fetch(session_error_answer(code));
-                return Ok(Some(PendingResponse::answering(&request, answer)));
+                return Ok(Some(PendingResponse::answering(&request, refused.answer())));
             }
         };
-        let full = full.map(RequestKind::Fetch);
-        if self.shared.nodes.is_hidden() {
-            let leaving = match &full {
-                Some(full) => leaving_fetch_answer(&self.shared, &request, full),
+        if io.shared.nodes.is_hidden() {
+            let leaving = match &open.full {
+                Some(full) => leaving_fetch_answer(&io.shared, &request, full),
                 None => {
                     let body = request.body()?.clone();
-                    leaving_fetch_answer(&self.shared, &request, &body)
+                    leaving_fetch_answer(&io.shared, &request, &body)
                 }
             };
             if leaving.is_some() {
                 return Ok(leaving);
             }
         }
-        let until = u64::try_from(max_wait_ms)
-            .ok()
-            .filter(|ms| *ms > 0)
-            .map(|ms| received + std::time::Duration::from_millis(ms));
-        let split = match &full {
-            Some(full) => self.split_fetch(full, version, until).await?,
-            None => self.split_fetch(request.body()?, version, until).await?,
+        let until = open.until.map(Instant::from_std);
+        let split = match &open.full {
+            Some(full) => split_fetch(io, full, version, until).await?,
+            None => split_fetch(io, request.body()?, version, until).await?,
         };
-        if passes_through(full.as_ref(), session, self.fetch.is_idle(), &split) {
-            return self.send_split_parts(request, split, strip_rack, &[]).await;
+        if open.passes_through(self.is_idle(), &split) {
+            return send_split_parts(io, None, request, split, open.strip_rack).await;
         }
-        self.send_planned(request, full, (session, received), split)
-            .await
+        self.send_planned(io, request, open, received, split).await
     }
 
-    /// Splits a fetch, refreshing the metadata of partitions without a
-    /// known leader first, but no longer than `until` (the fetch's
-    /// `max_wait_ms` after it was read): the refresh goes to the least busy
-    /// broker connection, which may be one where a parked part waits at its
-    /// broker for its own `max_wait_ms`, and a client must not wait for that.
-    /// Past `until` the fetch is split with what is known (the partitions
-    /// still unroutable are answered with an error).
-    async fn split_fetch(
-        &mut self,
-        body: &RequestKind,
-        version: i16,
-        until: Option<Instant>,
-    ) -> Result<SplitRequest, ChainError> {
-        let Some(until) = until else {
-            return self.split_with_refresh(body, version, &[]).await;
-        };
-        match tokio::time::timeout_at(until, self.split_with_refresh(body, version, &[])).await {
-            Ok(split) => split,
-            Err(_) => {
-                debug!(
-                    "a fetch's metadata refresh outlasted its max wait; split with what is known"
-                );
-                self.split_now(body, version, &[])
-            }
-        }
-    }
-
-    /// Plans a fetch (`full`: the whole fetch a session stands for), read
-    /// at `received`, and sends its new parts.
+    /// Plans a fetch (see [`fetch::parts`]), read at `received`, and sends
+    /// its new parts.
     async fn send_planned(
         &mut self,
+        io: &mut Io,
         request: Request,
-        full: Option<RequestKind>,
-        (session, received): (SessionReply, Instant),
+        open: Open,
+        received: std::time::Instant,
         split: SplitRequest,
     ) -> Result<Option<PendingResponse>, ChainError> {
         let version = request.api_version();
-        let unknown = unknown_partitions(&self.shared.view.read(), &split.unroutable, version);
-        let routed: Vec<(BrokerId, FetchRequest)> = split
-            .parts
-            .into_iter()
-            .filter_map(|(broker, body)| match body {
-                RequestKind::Fetch(fetch) => Some((broker, fetch)),
-                _ => None,
-            })
-            .collect();
         let correlation_id = request.correlation_id();
         let client_id = request.header().client_id.clone();
-        let fetch = match full {
+        let body = match open.full {
             Some(RequestKind::Fetch(full)) => full,
             _ => match request.into_body()? {
-                RequestKind::Fetch(fetch) => fetch,
-                _ => {
-                    return Err(Invariant::FetchWithoutBody.into());
-                }
+                RequestKind::Fetch(body) => body,
+                _ => return Err(Invariant::FetchWithoutBody.into()),
             },
         };
         let Planned {
             mut combine,
             adopted,
             fresh,
-        } = self.fetch.get().plan(
-            &fetch,
-            version,
-            (client_id.clone(), session),
-            &routed,
-            received.into_std(),
-        );
-        if !unknown.is_empty() {
-            combine.answer_unroutable(|key| {
-                unknown.get(key).copied().unwrap_or(NOT_LEADER_OR_FOLLOWER)
-            });
-        }
+        } = {
+            let view = io.shared.view.read();
+            let header = (version, client_id.clone(), open.session);
+            fetch::parts(&mut *self.get(), &view, &body, header, split, received)
+        };
         let mut parts = adopted;
         for NewPart {
             broker,
@@ -246,7 +201,7 @@ impl KafkaSinkCluster {
         } in fresh
         {
             let header = (version, correlation_id, client_id.clone());
-            let (part, sent_in) = self.send_fetch_part(broker, request, header).await?;
+            let (part, sent_in) = self.send_fetch_part(io, broker, request, header).await?;
             claim.sent_in(sent_in);
             parts.push(part);
             combine.commit(claim, now());
@@ -269,11 +224,7 @@ impl KafkaSinkCluster {
         mut body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
     ) -> (Request, Prepared) {
-        let prepared = self
-            .fetch
-            .get()
-            .upstream
-            .prepare(broker, &mut body, version);
+        let prepared = self.get().upstream.prepare(broker, &mut body, version);
         let request = Request::from_body(
             ApiKey::Fetch,
             version,
@@ -289,14 +240,15 @@ impl KafkaSinkCluster {
     /// was (nothing awaits between the send and the session's commit).
     async fn send_fetch_part(
         &mut self,
+        io: &mut Io,
         broker: BrokerId,
         body: FetchRequest,
         (version, correlation_id, client_id): (i16, i32, Option<bytes::Bytes>),
     ) -> Result<(Part, SentIn), ChainError> {
         let (request, prepared) =
             self.part_request(broker, body, (version, correlation_id, client_id));
-        let part = self.send_part(Dest::Broker(broker), request).await?;
-        let sent_in = self.fetch.get().upstream.commit(prepared);
+        let part = io.send_part(Dest::Broker(broker), request).await?;
+        let sent_in = self.get().upstream.commit(prepared);
         let part = part.ok_or(Invariant::FetchPartWithoutAnswer)?;
         Ok((part, sent_in))
     }
@@ -305,15 +257,19 @@ impl KafkaSinkCluster {
     /// [`FetchCombine::on_settled`]); the parts the core asks for are sent
     /// here. Cancel-safe: a new part is recorded once sent; one lost to a
     /// cancel is planned again.
-    pub(super) async fn fetch_head_waits(&mut self) -> Result<bool, ChainError> {
+    pub(super) async fn head_waits(
+        &mut self,
+        io: &mut Io,
+        head: Option<&mut PendingResponse>,
+    ) -> Result<bool, ChainError> {
+        let Some(head) = head else {
+            return Ok(false);
+        };
         let (refetches, header) = {
-            let Some(head) = self.pending.front_mut() else {
-                return Ok(false);
-            };
             let Combine::Fetch(fetch) = &mut head.combine else {
                 return Ok(false);
             };
-            let upstream = &mut self.fetch.get().upstream;
+            let upstream = &mut self.get().upstream;
             match fetch.on_settled(&mut head.parts, upstream, now()) {
                 FetchStep::Answer => return Ok(false),
                 FetchStep::Wait => return Ok(true),
@@ -330,12 +286,10 @@ impl KafkaSinkCluster {
         } in refetches
         {
             let (part, sent_in) = self
-                .send_fetch_part(broker, request, header.clone())
+                .send_fetch_part(io, broker, request, header.clone())
                 .await?;
             claim.sent_in(sent_in);
-            if let Some(head) = self.pending.front_mut()
-                && let Combine::Fetch(fetch) = &mut head.combine
-            {
+            if let Combine::Fetch(fetch) = &mut head.combine {
                 fetch.commit(claim, now());
                 head.parts.push(part);
             }
@@ -349,13 +303,13 @@ impl KafkaSinkCluster {
     /// session about to end: the client's next fetch goes out as a new
     /// part then, and replaces the connection), and parks them. Not while
     /// the node is leaving: its clients are moving elsewhere.
-    fn send_ahead(&mut self, ahead: Vec<ReadAhead>) {
-        if self.shared.nodes.is_hidden() {
+    fn send_ahead(&mut self, io: &mut Io, ahead: Vec<ReadAhead>) {
+        if io.shared.nodes.is_hidden() {
             return;
         }
         for mut ahead in ahead {
-            let idle = self
-                .connections
+            let idle = io
+                .pool
                 .ready(Target::Broker(ahead.broker))
                 .is_some_and(|c| c.outstanding() == 0);
             if !idle {
@@ -375,11 +329,11 @@ impl KafkaSinkCluster {
             let (request, prepared) =
                 self.part_request(broker, request, (meta.version, 0, client_id));
             // Not sent: the broker session is as it was.
-            if let Some(part) = self.try_send_part(broker, request) {
-                meta.sent_in = self.fetch.get().upstream.commit(prepared);
+            if let Some(part) = io.try_send_part(broker, request) {
+                meta.sent_in = self.get().upstream.commit(prepared);
                 self.room_bytes = self.room_bytes.saturating_sub(may_bring);
                 metrics::counter!(names::FETCHES_READ_AHEAD).increment(1);
-                self.fetch.get().park(Parked { part, meta });
+                self.get().park(Parked { part, meta });
             }
         }
     }
@@ -389,8 +343,8 @@ impl KafkaSinkCluster {
     /// nothing per session, on connections ready now. The request is
     /// written after the sink is gone (a dropped connection writes what is
     /// queued); nobody reads its empty answer.
-    pub(super) fn close_fetch_sessions(&mut self) {
-        let Some(state) = self.fetch.0.as_ref() else {
+    pub(super) fn close_sessions(&mut self, io: &mut Io) {
+        let Some(state) = self.state.as_ref() else {
             return;
         };
         let version = state.upstream.version();
@@ -403,32 +357,32 @@ impl KafkaSinkCluster {
                 .with_session_epoch(sluice_cluster::split::fetch::FINAL_EPOCH);
             let request =
                 Request::from_body(ApiKey::Fetch, version, 0, None, RequestKind::Fetch(close));
-            if self.try_send_part(broker, request).is_some() {
+            if io.try_send_part(broker, request).is_some() {
                 debug!(broker = %broker.0, session_id = id, "closed a broker fetch session as the client goes");
             }
         }
     }
 
     /// Stashes the answers of parked parts that have arrived.
-    fn harvest_parked(&mut self) {
-        for mut parked in self.fetch.take_parked() {
+    fn harvest_parked(&mut self, io: &mut Io) {
+        for mut parked in self.take_parked() {
             if parked.part.wait().now_or_never().is_none() {
-                self.fetch.get().park(parked);
+                self.get().park(parked);
                 continue;
             }
             let Parked { part, mut meta } = parked;
-            let outcome = self.fetch_outcome(part, &mut meta);
-            self.fetch.get().settle(&meta, outcome, now());
+            let outcome = self.outcome(io, part, &mut meta);
+            self.get().settle(&meta, outcome, now());
         }
     }
 
     /// A fetch part's outcome; a part still out is parked. A failed part is
     /// logged and its connection dropped.
-    fn fetch_outcome(&mut self, mut part: Part, meta: &mut PartMeta) -> Outcome {
-        learn(&mut part, meta, &mut self.fetch.get().upstream);
+    fn outcome(&mut self, io: &mut Io, mut part: Part, meta: &mut PartMeta) -> Outcome {
+        learn(&mut part, meta, &mut self.get().upstream);
         let mut response = match part.take_result() {
             None => {
-                self.fetch.get().park(Parked {
+                self.get().park(Parked {
                     part,
                     meta: meta.clone(),
                 });
@@ -436,13 +390,13 @@ impl KafkaSinkCluster {
             }
             Some(Ok(response)) => response,
             Some(Err(error)) => {
-                self.part_failed(part.target, part.broker.as_ref(), ApiKey::Fetch, &error);
+                part_failed(io, part.target, part.broker.as_ref(), ApiKey::Fetch, &error);
                 count_synthesized(ApiKey::Fetch);
                 return Outcome::failed();
             }
         };
         let frame_bytes = response.wire_len();
-        let decoded = self
+        let decoded = io
             .shared
             .view
             .after_follower_fetch(&mut response, part.broker.as_ref())
@@ -459,8 +413,9 @@ impl KafkaSinkCluster {
 
     /// The client's answer to a planned fetch: what has arrived, the rest
     /// parked.
-    pub(super) fn finish_fetch(
+    pub(super) fn finish(
         &mut self,
+        io: &mut Io,
         version: i16,
         correlation_id: i32,
         combine: FetchCombine,
@@ -471,20 +426,45 @@ impl KafkaSinkCluster {
             let Some(mut meta) = combine.meta(index).cloned() else {
                 return Err(Invariant::FetchPartWithoutMeta(index).into());
             };
-            outcomes.push(self.fetch_outcome(part, &mut meta));
+            outcomes.push(self.outcome(io, part, &mut meta));
         }
         if outcomes.iter().any(|o| matches!(o, Outcome::Parked)) {
             metrics::counter!(names::FETCHES_ANSWERED_EARLY).increment(1);
         }
-        let (body, ahead) = self.fetch.get().assemble(combine, outcomes, now());
-        self.send_ahead(ahead);
+        let (body, ahead) = self.get().assemble(combine, outcomes, now());
+        self.send_ahead(io, ahead);
         let mut response = Response::from_body(
             ApiKey::Fetch,
             version,
             correlation_id,
             ResponseKind::Fetch(body),
         );
-        self.post_split(&mut response, false, None)?;
+        post_split(io, &mut response, false, None)?;
         Ok(response)
+    }
+}
+
+/// Splits a fetch, refreshing the metadata of partitions without a
+/// known leader first, but no longer than `until` (the fetch's
+/// `max_wait_ms` after it was read): the refresh goes to the least busy
+/// broker connection, which may be one where a parked part waits at its
+/// broker for its own `max_wait_ms`, and a client must not wait for that.
+/// Past `until` the fetch is split with what is known (the partitions
+/// still unroutable are answered with an error).
+async fn split_fetch(
+    io: &mut Io,
+    body: &RequestKind,
+    version: i16,
+    until: Option<Instant>,
+) -> Result<SplitRequest, ChainError> {
+    let Some(until) = until else {
+        return io.split(body, version, &[]).await;
+    };
+    match tokio::time::timeout_at(until, io.split(body, version, &[])).await {
+        Ok(split) => split,
+        Err(_) => {
+            debug!("a fetch's metadata refresh outlasted its max wait; split with what is known");
+            io.split_now(body, version, &[])
+        }
     }
 }

@@ -96,7 +96,7 @@ pub(super) fn errors_after(peers_every: Option<Duration>) -> Duration {
 
 /// While the node leaves, the answer to a request that needs a leader or
 /// a coordinator (see [`route::leaving_answer`]; a Fetch is seen to by
-/// `send_fetch`). `None` when the node answers no leave errors (yet).
+/// the consume path, `sink/fetch.rs`). `None` when the node answers no leave errors (yet).
 pub(super) fn leaving_answer(
     shared: &Shared,
     request: &mut Request,

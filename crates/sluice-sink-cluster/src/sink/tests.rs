@@ -225,7 +225,8 @@ async fn the_adopted_bootstrap_connection_is_named_with_its_broker_id() {
     exchange(&mut sink, &ctx, metadata(1), "metadata").await;
     let target = crate::target::Target::Broker(sluice_cluster::topology::BrokerId(1));
     let address = sink
-        .connections
+        .io
+        .pool
         .address(target)
         .expect("the bootstrap connection serves broker 1");
     assert_eq!(address.id, Some(1), "{address}");

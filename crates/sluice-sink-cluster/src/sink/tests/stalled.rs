@@ -8,7 +8,28 @@ use sluice_codec::kafka_protocol::messages::{FetchRequest, JoinGroupRequest};
 use tokio::time::Instant;
 
 use super::*;
-use crate::sink::stalled::{STALL_AFTER, own_wait, stalls_at};
+use sluice_cluster::plan::stall::STALL_AFTER;
+
+/// How long the broker may hold `request` itself.
+fn own_wait(request: &Request) -> Duration {
+    sluice_cluster::plan::stall::own_wait(request.api_key(), request.broker_wait())
+}
+
+/// A part's stall clock, on tokio's clock.
+struct Clock {
+    check_at: Instant,
+    suspect_from: Instant,
+}
+
+/// The stall clock of `request`, about to be sent on a connection whose
+/// `answer_due` is given.
+fn stalls_at(request: &Request, answer_due: impl FnOnce(Duration) -> Instant) -> Clock {
+    let clock = crate::sink::io::stall_clock(request, answer_due);
+    Clock {
+        check_at: Instant::from_std(clock.check_at),
+        suspect_from: Instant::from_std(clock.suspect_from),
+    }
+}
 
 fn join() -> Request {
     let join = JoinGroupRequest::default()
