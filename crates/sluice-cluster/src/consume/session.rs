@@ -307,6 +307,7 @@ impl Session {
                 {
                     Some(entry) => entry.request = owned_partition(p),
                     None => {
+                        super::count_built(1);
                         self.index.insert(pkey.clone(), self.partitions.len());
                         let entry = SessionPartition {
                             key: pkey,
@@ -334,6 +335,7 @@ impl Session {
             forgotten.extend(topic.partitions.iter().map(|p| (key.clone(), *p)));
         }
         self.partitions.retain(|p| !forgotten.contains(&p.key));
+        super::count_built(self.partitions.len());
         self.held_bytes = self
             .partitions
             .iter()

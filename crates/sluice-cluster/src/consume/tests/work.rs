@@ -1,0 +1,178 @@
+//! A fetch's work follows what it carries, not the size of its session:
+//! a consumer of [`SESSION`] partitions on one broker, fetching as the
+//! driver runs it (its session applied, the fetch split and planned, the
+//! parked part ahead adopted, the answer assembled, a part sent ahead in
+//! the broker session), to a broker that keeps its own side of the session.
+
+use super::ahead::batch_data;
+use super::*;
+use crate::hash::Map;
+
+/// The partitions of the client's session.
+const SESSION: i32 = 1_000;
+
+/// The one broker, and the session id it gives.
+const BROKER: BrokerId = BrokerId(1);
+const BROKER_SESSION: i32 = 42;
+
+/// A broker: each partition's log end offset, and what its fetch session
+/// with Sluice holds (partition -> offset asked).
+#[derive(Default)]
+struct Broker {
+    log_end: Map<i32, i64>,
+    session: Map<i32, i64>,
+}
+
+impl Broker {
+    /// Applies a part to the session, as a broker's `FetchManager` does.
+    fn apply(&mut self, part: &FetchRequest) {
+        if part.session_epoch <= 0 {
+            self.session.clear();
+        }
+        for topic in &part.forgotten_topics_data {
+            for p in &topic.partitions {
+                self.session.remove(p);
+            }
+        }
+        for p in part.topics.iter().flat_map(|t| &t.partitions) {
+            self.session.insert(p.partition, p.fetch_offset);
+        }
+    }
+
+    /// Its answer to the part last applied (`full`: list every partition).
+    fn answer(&self, full: bool) -> Response {
+        let mut listed: Vec<PartitionData> = Vec::new();
+        let mut asked: Vec<(i32, i64)> = self.session.iter().map(|(p, o)| (*p, *o)).collect();
+        asked.sort_unstable();
+        for (p, offset) in asked {
+            let end = self.log_end.get(&p).copied().unwrap_or(0);
+            if offset < end {
+                let count = i32::try_from(end - offset).unwrap();
+                listed.push(batch_data(p, offset, count, end));
+            } else if full {
+                listed.push(data(p, 0, end));
+            }
+        }
+        let mut response = answer(listed);
+        if let Ok(ResponseKind::Fetch(body)) = response.body_mut() {
+            body.session_id = BROKER_SESSION;
+        }
+        response
+    }
+}
+
+/// A client fetch in session `id` at `epoch` of `partitions`.
+fn in_session(id: i32, epoch: i32, partitions: &[(i32, i64)]) -> FetchRequest {
+    let mut request = fetch(partitions, 1);
+    request.session_id = id;
+    request.session_epoch = epoch;
+    request
+}
+
+/// The driver, for one client connection.
+struct Driver {
+    state: FetchState<Part>,
+    broker: Broker,
+    /// The reply of the part parked ahead, if one is out.
+    ahead: Option<Reply>,
+}
+
+impl Driver {
+    /// Serves `request` while `arrives` is written to its partition's log:
+    /// returns the client's answer.
+    fn fetch(&mut self, request: &FetchRequest, arrives: i32) -> FetchResponse {
+        let (full, reply) = self.state.sessions.apply(request, VERSION).unwrap();
+        let full = full.unwrap_or_else(|| request.clone());
+        let split = routed(&full, |_| BROKER.0);
+        let Planned {
+            mut combine,
+            adopted,
+            fresh,
+        } = self
+            .state
+            .plan(&full, VERSION, (None, reply), &split, now());
+        let mut parts = adopted;
+        *self.broker.log_end.entry(arrives).or_default() += 1;
+        if let Some(ahead) = self.ahead.take() {
+            ahead.send(Ok(self.broker.answer(false))).unwrap();
+        }
+        for NewPart {
+            broker,
+            mut request,
+            mut claim,
+        } in fresh
+        {
+            let prepared = self.state.upstream.prepare(broker, &mut request, VERSION);
+            claim.sent_in(self.state.upstream.commit(prepared));
+            self.broker.apply(&request);
+            let (part, tx) = part(broker);
+            tx.send(Ok(self.broker.answer(request.session_epoch <= 0)))
+                .unwrap();
+            parts.push(part);
+            combine.commit(claim, now());
+        }
+        for part in &mut parts {
+            part.wait();
+        }
+        combine.learn(&mut parts, &mut self.state.upstream);
+        let outcomes = outcomes(&mut self.state, &combine, parts);
+        let (response, ahead) = self.state.assemble(combine, outcomes, now());
+        for ReadAhead {
+            broker,
+            mut request,
+            mut meta,
+            ..
+        } in ahead
+        {
+            let prepared = self.state.upstream.prepare(broker, &mut request, VERSION);
+            meta.sent_in = self.state.upstream.commit(prepared);
+            self.broker.apply(&request);
+            let (part, tx) = part(broker);
+            self.ahead = Some(tx);
+            self.state.park(Parked { part, meta });
+        }
+        response
+    }
+}
+
+/// Each listed partition's (index, record bytes).
+fn listed(response: &FetchResponse) -> Vec<(i32, usize)> {
+    partitions(response).iter().map(|p| (p.0, p.1)).collect()
+}
+
+#[test]
+fn an_incremental_fetch_of_one_change_builds_entries_for_what_it_carries() {
+    let mut driver = Driver {
+        state: FetchState::default(),
+        broker: Broker::default(),
+        ahead: None,
+    };
+    let all: Vec<(i32, i64)> = (0..SESSION).map(|p| (p, 0)).collect();
+    let first = driver.fetch(&in_session(0, 0, &all), 0);
+    assert_eq!(first.responses[0].partitions.len(), 1_000, "a full answer");
+    let id = first.session_id;
+    // Fetch `n` asks the partition of fetch n-1 at its next offset, while
+    // partition n gets a record; its answer carries partition n alone.
+    let mut built = Vec::new();
+    for n in 1..6 {
+        take_built();
+        let request = in_session(id, n, &[(n - 1, 1)]);
+        let response = driver.fetch(&request, n);
+        built.push(take_built());
+        assert_eq!(listed(&response), vec![(n, 61)], "fetch {n}");
+        let ahead = &driver.state.parked[0];
+        assert_eq!(ahead.meta.asked.len(), 1_000, "fetch {n}: ahead asks all");
+        assert_eq!(
+            driver.broker.session.get(&n),
+            Some(&1),
+            "fetch {n}: the broker session moved on"
+        );
+    }
+    eprintln!("partition entries built per fetch: {built:?}");
+    assert_eq!(driver.broker.session.len(), 1_000);
+    assert!(
+        built.iter().all(|b| *b <= 16),
+        "partition entries built per fetch of a 1,000-partition session \
+         changing one partition and carrying one: {built:?}"
+    );
+}
