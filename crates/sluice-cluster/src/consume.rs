@@ -613,6 +613,16 @@ impl<P> FetchState<P> {
         let prune = self.marks.len() > 2 * asked_now + 64;
         let mut requested: Set<PartitionKey> = Set::default();
         let mut gather = ahead::Gather::default();
+        // An incremental answer lists only partitions with news: one with
+        // nothing in hand is not built when it has none (the session then
+        // filters the rest).
+        let quiet = match session {
+            SessionReply::Incremental(id) if self.sessions.is_open(id) => Some(id),
+            _ => None,
+        };
+        // What the part ahead notes for a partition left out: nothing, at
+        // the offset asked.
+        let nothing_yet = PartitionData::default();
         for (t, topic) in topics.into_iter().enumerate() {
             let TopicPlan {
                 topic: name,
@@ -620,14 +630,17 @@ impl<P> FetchState<P> {
                 key: topic_key,
                 partitions: plans,
             } = topic;
-            let mut partitions = Vec::with_capacity(plans.len());
+            let mut partitions = match quiet {
+                None => Vec::with_capacity(plans.len()),
+                Some(_) => Vec::new(),
+            };
             for (p, plan) in plans.into_iter().enumerate() {
                 let index = plan.request.partition;
                 let key = (topic_key.clone(), index);
                 if left_over.contains(&(t, p)) {
                     let at = Position::of(&plan.request, base.isolation_level);
                     self.leave_over(key.clone(), at, plan.source, &mut arrived, now);
-                    partitions.push(self.empty_partition(&key));
+                    partitions.extend(self.empty_answer(&key, quiet));
                     note_requested(
                         key,
                         &answered_keys,
@@ -637,19 +650,20 @@ impl<P> FetchState<P> {
                     continue;
                 }
                 let data = match plan.source {
-                    Source::Stashed(data) => *data,
-                    Source::Error(code) => error_partition(index, code),
+                    Source::Stashed(data) => Some(*data),
+                    Source::Error(code) => Some(error_partition(index, code)),
                     Source::Part(part) => match arrived.answered.remove(&(part, key.clone())) {
-                        Some(data) => data,
+                        Some(data) => Some(data),
                         None => match arrived.failed.get(&part) {
-                            Some(&code) => error_partition(index, code),
-                            None => self.empty_partition(&key),
+                            Some(&code) => Some(error_partition(index, code)),
+                            None => self.empty_answer(&key, quiet),
                         },
                     },
-                    Source::Pending => self.empty_partition(&key),
+                    Source::Pending => self.empty_answer(&key, quiet),
                 };
-                gather.note((&name, topic_id), plan.broker, &plan.request, &data);
-                partitions.push(data);
+                let noted = data.as_ref().unwrap_or(&nothing_yet);
+                gather.note((&name, topic_id), plan.broker, &plan.request, noted);
+                partitions.extend(data);
                 note_requested(
                     key,
                     &answered_keys,
@@ -773,6 +787,19 @@ impl<P> FetchState<P> {
                 }
             }
         }
+    }
+
+    /// A partition answer with nothing in hand, unless it is left out:
+    /// in the incremental answer of session `quiet`, when it tells the
+    /// client nothing new (see [`ClientSessions::answer`]).
+    fn empty_answer(&self, key: &PartitionKey, quiet: Option<i32>) -> Option<PartitionData> {
+        if let Some(id) = quiet {
+            let marks = self.marks.get(key).copied();
+            if !self.sessions.empty_is_news(id, key, marks) {
+                return None;
+            }
+        }
+        Some(self.empty_partition(key))
     }
 
     fn empty_partition(&self, key: &PartitionKey) -> PartitionData {

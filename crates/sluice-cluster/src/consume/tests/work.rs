@@ -176,3 +176,27 @@ fn an_incremental_fetch_of_one_change_builds_entries_for_what_it_carries() {
          changing one partition and carrying one: {built:?}"
     );
 }
+
+/// A part's positions built on a base: the base's partitions the part
+/// leaves out are not kept, and a base another part still holds is not
+/// changed under it.
+#[test]
+fn asked_positions_built_on_a_base_are_the_part_s_own() {
+    let version = VERSION;
+    let first = fetch(&[(0, 10), (1, 20), (2, 30)], 1);
+    let base = super::super::asked::asked_on(None, &first, version);
+    let held = Arc::clone(&base);
+    let moved = fetch(&[(0, 10), (1, 21), (2, 30)], 1);
+    let asked = super::super::asked::asked_on(Some(base), &moved, version);
+    assert_eq!(asked[&key(1)].fetch_offset, 21);
+    assert_eq!(
+        held[&key(1)].fetch_offset,
+        20,
+        "the other part's map is its own"
+    );
+    let fewer = fetch(&[(0, 10), (3, 5)], 1);
+    let asked = super::super::asked::asked_on(Some(asked), &fewer, version);
+    let mut keys: Vec<i32> = asked.keys().map(|k| k.1).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, vec![0, 3], "partition 1 and 2 are no longer asked");
+}
