@@ -7,12 +7,15 @@
 //! positions starts from the last one built for that broker (shared, not
 //! copied: the part it belonged to is done with it) and takes in only the
 //! partitions asked elsewhere. Only a part that leaves out some partition
-//! of that map gets a map built afresh.
+//! of that map gets a map built afresh. The maps outlive the fetch that
+//! made them, so their topic names are copied out of the client's request
+//! frame (see `kept.rs`).
 
 use std::sync::Arc;
 
 use sluice_codec::kafka_protocol::messages::FetchRequest;
 
+use super::kept::owned_key;
 use super::{PartitionKey, Position, count_built};
 use crate::hash::Map;
 use crate::split::order::TopicEntry;
@@ -45,12 +48,15 @@ pub(super) fn asked_on(base: Option<Asked>, request: &FetchRequest, version: i16
             }
         }
     }
+
     // Each partition is named once: the base holds no other.
     if found != base.len() {
         return Arc::new(of_request(request, version));
     }
     if !changed.is_empty() {
         count_built(changed.len());
+        // Kept beyond the fetch: names in their own allocations.
+        let changed = changed.into_iter().map(|(key, at)| (owned_key(&key), at));
         Arc::make_mut(&mut base).extend(changed);
     }
     base
@@ -62,7 +68,7 @@ fn of_request(request: &FetchRequest, version: i16) -> Map<PartitionKey, Positio
     let mut asked = Map::with_capacity_and_hasher(partitions, Default::default());
     count_built(partitions);
     for topic in &request.topics {
-        let key = topic.topic_ref(version);
+        let key = owned_key(&(topic.topic_ref(version), 0)).0;
         for p in &topic.partitions {
             let at = Position::of(p, request.isolation_level);
             asked.insert((key.clone(), p.partition), at);

@@ -200,3 +200,38 @@ fn asked_positions_built_on_a_base_are_the_part_s_own() {
     keys.sort_unstable();
     assert_eq!(keys, vec![0, 3], "partition 1 and 2 are no longer asked");
 }
+
+/// The positions a part asked outlive its fetch (the next part's are built
+/// on them): their topic names are not slices of the request frame.
+#[test]
+fn asked_positions_keep_no_slice_of_the_request_frame() {
+    use sluice_codec::{Request, RequestKind};
+
+    let decoded = |request: FetchRequest| {
+        let mut request = request;
+        request.topics[0].topic = TopicName(StrBytes::from_string("x".repeat(100)));
+        let request =
+            Request::from_body(ApiKey::Fetch, VERSION, 7, None, RequestKind::Fetch(request));
+        let mut frame = bytes::BytesMut::new();
+        request.encode(&mut frame).unwrap();
+        let mut parsed = Request::parse(frame.split_off(4)).unwrap();
+        let raw = parsed.raw_frame().unwrap().clone();
+        let RequestKind::Fetch(decoded) = parsed.body().unwrap().clone() else {
+            panic!("a fetch");
+        };
+        (raw, decoded)
+    };
+    let in_frame = |asked: &Asked, raw: &Bytes| {
+        asked.keys().any(|(topic, _)| match topic {
+            TopicRef::Name(name) => raw.as_ptr_range().contains(&name.as_bytes().as_ptr()),
+            TopicRef::Id(_) => false,
+        })
+    };
+    let (raw, first) = decoded(fetch(&[(0, 10), (1, 20)], 1));
+    let base = super::super::asked::asked_on(None, &first, VERSION);
+    assert!(!in_frame(&base, &raw), "built afresh");
+    let (raw, next) = decoded(fetch(&[(0, 10), (1, 21), (2, 0)], 1));
+    let asked = super::super::asked::asked_on(Some(base), &next, VERSION);
+    assert_eq!(asked.len(), 3);
+    assert!(!in_frame(&asked, &raw), "built on a base");
+}
