@@ -273,8 +273,8 @@ pub struct FetchState<P> {
     parked: Vec<Parked<P>>,
     stash: Map<PartitionKey, Stashed>,
     marks: Map<PartitionKey, Marks>,
-    /// What the last part to each broker asked: the next one's is built
-    /// on it (see [`asked`]).
+    /// What the last fetch's part to each broker asked: the next one's is
+    /// built on it (see [`asked`]).
     asked: Map<BrokerId, Asked>,
     /// Until when a broker throttles the client, by an answer stashed
     /// between fetches: the next answer tells the client what is left.
@@ -688,6 +688,9 @@ impl<P> FetchState<P> {
                 self.stash_answer(meta, key, data, arrived.frames.get(&part), now);
             }
         }
+        // The next parts build on this fetch's: only those are kept, so
+        // what is kept is what this fetch asked.
+        self.asked.clear();
         for meta in metas {
             self.asked.insert(meta.broker, meta.asked);
         }
