@@ -91,6 +91,7 @@ use crate::split::order::{TopicEntry, dedup_by_key};
 use crate::topology::{BrokerId, TopicRef};
 
 mod ahead;
+mod asked;
 mod bound;
 mod combine;
 mod kept;
@@ -105,12 +106,37 @@ mod tests;
 #[cfg(test)]
 use crate::error_codes::{FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH};
 pub use ahead::ReadAhead;
+pub use asked::Asked;
 pub use combine::{FetchStep, passes_through, unknown_partitions};
 use kept::Frame;
 pub use outcome::Outcome;
 pub use session::{ClientSessions, SessionReply};
 pub use session::{SessionEvent, SessionSide, session_error_answer, session_error_name};
 pub use upstream::{Prepared, SentIn, UpstreamSessions, learn};
+
+thread_local! {
+    /// Per-partition map entries built on this thread, in test builds (each
+    /// test runs on a thread of its own).
+    #[cfg(test)]
+    static BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `n` entries put into maps and sets keyed by partition: what the
+/// tests read to see that a fetch's work follows what it carries, not the
+/// size of its session. Counts nothing outside tests.
+#[inline]
+pub(crate) fn count_built(n: usize) {
+    #[cfg(test)]
+    BUILT.with(|b| b.set(b.get().saturating_add(n)));
+    #[cfg(not(test))]
+    let _ = n;
+}
+
+/// The entries [`count_built`] counted on this thread since the last call.
+#[cfg(test)]
+pub(crate) fn take_built() -> usize {
+    BUILT.with(|b| b.replace(0))
+}
 
 /// A part of a split fetch as the core sees it. The driver's part holds
 /// what its answer arrives through; the core reads only where it stands.
@@ -220,7 +246,7 @@ pub struct PartMeta {
     /// The version it was sent at (its answer's topics are keyed by it).
     pub version: i16,
     /// Each partition it asked for, and where.
-    pub asked: Map<PartitionKey, Position>,
+    pub asked: Asked,
     /// The broker session it went out in.
     pub sent_in: SentIn,
     /// Whether its answer (or failure) was learned from (see [`learn`]).
@@ -247,6 +273,9 @@ pub struct FetchState<P> {
     parked: Vec<Parked<P>>,
     stash: Map<PartitionKey, Stashed>,
     marks: Map<PartitionKey, Marks>,
+    /// What the last fetch's part to each broker asked: the next one's is
+    /// built on it (see [`asked`]).
+    asked: Map<BrokerId, Asked>,
     /// Until when a broker throttles the client, by an answer stashed
     /// between fetches: the next answer tells the client what is left.
     throttled_until: Option<Instant>,
@@ -260,6 +289,7 @@ impl<P> Default for FetchState<P> {
             parked: Vec::new(),
             stash: Map::default(),
             marks: Map::default(),
+            asked: Map::default(),
             throttled_until: None,
         }
     }
@@ -423,7 +453,7 @@ impl<P> FetchState<P> {
     /// Stashes `error_code` for every partition a failed parked part asked
     /// for, so that the client's next fetch of them learns it (at `now`).
     pub fn absorb_failure(&mut self, meta: &PartMeta, error_code: ErrorCode, now: Instant) {
-        for (key, &at) in &meta.asked {
+        for (key, &at) in meta.asked.iter() {
             let data = Box::new(error_partition(key.1, error_code));
             self.stash
                 .insert(kept::owned_key(key), Stashed::new(at, data, None, now));
@@ -446,7 +476,7 @@ impl<P> FetchState<P> {
         // Too old to serve: the client may have fetched elsewhere since,
         // and its watermarks (or error) are stale.
         stash.retain(|_, s| now.saturating_duration_since(s.since) < STASH_KEEP);
-        let route = routes(routed, version);
+        let mut route = Routes::new(routed, version);
         let mut adopted = Vec::new();
         let mut metas = Vec::new();
         let mut busy: Set<BrokerId> = Set::default();
@@ -461,7 +491,9 @@ impl<P> FetchState<P> {
         let mut topics = Vec::with_capacity(request.topics.len());
         // A partition asked twice is planned once, where it first appears,
         // with its last fields (Kafka reads a fetch into a map the same way).
-        let last = last_asked(request, version);
+        // The fetch a client session stands for names each partition once.
+        let distinct = matches!(session, SessionReply::Incremental(_));
+        let last = (!distinct).then(|| last_asked(request, version));
         let mut planned = Set::default();
         for topic in &request.topics {
             let key = topic.topic_ref(version);
@@ -470,11 +502,18 @@ impl<P> FetchState<P> {
                 .iter()
                 .filter_map(|p| {
                     let pkey = (key.clone(), p.partition);
-                    if !planned.insert(pkey.clone()) {
-                        return None;
-                    }
-                    let p = last.get(&pkey).copied().unwrap_or(p);
-                    let broker = route.get(&pkey).copied();
+                    // In step with the parts: every entry, twice named or not.
+                    let broker = route.next(&pkey);
+                    let p = match &last {
+                        None => p,
+                        Some(last) => {
+                            count_built(1);
+                            if !planned.insert(pkey.clone()) {
+                                return None;
+                            }
+                            last.get(&pkey).copied().unwrap_or(p)
+                        }
+                    };
                     let at = Position::of(p, request.isolation_level);
                     let source = match stash.remove(&pkey) {
                         Some(s) if s.at == at => Source::Stashed(s.data),
@@ -527,7 +566,12 @@ impl<P> FetchState<P> {
                 .and_then(|topic| topic.partitions.get(p))
                 .is_some_and(|plan| matches!(plan.source, Source::Pending))
         };
-        let fresh = combine.new_parts(pending, |b| !busy.contains(&b), request.max_wait_ms, now);
+        let fresh = combine.new_parts(
+            pending,
+            |b| !busy.contains(&b),
+            (request.max_wait_ms, now),
+            &mut self.asked,
+        );
         Planned {
             combine,
             adopted,
@@ -559,8 +603,26 @@ impl<P> FetchState<P> {
         let mut arrived = self.arrived(outcomes, &metas);
         let left_over = bound::left_over(&topics, &arrived.answered, max_bytes);
         let mut responses = Vec::with_capacity(topics.len());
-        let mut requested = Set::default();
+        // What the client asks for now, among what the parts answered (the
+        // rest of those answers may serve it later); and all of it only
+        // when the marks are to be pruned to it.
+        let answered_keys: Set<PartitionKey> =
+            arrived.answered.keys().map(|(_, k)| k.clone()).collect();
+        let mut requested_answered: Set<PartitionKey> = Set::default();
+        let asked_now = topics.iter().map(|t| t.partitions.len()).sum::<usize>();
+        let prune = self.marks.len() > 2 * asked_now + 64;
+        let mut requested: Set<PartitionKey> = Set::default();
         let mut gather = ahead::Gather::default();
+        // An incremental answer lists only partitions with news: one with
+        // nothing in hand is not built when it has none (the session then
+        // filters the rest).
+        let quiet = match session {
+            SessionReply::Incremental(id) if self.sessions.is_open(id) => Some(id),
+            _ => None,
+        };
+        // What the part ahead notes for a partition left out: nothing, at
+        // the offset asked.
+        let nothing_yet = PartitionData::default();
         for (t, topic) in topics.into_iter().enumerate() {
             let TopicPlan {
                 topic: name,
@@ -568,32 +630,46 @@ impl<P> FetchState<P> {
                 key: topic_key,
                 partitions: plans,
             } = topic;
-            let mut partitions = Vec::with_capacity(plans.len());
+            let mut partitions = match quiet {
+                None => Vec::with_capacity(plans.len()),
+                Some(_) => Vec::new(),
+            };
             for (p, plan) in plans.into_iter().enumerate() {
                 let index = plan.request.partition;
                 let key = (topic_key.clone(), index);
                 if left_over.contains(&(t, p)) {
                     let at = Position::of(&plan.request, base.isolation_level);
                     self.leave_over(key.clone(), at, plan.source, &mut arrived, now);
-                    partitions.push(self.empty_partition(&key));
-                    requested.insert(key);
+                    partitions.extend(self.empty_answer(&key, quiet));
+                    note_requested(
+                        key,
+                        &answered_keys,
+                        &mut requested_answered,
+                        prune.then_some(&mut requested),
+                    );
                     continue;
                 }
                 let data = match plan.source {
-                    Source::Stashed(data) => *data,
-                    Source::Error(code) => error_partition(index, code),
+                    Source::Stashed(data) => Some(*data),
+                    Source::Error(code) => Some(error_partition(index, code)),
                     Source::Part(part) => match arrived.answered.remove(&(part, key.clone())) {
-                        Some(data) => data,
+                        Some(data) => Some(data),
                         None => match arrived.failed.get(&part) {
-                            Some(&code) => error_partition(index, code),
-                            None => self.empty_partition(&key),
+                            Some(&code) => Some(error_partition(index, code)),
+                            None => self.empty_answer(&key, quiet),
                         },
                     },
-                    Source::Pending => self.empty_partition(&key),
+                    Source::Pending => self.empty_answer(&key, quiet),
                 };
-                gather.note((&name, topic_id, &key), plan.broker, &plan.request, &data);
-                partitions.push(data);
-                requested.insert(key);
+                let noted = data.as_ref().unwrap_or(&nothing_yet);
+                gather.note((&name, topic_id), plan.broker, &plan.request, noted);
+                partitions.extend(data);
+                note_requested(
+                    key,
+                    &answered_keys,
+                    &mut requested_answered,
+                    prune.then_some(&mut requested),
+                );
             }
             responses.push(
                 FetchableTopicResponse::default()
@@ -605,12 +681,23 @@ impl<P> FetchState<P> {
         // What the client asked for now at other offsets is of no use to it;
         // what it did not ask for (e.g. a paused partition) may be next time.
         for ((part, key), data) in arrived.answered {
-            if let Some(meta) = metas.get(part).filter(|_| !requested.contains(&key)) {
+            if let Some(meta) = metas
+                .get(part)
+                .filter(|_| !requested_answered.contains(&key))
+            {
                 self.stash_answer(meta, key, data, arrived.frames.get(&part), now);
             }
         }
+        // The next parts build on this fetch's: only those are kept, so
+        // what is kept is what this fetch asked.
+        self.asked.clear();
+        for meta in metas {
+            self.asked.insert(meta.broker, meta.asked);
+        }
         self.compact_stash();
-        self.prune_marks(&requested);
+        if prune {
+            self.marks.retain(|key, _| requested.contains(key));
+        }
         dedup_by_key(&mut arrived.node_endpoints, |n| &n.node_id);
         let mut response = FetchResponse::default()
             .with_throttle_time_ms(arrived.throttle_time_ms.max(self.throttle_left(now)))
@@ -620,7 +707,7 @@ impl<P> FetchState<P> {
             .with_node_endpoints(arrived.node_endpoints);
         self.sessions.answer(session, &mut response, version);
         let ahead = gather
-            .finish(&base, version, client_id.as_ref(), now)
+            .finish(&base, (version, client_id.as_ref(), now), &mut self.asked)
             .into_iter()
             .filter(|a| !self.parked.iter().any(|p| p.meta.broker == a.broker))
             .collect();
@@ -644,6 +731,7 @@ impl<P> FetchState<P> {
                     arrived.node_endpoints.append(&mut answer.node_endpoints);
                     for (key, data) in answer_partitions(answer, meta.version) {
                         self.note_marks(&key, &data);
+                        count_built(1);
                         arrived.answered.insert((index, key), data);
                     }
                 }
@@ -670,6 +758,7 @@ impl<P> FetchState<P> {
             && worth_serving(&data)
         {
             let data = Box::new(data);
+            count_built(1);
             self.stash.insert(
                 kept::owned_key(&key),
                 Stashed::new(at, data, frame.cloned(), now),
@@ -696,18 +785,24 @@ impl<P> FetchState<P> {
             match self.marks.get_mut(key) {
                 Some(held) => *held = marks,
                 None => {
+                    count_built(1);
                     self.marks.insert(kept::owned_key(key), marks);
                 }
             }
         }
     }
 
-    /// Keeps the marks of the partitions the client fetches now once there
-    /// are many more than that (it stopped fetching the others).
-    fn prune_marks(&mut self, requested: &Set<PartitionKey>) {
-        if self.marks.len() > 2 * requested.len() + 64 {
-            self.marks.retain(|key, _| requested.contains(key));
+    /// A partition answer with nothing in hand, unless it is left out:
+    /// in the incremental answer of session `quiet`, when it tells the
+    /// client nothing new (see [`ClientSessions::answer`]).
+    fn empty_answer(&self, key: &PartitionKey, quiet: Option<i32>) -> Option<PartitionData> {
+        if let Some(id) = quiet {
+            let marks = self.marks.get(key).copied();
+            if !self.sessions.empty_is_news(id, key, marks) {
+                return None;
+            }
         }
+        Some(self.empty_partition(key))
     }
 
     fn empty_partition(&self, key: &PartitionKey) -> PartitionData {
@@ -721,6 +816,26 @@ impl<P> FetchState<P> {
     }
 }
 
+/// Notes that the client asks for `key` now: in `answered` if a part
+/// answered it (`answered_keys`), and in `all` if that is kept (the marks
+/// of the partitions the client fetches now are kept, and the others
+/// dropped, once there are many more than those: it stopped fetching them).
+fn note_requested(
+    key: PartitionKey,
+    answered_keys: &Set<PartitionKey>,
+    answered: &mut Set<PartitionKey>,
+    all: Option<&mut Set<PartitionKey>>,
+) {
+    if !answered_keys.is_empty() && answered_keys.contains(&key) {
+        count_built(1);
+        answered.insert(key.clone());
+    }
+    if let Some(all) = all {
+        count_built(1);
+        all.insert(key);
+    }
+}
+
 /// What an error answer weighs against `min_bytes`: an error is worth
 /// answering at once.
 const ERROR_WEIGHT: usize = usize::MAX / 4;
@@ -731,10 +846,70 @@ fn last_asked(request: &FetchRequest, version: i16) -> Map<PartitionKey, &FetchP
     for topic in &request.topics {
         let key = topic.topic_ref(version);
         for p in &topic.partitions {
+            count_built(1);
             last.insert((key.clone(), p.partition), p);
         }
     }
     last
+}
+
+/// The broker each partition of the split goes to, read off the parts: a
+/// split keeps the request's order in each part, so each partition of the
+/// request, taken in order, is next in the part of its broker (or in none:
+/// unroutable). Should a partition not be where the order puts it, every
+/// partition is looked up in a map of the parts from then on.
+struct Routes<'a> {
+    version: i16,
+    /// Per part: its broker, its topics, and where its next partition is
+    /// (topic, partition within it).
+    cursors: Vec<(BrokerId, &'a [FetchTopic], usize, usize)>,
+    /// Each partition's broker, once the order did not hold.
+    map: Option<Map<PartitionKey, BrokerId>>,
+    routed: &'a [(BrokerId, FetchRequest)],
+}
+
+impl<'a> Routes<'a> {
+    fn new(routed: &'a [(BrokerId, FetchRequest)], version: i16) -> Self {
+        let cursors = routed
+            .iter()
+            .map(|(broker, part)| (*broker, part.topics.as_slice(), 0, 0))
+            .collect();
+        Self {
+            version,
+            cursors,
+            map: None,
+            routed,
+        }
+    }
+
+    /// The broker of the request's next partition, `key`.
+    fn next(&mut self, key: &PartitionKey) -> Option<BrokerId> {
+        if let Some(map) = &self.map {
+            return map.get(key).copied();
+        }
+        let version = self.version;
+        for (broker, topics, t, p) in &mut self.cursors {
+            // Past a topic's last partition (or an empty topic entry).
+            while topics
+                .get(*t)
+                .is_some_and(|topic| *p >= topic.partitions.len())
+            {
+                *t += 1;
+                *p = 0;
+            }
+            let Some(topic) = topics.get(*t) else {
+                continue;
+            };
+            let here = topic.partitions.get(*p).map(|at| at.partition);
+            if here == Some(key.1) && topic.topic_ref(version) == key.0 {
+                *p += 1;
+                return Some(*broker);
+            }
+        }
+        // Unroutable, or out of order: the map says which.
+        let map = self.map.insert(routes(self.routed, version));
+        map.get(key).copied()
+    }
 }
 
 /// The broker each partition of the split goes to.
@@ -744,6 +919,7 @@ fn routes(routed: &[(BrokerId, FetchRequest)], version: i16) -> Map<PartitionKey
         for topic in &part.topics {
             let key = topic.topic_ref(version);
             for p in &topic.partitions {
+                count_built(1);
                 route.insert((key.clone(), p.partition), *broker);
             }
         }

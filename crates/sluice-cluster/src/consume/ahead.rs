@@ -51,7 +51,8 @@ use sluice_codec::kafka_protocol::messages::{FetchRequest, TopicName};
 use std::time::Instant;
 use uuid::Uuid;
 
-use super::{PartMeta, PartitionKey, Position, kept, push_partition};
+use super::asked::{Asked, asked_on};
+use super::{PartMeta, kept, push_partition};
 use crate::topology::BrokerId;
 
 /// A part to send ahead, and what it asks, to park once sent.
@@ -99,19 +100,18 @@ pub(super) struct Gather {
 struct Ahead {
     broker: BrokerId,
     request: FetchRequest,
-    asked: Map<PartitionKey, FetchPartition>,
     /// Whether any of its partitions was served with records.
     had_records: bool,
 }
 
 impl Gather {
-    /// Notes one partition of the answer (of topic `topic`, id `topic_id`,
-    /// keyed `key`): `asked` is the client's entry for it, `data` what the
+    /// Notes one partition of the answer (of topic `topic`, id
+    /// `topic_id`): `asked` is the client's entry for it, `data` what the
     /// client is answered with, `broker` where it is routed (`None`:
     /// unroutable).
     pub(super) fn note(
         &mut self,
-        (topic, topic_id, key): (&TopicName, Uuid, &PartitionKey),
+        (topic, topic_id): (&TopicName, Uuid),
         broker: Option<BrokerId>,
         asked: &FetchPartition,
         data: &PartitionData,
@@ -128,7 +128,6 @@ impl Gather {
                 self.brokers.push(Ahead {
                     broker,
                     request: FetchRequest::default(),
-                    asked: Map::default(),
                     had_records: false,
                 });
                 self.brokers.len() - 1
@@ -139,18 +138,18 @@ impl Gather {
         };
         ahead.had_records |= had_records;
         push_partition(&mut ahead.request, topic, topic_id, &next);
-        ahead.asked.insert(key.clone(), next);
     }
 
     /// The parts ahead: one per broker that served records, built on
     /// `base` (the fetch's part request with no topics) at `version`, for
-    /// the client `client_id`.
+    /// the client `client_id`, at `now`. What each asks is built on what
+    /// the last part to its broker asked, taken from `bases` (see
+    /// [`asked`](super::asked)).
     pub(super) fn finish(
         self,
         base: &FetchRequest,
-        version: i16,
-        client_id: Option<&Bytes>,
-        now: Instant,
+        (version, client_id, now): (i16, Option<&Bytes>, Instant),
+        bases: &mut Map<BrokerId, Asked>,
     ) -> Vec<ReadAhead> {
         self.brokers
             .into_iter()
@@ -158,11 +157,7 @@ impl Gather {
             .map(|a| {
                 let request = base.clone().with_topics(a.request.topics);
                 let may_bring_bytes = kept::may_bring_bytes(&request);
-                let asked = a
-                    .asked
-                    .into_iter()
-                    .map(|(key, p)| (key, Position::of(&p, base.isolation_level)))
-                    .collect();
+                let asked = asked_on(bases.remove(&a.broker), &request, version);
                 ReadAhead {
                     broker: a.broker,
                     request,

@@ -61,6 +61,7 @@ pub(super) fn left_over(
             continue;
         }
         if used > 0 && used.saturating_add(bytes) > limit {
+            super::count_built(1);
             over.insert(slot);
         } else {
             used = used.saturating_add(bytes);
@@ -91,6 +92,7 @@ impl<P> FetchState<P> {
         if let Some(data) = data {
             let data = Box::new(data);
             let key = super::kept::owned_key(&key);
+            super::count_built(1);
             self.stash.insert(key, Stashed::new(at, data, frame, now));
         }
     }

@@ -15,9 +15,10 @@ use bytes::Bytes;
 use sluice_codec::ResponseKind;
 
 use super::SessionReply;
+use super::asked::{Asked, asked_on};
 use super::{
-    Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Position,
-    Source, UpstreamSessions, kept, learn, push_partition, settled, weight,
+    Claim, ERROR_WEIGHT, FetchCombine, FetchPart, NewPart, PartMeta, PartitionKey, Source,
+    UpstreamSessions, kept, learn, push_partition, settled, weight,
 };
 use crate::error_codes::{ErrorCode, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION};
 use crate::split::Unroutable;
@@ -259,19 +260,21 @@ impl FetchCombine {
         self.new_parts(
             |slot| owed.contains(&slot),
             |b| !busy.contains(&b),
-            left_ms,
-            now,
+            (left_ms, now),
+            &mut Map::default(),
         )
     }
 
     /// One part per free broker (`free`) for the partitions that need one
-    /// (`needs`, by topic and partition slot).
+    /// (`needs`, by topic and partition slot), waiting up to `max_wait_ms`,
+    /// sent at `now`. What each asks is built on what the last part to its
+    /// broker asked, taken from `bases` (see [`asked`](super::asked)).
     pub(super) fn new_parts(
         &self,
         needs: impl Fn((usize, usize)) -> bool,
         free: impl Fn(BrokerId) -> bool,
-        max_wait_ms: i32,
-        now: Instant,
+        (max_wait_ms, now): (i32, Instant),
+        bases: &mut Map<BrokerId, Asked>,
     ) -> Vec<NewPart> {
         let mut fresh: Vec<NewPart> = Vec::new();
         for (t, topic) in self.topics.iter().enumerate() {
@@ -289,7 +292,7 @@ impl FetchCombine {
                                 meta: PartMeta {
                                     broker,
                                     version: self.version,
-                                    asked: Map::default(),
+                                    asked: Asked::default(),
                                     sent_in: None,
                                     learned: false,
                                     sent_at: now,
@@ -311,14 +314,13 @@ impl FetchCombine {
                     topic.topic_id,
                     &plan.request,
                 );
-                let key = (topic.key.clone(), plan.request.partition);
-                let at = Position::of(&plan.request, self.base.isolation_level);
-                new.claim.meta.asked.insert(key, at);
                 new.claim.slots.push((t, p));
             }
         }
         for new in &mut fresh {
             new.claim.meta.may_bring_bytes = kept::may_bring_bytes(&new.request);
+            let base = bases.remove(&new.broker);
+            new.claim.meta.asked = asked_on(base, &new.request, self.version);
         }
         fresh
     }
@@ -392,6 +394,7 @@ fn answer_sizes<P: FetchPart>(part: Option<&mut P>) -> Option<Map<PartitionKey, 
                     weight: weight(p),
                     settled: settled(p),
                 };
+                super::count_built(1);
                 sizes.insert((key.clone(), p.partition_index), answered);
             }
         }

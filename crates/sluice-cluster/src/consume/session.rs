@@ -225,6 +225,28 @@ impl ClientSessions {
         }
     }
 
+    /// Whether session `id` is the open one.
+    pub(super) fn is_open(&self, id: i32) -> bool {
+        self.open.as_ref().is_some_and(|s| s.id == id)
+    }
+
+    /// Whether an answer for `key` with nothing but the watermarks `marks`
+    /// (`None`: none known) is news to the client in the open session `id`,
+    /// as [`answer`](Self::answer) judges it.
+    pub(super) fn empty_is_news(&self, id: i32, key: &PartitionKey, marks: Option<Marks>) -> bool {
+        let Some(session) = self.open.as_ref().filter(|s| s.id == id) else {
+            return true;
+        };
+        let Some(entry) = session
+            .index
+            .get(key)
+            .and_then(|at| session.partitions.get(*at))
+        else {
+            return false;
+        };
+        marks.is_some_and(|m| m.high_watermark >= 0 && Some(m) != entry.told)
+    }
+
     /// What the open session holds, in bytes, roughly: it lives as long as
     /// the connection and grows with every partition an incremental fetch
     /// adds, so it counts against the client's memory budget (see
@@ -307,6 +329,7 @@ impl Session {
                 {
                     Some(entry) => entry.request = owned_partition(p),
                     None => {
+                        super::count_built(1);
                         self.index.insert(pkey.clone(), self.partitions.len());
                         let entry = SessionPartition {
                             key: pkey,
@@ -334,6 +357,7 @@ impl Session {
             forgotten.extend(topic.partitions.iter().map(|p| (key.clone(), *p)));
         }
         self.partitions.retain(|p| !forgotten.contains(&p.key));
+        super::count_built(self.partitions.len());
         self.held_bytes = self
             .partitions
             .iter()

@@ -688,7 +688,8 @@ fn stash_from_one_frame(state: &mut FetchState<Part>, next: &[(i32, i64)]) -> By
     for p in parked {
         state.park(p);
     }
-    second.meta.asked.insert(key(4), second.meta.asked[&key(1)]);
+    let at = second.meta.asked[&key(1)];
+    Arc::make_mut(&mut second.meta.asked).insert(key(4), at);
     second.part.wait();
     let Some(Ok(response)) = second.part.take_result() else {
         panic!("answered");
@@ -863,6 +864,9 @@ mod bounds;
 /// ([`FetchCombine::on_settled`]), and the errors of partitions no broker
 /// serves ([`unknown_partitions`]).
 mod steps;
+
+/// What a fetch of a big session builds (see [`count_built`]).
+mod work;
 
 #[test]
 fn a_part_keeps_one_entry_per_topic_when_the_fetch_names_a_topic_twice() {

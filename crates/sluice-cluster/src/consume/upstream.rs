@@ -102,8 +102,28 @@ pub struct Prepared {
     broker: BrokerId,
     sent_in: SentIn,
     /// What the broker's session holds once the part is sent.
-    wanted: Map<PartitionKey, SessionEntry>,
+    update: Update,
     version: i16,
+}
+
+/// How a part changes what a broker's session holds.
+#[derive(Debug)]
+enum Update {
+    /// All of it: the part opens a session with these partitions.
+    Whole(Map<PartitionKey, SessionEntry>),
+    /// The partitions added or changed, and those forgotten, in the open
+    /// session.
+    Delta {
+        changed: Vec<(PartitionKey, SessionEntry)>,
+        forgotten: Vec<PartitionKey>,
+    },
+}
+
+impl Update {
+    const NONE: Update = Update::Delta {
+        changed: Vec::new(),
+        forgotten: Vec::new(),
+    };
 }
 
 /// A client connection's fetch sessions with the brokers.
@@ -132,27 +152,22 @@ impl UpstreamSessions {
     /// broker's session: opening one, or incremental. The session is left
     /// as it is until the part is sent and [`commit`](Self::commit)ted.
     pub fn prepare(&self, broker: BrokerId, part: &mut FetchRequest, version: i16) -> Prepared {
-        let wanted = if version < SESSION_VERSION {
-            Map::default()
-        } else {
-            entries(part, version)
-        };
-        let sent_in = match self.brokers.get(&broker) {
-            _ if version < SESSION_VERSION => None,
+        let (sent_in, update) = match self.brokers.get(&broker) {
+            _ if version < SESSION_VERSION => (None, Update::NONE),
             None | Some(Upstream::Closed) => {
                 let id = self.stale.get(&broker).copied().unwrap_or(NO_SESSION_ID);
                 part.session_id = id;
                 part.session_epoch = 0;
-                Some((id, 0))
+                (Some((id, 0)), Update::Whole(entries(part, version)))
             }
-            Some(Upstream::Opening) => None,
+            Some(Upstream::Opening) => (None, Update::NONE),
             // Keyed otherwise: a new session replaces it.
             Some(Upstream::Open { id, topic_ids, .. })
                 if *topic_ids != (version >= TOPIC_ID_VERSION) =>
             {
                 part.session_id = *id;
                 part.session_epoch = 0;
-                Some((*id, 0))
+                (Some((*id, 0)), Update::Whole(entries(part, version)))
             }
             Some(Upstream::Open {
                 id,
@@ -160,18 +175,16 @@ impl UpstreamSessions {
                 partitions,
                 ..
             }) => {
-                let (topics, forgotten) = delta(partitions, &wanted, version);
+                let update = delta(partitions, part, version);
                 part.session_id = *id;
                 part.session_epoch = *next_epoch;
-                part.topics = topics;
-                part.forgotten_topics_data = forgotten;
-                Some((*id, *next_epoch))
+                (Some((*id, *next_epoch)), update)
             }
         };
         Prepared {
             broker,
             sent_in,
-            wanted,
+            update,
             version,
         }
     }
@@ -183,33 +196,42 @@ impl UpstreamSessions {
         let Prepared {
             broker,
             sent_in,
-            wanted,
+            update,
             version,
         } = prepared;
         let (sent_id, sent_epoch) = sent_in?;
         self.version = version;
         let state = self.brokers.entry(broker).or_default();
-        match state {
-            Upstream::Closed | Upstream::Open { .. } if sent_epoch == 0 => {
+        match (state, update) {
+            (state @ (Upstream::Closed | Upstream::Open { .. }), Update::Whole(wanted))
+                if sent_epoch == 0 =>
+            {
                 *state = Upstream::Opening;
                 self.opening.insert(broker, (wanted, version));
                 self.stale.remove(&broker);
             }
-            Upstream::Open {
-                id,
-                next_epoch,
-                partitions,
-                ..
-            } if *id == sent_id && *next_epoch == sent_epoch => {
+            (
+                Upstream::Open {
+                    id,
+                    next_epoch,
+                    partitions,
+                    ..
+                },
+                Update::Delta { changed, forgotten },
+            ) if *id == sent_id && *next_epoch == sent_epoch => {
                 *next_epoch = sent_epoch.checked_add(1).unwrap_or(1);
-                *partitions = wanted;
+                for key in &forgotten {
+                    partitions.remove(key);
+                }
+                super::count_built(changed.len());
+                partitions.extend(changed);
                 self.events
                     .push(SessionEvent::Incremental(SessionSide::Broker));
             }
             // Prepared against another state (nothing sends between the
             // two, so this does not happen): the part's answer cannot be
             // trusted to the session; start over.
-            _ => {
+            (state, _) => {
                 *state = Upstream::Closed;
                 self.opening.remove(&broker);
             }
@@ -330,65 +352,105 @@ fn entries(part: &FetchRequest, version: i16) -> Map<PartitionKey, SessionEntry>
                 topic_id: topic.topic_id,
                 request: p.clone(),
             };
+            super::count_built(1);
             wanted.insert((key.clone(), p.partition), entry);
         }
     }
     wanted
 }
 
-/// What changed from `held` to `wanted`: partitions to send, and to forget.
-fn delta(
-    held: &Map<PartitionKey, SessionEntry>,
-    wanted: &Map<PartitionKey, SessionEntry>,
-    version: i16,
-) -> (Vec<FetchTopic>, Vec<ForgottenTopic>) {
+/// `p` of `topic` as a session holds it, its topic name copied out of the
+/// client's request frame (see [`entries`]).
+fn entry_of(topic: &FetchTopic, p: &FetchPartition, version: i16) -> (PartitionKey, SessionEntry) {
+    let name = owned_name(&topic.topic);
+    let key = FetchTopic::default()
+        .with_topic(name.clone())
+        .with_topic_id(topic.topic_id)
+        .topic_ref(version);
+    let entry = SessionEntry {
+        topic: name,
+        topic_id: topic.topic_id,
+        request: p.clone(),
+    };
+    ((key, p.partition), entry)
+}
+
+/// Rewrites `part` (naming each partition once: parts are cut from a
+/// planned fetch) into what changed from `held`: the partitions new or
+/// with other fields, and those to forget. Walks the part and looks each
+/// partition up; only a part that leaves some of `held` out is gathered
+/// into a set, to find which.
+fn delta(held: &Map<PartitionKey, SessionEntry>, part: &mut FetchRequest, version: i16) -> Update {
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for (key, entry) in wanted {
-        if held.get(key).is_some_and(|h| h.request == entry.request) {
-            continue;
-        }
-        let at = match topics
-            .iter()
-            .position(|t| t.topic == entry.topic && t.topic_id == entry.topic_id)
-        {
-            Some(at) => at,
-            None => {
-                topics.push(
-                    FetchTopic::default()
-                        .with_topic(entry.topic.clone())
-                        .with_topic_id(entry.topic_id),
-                );
-                topics.len() - 1
-            }
-        };
-        if let Some(topic) = topics.get_mut(at) {
-            topic.partitions.push(entry.request.clone());
-        }
-    }
-    let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-    for (key, entry) in held {
-        if wanted.contains_key(key) {
-            continue;
-        }
-        let at = match forgotten
-            .iter()
-            .position(|t| t.topic == entry.topic && t.topic_id == entry.topic_id)
-        {
-            Some(at) => at,
-            None => {
-                let mut topic = ForgottenTopic::default().with_topic_id(entry.topic_id);
-                if version < TOPIC_ID_VERSION {
-                    topic.topic = entry.topic.clone();
+    let mut changed = Vec::new();
+    let mut kept: usize = 0;
+    for topic in &part.topics {
+        let key = topic.topic_ref(version);
+        let mut sent: Option<FetchTopic> = None;
+        for p in &topic.partitions {
+            let pkey = (key.clone(), p.partition);
+            match held.get(&pkey) {
+                Some(h) if h.request == *p => {
+                    kept += 1;
+                    continue;
                 }
-                forgotten.push(topic);
-                forgotten.len() - 1
+                Some(_) => kept += 1,
+                None => {}
             }
-        };
-        if let Some(topic) = forgotten.get_mut(at) {
-            topic.partitions.push(key.1);
+            sent.get_or_insert_with(|| {
+                FetchTopic::default()
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+            })
+            .partitions
+            .push(p.clone());
+            changed.push((topic, p));
+        }
+        topics.extend(sent);
+    }
+    let changed: Vec<(PartitionKey, SessionEntry)> = changed
+        .into_iter()
+        .map(|(topic, p)| entry_of(topic, p, version))
+        .collect();
+    let mut forgotten_topics: Vec<ForgottenTopic> = Vec::new();
+    let mut forgotten = Vec::new();
+    if kept < held.len() {
+        let wanted: crate::hash::Set<PartitionKey> = part
+            .topics
+            .iter()
+            .flat_map(|t| {
+                let key = t.topic_ref(version);
+                t.partitions.iter().map(move |p| (key.clone(), p.partition))
+            })
+            .collect();
+        super::count_built(wanted.len());
+        for (key, entry) in held {
+            if wanted.contains(key) {
+                continue;
+            }
+            forgotten.push(key.clone());
+            let at = match forgotten_topics
+                .iter()
+                .position(|t| t.topic == entry.topic && t.topic_id == entry.topic_id)
+            {
+                Some(at) => at,
+                None => {
+                    let mut topic = ForgottenTopic::default().with_topic_id(entry.topic_id);
+                    if version < TOPIC_ID_VERSION {
+                        topic.topic = entry.topic.clone();
+                    }
+                    forgotten_topics.push(topic);
+                    forgotten_topics.len() - 1
+                }
+            };
+            if let Some(topic) = forgotten_topics.get_mut(at) {
+                topic.partitions.push(key.1);
+            }
         }
     }
-    (topics, forgotten)
+    part.topics = topics;
+    part.forgotten_topics_data = forgotten_topics;
+    Update::Delta { changed, forgotten }
 }
 
 /// Learns the broker session from a part's answer or failure, once: a

@@ -6,7 +6,7 @@ use super::*;
 
 /// Partition `p` answered with one v2 record batch of `count` offsets from
 /// `base`, high watermark `hw`.
-fn batch_data(p: i32, base: i64, count: i32, hw: i64) -> PartitionData {
+pub(super) fn batch_data(p: i32, base: i64, count: i32, hw: i64) -> PartitionData {
     let mut b = BytesMut::new();
     b.put_i64(base);
     b.put_i32(61 - 12);

@@ -173,3 +173,78 @@ fn old_versions_have_no_sessions() {
     assert_eq!(sent_as(&mut sessions, B, &mut part, 6), None);
     assert_eq!(part.session_epoch, -1);
 }
+
+/// A broker's side of the session: each partition's offset, as the parts
+/// in it leave it.
+fn broker_applies(held: &mut Vec<(i32, i64)>, part: &FetchRequest) {
+    if part.session_epoch == 0 {
+        held.clear();
+    }
+    for p in part
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| &t.partitions)
+    {
+        held.retain(|(q, _)| q != p);
+    }
+    for p in part.topics.iter().flat_map(|t| &t.partitions) {
+        held.retain(|(q, _)| *q != p.partition);
+        held.push((p.partition, p.fetch_offset));
+    }
+    held.sort_unstable();
+}
+
+/// Parts of a session of a thousand partitions that each move, add or
+/// drop a few: what the broker holds after each incremental part is the
+/// part Sluice meant, and only the change went out.
+#[test]
+fn incremental_parts_leave_the_broker_holding_each_whole_part() {
+    let mut sessions = UpstreamSessions::default();
+    let mut wanted: Vec<(i32, i64)> = (0..1_000).map(|p| (p, 0)).collect();
+    let mut first = part_of(&wanted);
+    let opening = sent_as(&mut sessions, B, &mut first, VERSION);
+    sessions.answered(B, opening, &opened(42));
+    let mut broker = Vec::new();
+    broker_applies(&mut broker, &first);
+    let mut seed: u64 = 7;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for step in 0..200 {
+        let before = wanted.clone();
+        for _ in 0..next(4) {
+            let at = usize::try_from(next(wanted.len() as u64)).unwrap();
+            match next(3) {
+                0 => wanted[at].1 += 1,
+                1 => {
+                    wanted.remove(at);
+                }
+                _ => wanted.push((1_000 + i32::try_from(next(50)).unwrap(), 0)),
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup_by_key(|(p, _)| *p);
+        let mut part = part_of(&wanted);
+        let epoch = step + 1;
+        assert_eq!(
+            sent_as(&mut sessions, B, &mut part, VERSION),
+            Some((42, epoch))
+        );
+        let (changed, forgotten) = sent(&part);
+        let moved = wanted.iter().filter(|p| !before.contains(p)).count();
+        let dropped = before
+            .iter()
+            .filter(|(p, _)| !wanted.iter().any(|(q, _)| q == p))
+            .count();
+        assert_eq!(
+            (changed.len(), forgotten.len()),
+            (moved, dropped),
+            "step {step}"
+        );
+        broker_applies(&mut broker, &part);
+        assert_eq!(broker, wanted, "step {step}: the broker holds the part");
+    }
+}
