@@ -352,7 +352,8 @@ fn fetch_body(session_id: i32, epoch: i32, max_wait_ms: i32) -> FetchRequest {
 fn a_fetch_in_a_session_sluice_does_not_have_is_refused_as_a_broker_would() {
     let mut state = crate::consume::FetchState::<crate::exchange::PartStatus>::default();
     let opened = fetch::open(&mut state, &fetch_body(77, 3, 500), 12, Instant::now());
-    let fetch::Refused { code, asked } = opened.expect_err("no session 77: refused");
+    let fetch::Refused { code, asked } =
+        opened.expect_err("a session Sluice never opened is refused");
     assert_eq!(code, crate::error_codes::FETCH_SESSION_ID_NOT_FOUND);
     assert_eq!(asked, (77, 3));
 }

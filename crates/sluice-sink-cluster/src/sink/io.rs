@@ -24,6 +24,7 @@ use sluice_cluster::plan::{self, Dest, Known, Lookup, PlanError};
 use sluice_cluster::route::meta::{find_coordinator_requests, metadata_request};
 use sluice_cluster::route::{BATCHED_FIND_COORDINATOR_VERSION, InternalVersions, MetadataRefresh};
 use sluice_cluster::split::dispatch::SplitRequest;
+use sluice_cluster::topology::ClusterView;
 use sluice_cluster::topology::{BrokerId, CoordinatorKeyType, MetadataApplied, TopicRef};
 
 /// The shared state and the client's broker connections.
@@ -138,6 +139,17 @@ impl Io {
         Ok(())
     }
 
+    /// What the core plans a split with: `view` (its read guard held by
+    /// the caller), the Sluice nodes, which brokers are not suspect, now.
+    fn known<'a>(&'a self, view: &'a ClusterView) -> Known<'a, impl Fn(BrokerId) -> bool + 'a> {
+        Known {
+            view,
+            nodes: &self.shared.nodes,
+            usable: move |id: BrokerId| !self.shared.is_suspect_id(view, id),
+            now: now(),
+        }
+    }
+
     /// Splits `body` by the view as it is now (see [`plan::split_now`]).
     pub(crate) fn split_now(
         &self,
@@ -146,13 +158,7 @@ impl Io {
         held: &[(TopicRef, i32)],
     ) -> Result<SplitRequest, ChainError> {
         let view = self.shared.view.read();
-        let known = Known {
-            view: &view,
-            nodes: &self.shared.nodes,
-            usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
-            now: now(),
-        };
-        plan::split_now(body, version, held, &known).map_err(plan_error)
+        plan::split_now(body, version, held, &self.known(&view)).map_err(plan_error)
     }
 
     /// Splits `body`, filling the view first (once) where something is
@@ -167,13 +173,8 @@ impl Io {
         loop {
             let planned = {
                 let view = self.shared.view.read();
-                let known = Known {
-                    view: &view,
-                    nodes: &self.shared.nodes,
-                    usable: |id: BrokerId| !self.shared.is_suspect_id(&view, id),
-                    now: now(),
-                };
-                plan::split(body, version, held, &known, refreshed).map_err(plan_error)?
+                plan::split(body, version, held, &self.known(&view), refreshed)
+                    .map_err(plan_error)?
             };
             match planned {
                 plan::Plan::Refresh(lookup) => self.look_up(&lookup).await?,
