@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use super::combine::GATHER_BYTES;
 use super::*;
+use crate::split::fetch::error_partition;
 
 const VERSION: i16 = 12;
 const MAX_WAIT_MS: i32 = 500;
