@@ -48,14 +48,23 @@ use tracing::{error, info};
 use cli::{Cli, Command};
 use wiring::Loaded;
 
-/// jemalloc rather than the system allocator. Sluice's hot path allocates
-/// one buffer per broker response (a Fetch answer is often megabytes) and
-/// frees it once the client has it. glibc serves such sizes with `mmap` and
-/// returns them with `munmap`, so every response paid for fresh zeroed
-/// pages: page faults, `clear_page` and unmapping were a quarter of Sluice's
-/// CPU on the consume path. jemalloc keeps freed pages for reuse (returning
-/// them to the OS after its decay time), which took the consume benchmark
-/// from about 0.9 to about 0.6 CPU-s per GB.
+/// jemalloc rather than the system allocator, with its background threads
+/// on (the `background_threads` feature).
+///
+/// Sluice's hot path allocates one buffer per broker response (a Fetch
+/// answer is often megabytes) and frees it once the client has it. glibc
+/// serves such sizes with `mmap` and returns them with `munmap`, so every
+/// response paid for fresh zeroed pages: page faults, `clear_page` and
+/// unmapping were a quarter of Sluice's CPU on the consume path. jemalloc
+/// keeps freed pages for reuse and returns them to the OS after its decay
+/// time (10 s).
+///
+/// Without background threads, jemalloc frees allocations of 8 MiB and
+/// more (its `oversize_threshold`: a fetch answer of many partitions) back
+/// to the OS at once, so each such answer faulted in fresh pages again: a
+/// consumer of 1,000 partitions cost about 0.7 CPU-s per GB, against about
+/// 0.55 with them. With background threads, those pages decay like the
+/// others, on a jemalloc thread rather than on the request path.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -236,5 +245,22 @@ async fn run_sources(
             info!("sluice stopped");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The allocator the binary runs with purges freed pages on jemalloc's
+    /// background threads: without them, every fetch answer of 8 MiB or
+    /// more faults in fresh pages (see [`ALLOCATOR`](super::ALLOCATOR)).
+    #[test]
+    fn the_allocator_runs_with_background_threads() {
+        let configured = tikv_jemalloc_ctl::opt::background_thread::read();
+        assert_eq!(
+            configured.ok(),
+            Some(true),
+            "jemalloc's opt.background_thread is off: enable tikv-jemallocator's \
+             `background_threads` feature"
+        );
     }
 }
