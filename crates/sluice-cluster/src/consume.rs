@@ -77,7 +77,7 @@ use bytes::Bytes;
 
 use sluice_codec::Response;
 use sluice_codec::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
+use sluice_codec::kafka_protocol::messages::fetch_response::{NodeEndpoint, PartitionData};
 use sluice_codec::kafka_protocol::messages::{FetchRequest, TopicName};
 use sluice_codec::kafka_protocol::protocol::StrBytes;
 use std::time::Instant;
@@ -349,6 +349,21 @@ pub struct FetchCombine {
     /// The client's `max_bytes`, which the whole answer keeps to (see
     /// [`bound`]).
     max_bytes: i32,
+}
+
+/// What the parts of an entry brought (see [`FetchState::assemble`]).
+#[derive(Debug, Default)]
+struct Arrived {
+    /// Partition answers, by part index and partition.
+    answered: Map<(usize, PartitionKey), PartitionData>,
+    /// The parts that failed, with the error their partitions get.
+    failed: Map<usize, ErrorCode>,
+    throttle_time_ms: i32,
+    /// The first top-level error.
+    error_code: i16,
+    /// The frame each part's answer came in, by part index.
+    frames: Map<usize, Arc<Frame>>,
+    node_endpoints: Vec<NodeEndpoint>,
 }
 
 /// A part to send for an entry.

@@ -13,33 +13,18 @@ use std::time::{Duration, Instant};
 
 use sluice_codec::kafka_protocol::messages::FetchResponse;
 use sluice_codec::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, NodeEndpoint, PartitionData,
+    FetchableTopicResponse, PartitionData,
 };
 
 use super::kept::{self, Frame};
 use super::{
-    FetchCombine, FetchState, Marks, Outcome, PartMeta, PartitionKey, Position, ReadAhead,
+    Arrived, FetchCombine, FetchState, Marks, Outcome, PartMeta, PartitionKey, Position, ReadAhead,
     SessionReply, Source, Stashed, TopicPlan, ahead, bound, count_built, worth_serving,
 };
 use crate::error_codes::ErrorCode;
-use crate::hash::{Map, Set};
+use crate::hash::Set;
 use crate::split::fetch::{NO_SESSION_ID, error_partition};
 use crate::split::order::{TopicEntry, dedup_by_key};
-
-/// What the parts of an entry brought (see [`FetchState::assemble`]).
-#[derive(Debug, Default)]
-pub(super) struct Arrived {
-    /// Partition answers, by part index and partition.
-    pub(super) answered: Map<(usize, PartitionKey), PartitionData>,
-    /// The parts that failed, with the error their partitions get.
-    failed: Map<usize, ErrorCode>,
-    throttle_time_ms: i32,
-    /// The first top-level error.
-    error_code: i16,
-    /// The frame each part's answer came in, by part index.
-    pub(super) frames: Map<usize, Arc<Frame>>,
-    node_endpoints: Vec<NodeEndpoint>,
-}
 
 impl<P> FetchState<P> {
     /// Stashes the answer of a parked part that arrived between fetches

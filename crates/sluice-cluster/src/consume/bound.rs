@@ -23,8 +23,7 @@ use crate::hash::{Map, Set};
 
 use sluice_codec::kafka_protocol::messages::fetch_response::PartitionData;
 
-use super::assemble::Arrived;
-use super::{FetchState, PartitionKey, Position, Source, Stashed, TopicPlan, records_len};
+use super::{Arrived, FetchState, PartitionKey, Position, Source, Stashed, TopicPlan, records_len};
 
 /// The partitions (by topic and partition slot) whose records do not fit
 /// `max_bytes` once the others are in: served later. `answered` holds the
