@@ -8,7 +8,9 @@
 //! then authorizes every request as the user, exactly as if the client had
 //! connected directly.
 //!
-//! - [`scram`]: the SCRAM client (SHA-256/SHA-512, extensions).
+//! - [`scram`]: the SCRAM client (SHA-256/SHA-512, extensions), re-exported
+//!   from `sluice-scram`, which has no IO so that the fuzz targets build it
+//!   without a runtime.
 //! - `sasl`: SaslHandshake/SaslAuthenticate on a fresh broker connection.
 //! - [`token`]: the per-sink delegation-token task.
 //! - [`error`]: the crate's error, [`AuthError`].
@@ -17,7 +19,6 @@
 pub mod error;
 mod request;
 mod sasl;
-pub mod scram;
 pub mod token;
 
 pub use error::AuthError;
@@ -25,7 +26,8 @@ pub use sasl::{
     SaslReply, SaslSession, authenticate_plain, authenticate_scram, authenticate_token,
     sasl_authenticate, sasl_handshake,
 };
-pub use scram::{ScramClient, ScramError, ScramMechanism};
+pub use sluice_scram as scram;
+pub use sluice_scram::{ScramClient, ScramError, ScramMechanism};
 pub use token::{
     CreatedToken, DelegationToken, TokenCreator, TokenReceiver, TokenSettings, TokenTask,
     TokenTaskHandle,

@@ -152,6 +152,19 @@ impl OutFrames {
         out.flush().await
     }
 
+    /// Everything queued, in order, as one byte string, leaving nothing
+    /// queued: what writing it all would send, for a caller with no socket
+    /// (a fuzz target, a test).
+    pub fn take_bytes(&mut self) -> Vec<u8> {
+        self.seal();
+        let mut bytes = Vec::with_capacity(self.len);
+        for chunk in self.chunks.drain(..) {
+            bytes.extend_from_slice(&chunk);
+        }
+        self.len = 0;
+        bytes
+    }
+
     /// Gives back the buffer's memory above `keep_bytes` once nothing is
     /// queued (after a large frame).
     pub fn shrink(&mut self, keep_bytes: usize) {
@@ -206,6 +219,21 @@ mod tests {
         want.extend_from_slice(b"tinytail");
         assert_eq!(collect(&mut frames), want);
         assert!(frames.is_empty());
+    }
+
+    #[test]
+    fn take_bytes_gives_what_a_write_would_send() {
+        let fill = |frames: &mut OutFrames| {
+            frames.buf_mut().extend_from_slice(b"head");
+            frames.put_shared(Bytes::from(vec![3u8; SHARE_MIN_BYTES * 3]));
+            frames.buf_mut().extend_from_slice(b"tail");
+        };
+        let (mut written, mut taken) = (OutFrames::default(), OutFrames::default());
+        fill(&mut written);
+        fill(&mut taken);
+        assert_eq!(taken.take_bytes(), collect(&mut written));
+        assert!(taken.is_empty());
+        assert!(taken.take_bytes().is_empty());
     }
 
     #[test]

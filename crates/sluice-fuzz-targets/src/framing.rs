@@ -15,7 +15,6 @@
 
 use bytes::BytesMut;
 use sluice_codec::{CodecError, FrameCodec, Request, RequestKind};
-use tokio_util::codec::Decoder;
 
 /// The frame size limit: small, so that the limit is reached too.
 const MAX_FRAME_BYTES: usize = 64 * 1024;
@@ -41,7 +40,7 @@ fn frames(data: &[u8], chunk: usize) -> (Vec<BytesMut>, Option<String>) {
     for piece in data.chunks(chunk) {
         buf.extend_from_slice(piece);
         loop {
-            match codec.decode(&mut buf) {
+            match codec.decode_frame(&mut buf) {
                 Ok(Some(frame)) => out.push(frame),
                 Ok(None) => break,
                 Err(e) => return (out, Some(error_text(&e))),
@@ -111,7 +110,7 @@ fn request(frame: BytesMut) {
         return;
     }
     let mut stream = encoded;
-    let again = FrameCodec::default().decode(&mut stream);
+    let again = FrameCodec::default().decode_frame(&mut stream);
     let Ok(Some(again)) = again else {
         panic!("a re-encoded request does not frame: {again:?}");
     };

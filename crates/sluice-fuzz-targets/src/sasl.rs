@@ -14,8 +14,8 @@
 //! `handle_server_first`. A server-first-message that passes costs one
 //! PBKDF2 (4096 to 100,000 iterations, the bounds `sluice-auth` accepts).
 
-use sluice_auth::{ScramClient, ScramMechanism};
 use sluice_cluster::{PlainCredentials, parse_scram_client_first, unescape_saslname};
+use sluice_scram::{ScramClient, ScramMechanism};
 
 /// The RFC 7677 client: user `user`, password `pencil`, this nonce.
 pub(crate) const RFC_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";

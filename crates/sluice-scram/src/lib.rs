@@ -298,12 +298,12 @@ impl ScramClient {
     }
 
     /// The mechanism this exchange uses.
-    pub(crate) fn mechanism(&self) -> ScramMechanism {
+    pub fn mechanism(&self) -> ScramMechanism {
         self.mechanism
     }
 
     /// The username (unescaped).
-    pub(crate) fn username(&self) -> &str {
+    pub fn username(&self) -> &str {
         &self.username
     }
 
