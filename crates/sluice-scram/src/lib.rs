@@ -21,6 +21,9 @@
 //! password, a key or a proof: [`ScramError`] messages and `Debug` output are
 //! safe to log.
 
+#![deny(missing_docs)]
+
+
 use std::fmt;
 
 use base64::Engine as _;
@@ -144,26 +147,38 @@ pub enum ScramError {
     #[error(
         "invalid scram extension `{key}`: keys must be letters and values printable ascii without `,` or `=`"
     )]
-    InvalidExtension { key: String },
+    InvalidExtension {
+        /// The extension's key.
+        key: String,
+    },
     /// A server message is not UTF-8.
     #[error("scram {message} is not utf-8")]
-    NotUtf8 { message: &'static str },
+    NotUtf8 {
+        /// Which message.
+        message: &'static str,
+    },
     /// A server message lacks a required attribute.
     #[error("scram {message} lacks the `{attribute}=` attribute")]
     MissingAttribute {
+        /// Which message.
         message: &'static str,
+        /// The attribute's name.
         attribute: &'static str,
     },
     /// A server message is malformed.
     #[error("malformed scram {message}: {reason}")]
     Malformed {
+        /// Which message.
         message: &'static str,
+        /// What is wrong with it.
         reason: String,
     },
     /// An attribute is not valid base64.
     #[error("scram {message}: `{attribute}=` is not valid base64")]
     InvalidBase64 {
+        /// Which message.
         message: &'static str,
+        /// The attribute's name.
         attribute: &'static str,
     },
     /// The server's nonce does not extend the client's.
@@ -173,20 +188,28 @@ pub enum ScramError {
     #[error(
         "scram server-first-message: iteration count {count} is outside the accepted range {MIN_ITERATIONS}..={MAX_ITERATIONS}"
     )]
-    IterationCount { count: u64 },
+    IterationCount {
+        /// The count the server asked for.
+        count: u64,
+    },
     /// The server requires an extension this client does not know (`m=`).
     #[error("scram server-first-message: the server requires an unsupported mandatory extension")]
     MandatoryExtension,
     /// The server ended the exchange with `e=`.
     #[error("scram server error: {message}")]
-    Server { message: String },
+    Server {
+        /// The server's `e=` value.
+        message: String,
+    },
     /// The server's signature is wrong: it does not know the password.
     #[error("scram server-final-message: the server signature does not verify")]
     ServerSignatureMismatch,
     /// A message was handled out of order.
     #[error("scram exchange: {step} called {reason}")]
     OutOfOrder {
+        /// The step called.
         step: &'static str,
+        /// Why it was out of order.
         reason: &'static str,
     },
     /// The HMAC implementation refused a key (cannot happen).
