@@ -23,7 +23,6 @@
 
 #![deny(missing_docs)]
 
-
 use std::fmt;
 
 use base64::Engine as _;
