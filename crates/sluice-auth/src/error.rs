@@ -35,9 +35,11 @@ pub enum AuthError {
     /// The broker answered a request with a Kafka error code.
     #[error("{broker}: {api} failed with error {code} ({}){}", error_name(*code), detail(message))]
     ErrorCode {
+        /// The broker it happened with.
         broker: BrokerAddress,
         /// The request that failed, e.g. `SaslAuthenticate`.
         api: &'static str,
+        /// The Kafka error code.
         code: i16,
         /// The broker's error message, when it sent one.
         message: Option<String>,
@@ -45,27 +47,40 @@ pub enum AuthError {
     /// The broker does not have the SASL mechanism enabled.
     #[error("{broker}: sasl mechanism {mechanism} is not enabled (the broker offers: {offered})")]
     MechanismNotEnabled {
+        /// The broker it happened with.
         broker: BrokerAddress,
+        /// The mechanism Sluice asked for.
         mechanism: String,
+        /// The mechanisms the broker offers, comma separated.
         offered: String,
     },
     /// The SCRAM exchange failed on Sluice's side: a server message that
     /// cannot be used, or a server signature that does not verify.
     #[error("{broker}: {source}")]
     Scram {
+        /// The broker it happened with.
         broker: BrokerAddress,
+        /// What was wrong with the exchange.
         source: ScramError,
     },
     /// A broker's response could not be decoded or made no sense.
     #[error("{broker}: unexpected {api} response: {reason}")]
     UnexpectedResponse {
+        /// The broker it happened with.
         broker: BrokerAddress,
+        /// The request, e.g. `SaslHandshake`.
         api: &'static str,
+        /// What was wrong with it.
         reason: String,
     },
     /// A step took longer than allowed.
     #[error("{what} timed out after {}ms", timeout.as_millis())]
-    Timeout { what: String, timeout: Duration },
+    Timeout {
+        /// The step.
+        what: String,
+        /// How long it was allowed.
+        timeout: Duration,
+    },
     /// The super-user TLS configuration cannot be used.
     #[error("delegation token task: {0}")]
     Tls(Arc<TlsError>),
@@ -74,17 +89,23 @@ pub enum AuthError {
     ContactPoint(#[from] AddressParseError),
     /// No mTLS contact point could be reached.
     #[error("no mtls contact point is reachable: {reasons}")]
-    NoContactPoint { reasons: String },
+    NoContactPoint {
+        /// Why each contact point could not be used.
+        reasons: String,
+    },
     /// A created token did not reach every broker in time.
     #[error(
         "delegation token {token_id} for user {user} did not reach {missing} within {}ms",
         timeout.as_millis()
     )]
     NotPropagated {
+        /// The token's owner.
         user: String,
+        /// The token's id.
         token_id: String,
         /// The brokers that did not list the token, comma separated.
         missing: String,
+        /// How long Sluice waited.
         timeout: Duration,
     },
     /// The token task was shut down.

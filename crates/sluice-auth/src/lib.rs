@@ -16,6 +16,8 @@
 //! - [`error`]: the crate's error, [`AuthError`].
 //! - `names`: the metrics this crate records.
 
+#![deny(missing_docs)]
+
 pub mod error;
 mod request;
 mod sasl;
