@@ -79,28 +79,9 @@ use crate::error_codes::{ErrorCode, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL
 pub use messages::{PlainCredentials, parse_scram_client_first};
 use reauth::Session;
 
-/// A SCRAM mechanism, by the hash its exchange uses (the exchange itself is
-/// the broker's business, and Sluice's own logins are `sluice-auth`'s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScramMechanism {
-    /// `SCRAM-SHA-256` (RFC 7677).
-    Sha256,
-    /// `SCRAM-SHA-512`.
-    Sha512,
-}
-
-impl ScramMechanism {
-    /// Both mechanisms.
-    pub const ALL: [ScramMechanism; 2] = [ScramMechanism::Sha256, ScramMechanism::Sha512];
-
-    /// The SASL mechanism name, as sent in SaslHandshake.
-    pub fn name(self) -> &'static str {
-        match self {
-            ScramMechanism::Sha256 => "SCRAM-SHA-256",
-            ScramMechanism::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-}
+/// A SCRAM mechanism, by the hash its exchange uses: the SCRAM client's
+/// own type (the exchange itself is the broker's business).
+pub use sluice_scram::ScramMechanism;
 
 /// A SASL mechanism Sluice can carry onto its broker connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

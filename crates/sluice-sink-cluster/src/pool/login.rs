@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::slot::{Auth, KafkaConnection, TokenBinding};
 use crate::close::CloseError;
-use sluice_cluster::client_auth::{self, Identity, PlainCredentials};
+use sluice_cluster::client_auth::{Identity, PlainCredentials};
 
 /// How a client's new broker connections authenticate.
 #[derive(Debug)]
@@ -53,14 +53,6 @@ pub(crate) enum ConnError {
     Fatal(ChainError),
 }
 
-/// The client's SCRAM mechanism, as Sluice's own logins run it.
-fn scram(mechanism: client_auth::ScramMechanism) -> ScramMechanism {
-    match mechanism {
-        client_auth::ScramMechanism::Sha256 => ScramMechanism::Sha256,
-        client_auth::ScramMechanism::Sha512 => ScramMechanism::Sha512,
-    }
-}
-
 impl Login {
     /// The login for an authenticated `identity`. A SCRAM identity needs the
     /// sink's token task (`None`: SCRAM was not offered, which cannot happen).
@@ -76,7 +68,7 @@ impl Login {
             } => Some(Login::Token(TokenLogin {
                 tokens: tokens?.clone(),
                 username,
-                mechanism: scram(mechanism),
+                mechanism,
                 current: None,
             })),
         }
