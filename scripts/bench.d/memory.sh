@@ -47,13 +47,8 @@ pipeline_case() {
   local topic log dir p bytes min_bytes="" client peak=0 rss samples closed="no"
   topic="bench-pipeline-$RANDOM"
   log="$RUN_DIR/memory-pipeline"
-  step "memory: filling $topic with $MEM_RECORDS records of $RECORD_SIZE bytes (direct)"
   create_topic "$topic"
-  must "ProducerPerformance (pipelining topic)" "$log-produce" \
-    run 900 "$log-produce.out" "$log-produce.err" \
-    "$TOOL" producer-perf --topic "$topic" --num-records "$MEM_RECORDS" \
-    --record-size "$RECORD_SIZE" --throughput -1 \
-    --command-property bootstrap.servers="$DIRECT" acks=all linger.ms=5 batch.size=131072
+  fill_topic "$topic" "$MEM_RECORDS" "$log-produce" "pipelining topic"
   # RF 3 on 3 brokers: broker 1 holds every partition.
   for p in 0 1 2 3 4 5; do
     dir="$SLUICE_STATE_DIR/clusters/bench/node-1/data/$topic-$p"
@@ -92,21 +87,12 @@ pipeline_case() {
 # process that served nothing yet, and the hostile client's memory does not
 # show in the other phases' peak.
 start_memory_sluice() {
-  local deadline
   write_topology "$SLUICE_STATE_DIR/topology-memory.yaml" $((MEM_MAX + 1000)) "$MEM_LISTEN"
   sed -e "s/$METRICS/$MEM_METRICS/" "$SLUICE_STATE_DIR/config.yaml" > "$SLUICE_STATE_DIR/config-memory.yaml"
   step "memory: starting a Sluice node of its own on $MEM_LISTEN"
   target/release/sluice --topology-file "$SLUICE_STATE_DIR/topology-memory.yaml" \
     --config-file "$SLUICE_STATE_DIR/config-memory.yaml" >"$SLUICE_STATE_DIR/sluice-memory.log" 2>&1 &
   mem_sluice_pid=$!
-  deadline=$((SECONDS + 30))
-  until (exec 3<>"/dev/tcp/${MEM_LISTEN%:*}/${MEM_LISTEN#*:}") 2>/dev/null; do
-    if ! kill -0 "$mem_sluice_pid" 2>/dev/null || ((SECONDS > deadline)); then
-      echo "the memory phase's Sluice did not start listening on $MEM_LISTEN; its log:" >&2
-      cat "$SLUICE_STATE_DIR/sluice-memory.log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
+  wait_listening "$mem_sluice_pid" "$SLUICE_STATE_DIR/sluice-memory.log" "$MEM_LISTEN"
   sleep 1 # at rest: let start-up allocations settle
 }

@@ -75,7 +75,7 @@ relay_down() {
 # (empty: the default), /metrics on its listener's port + 1; waits until it
 # listens and puts its pid in VAR.
 scale_sluice() {
-  local var="$1" log="$2" limit="$3" index="$4" j new_pid deadline
+  local var="$1" log="$2" limit="$3" index="$4" j new_pid
   shift 4
   local addrs=("$@")
   local addr="${addrs[$index]}"
@@ -98,15 +98,7 @@ YAML
   target/release/sluice --topology-file "$log.topology.yaml" --config-file "$log.config.yaml" > "$log" 2>&1 &
   new_pid=$!
   scale_pids+=("$new_pid")
-  deadline=$((SECONDS + 30))
-  until (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; do
-    if ! kill -0 "$new_pid" 2>/dev/null || ((SECONDS > deadline)); then
-      echo "bench: a Sluice process did not start listening on $addr; its log:" >&2
-      cat "$log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
+  wait_listening "$new_pid" "$log" "$addr"
   printf -v "$var" '%s' "$new_pid"
 }
 

@@ -42,12 +42,7 @@ share_phase() {
   local topic round
   topic="bench-share-$RANDOM"
   create_topic "$topic"
-  step "filling $topic with $SHARE_RECORDS records (direct)"
-  must "ProducerPerformance (share topic)" "$RUN_DIR/share-fill" \
-    run 900 "$RUN_DIR/share-fill.out" "$RUN_DIR/share-fill.err" \
-    "$TOOL" producer-perf --topic "$topic" --num-records "$SHARE_RECORDS" \
-    --record-size "$RECORD_SIZE" --throughput -1 \
-    --command-property bootstrap.servers="$DIRECT" acks=all linger.ms=5 batch.size=131072
+  fill_topic "$topic" "$SHARE_RECORDS" "$RUN_DIR/share-fill" "share topic"
   for ((round = 1; round <= SHARE_ROUNDS; round++)); do
     if ((round % 2 == 1)); then
       share_throughput direct "$DIRECT" "$topic" "$round"; share_throughput sluice "$SLUICE_BOOTSTRAP" "$topic" "$round"
